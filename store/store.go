@@ -1,0 +1,108 @@
+// Package store defines the contract every quarantine store fulfils, and
+// Open, which picks the implementation from a database URL.
+//
+// Two implementations exist: store/sqlite (embedded, the default) and
+// store/postgres (production). Both pass the conformance suite in
+// store/storetest. Exported methods own their transaction; a state change
+// and the audit event recording it are written in the same transaction.
+package store
+
+import (
+	"context"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// Store is the quarantine's durable state.
+//
+// Errors are *quarantine.Error: ENOTFOUND for a missing row, EINVALID for
+// bad input, ECONFLICT for a state that forbids the change, EUNAVAILABLE
+// when the database cannot be reached, EINTERNAL otherwise. No method
+// returns (nil, nil) for "not found".
+type Store interface {
+	// InsertBatch stores msgs in one transaction, in order. Each message is
+	// normalised first (msg.Normalize with the store's clock), which fills
+	// ID, hash, status and the like in place. (Source, DedupeKey) is unique:
+	// a message whose key is already stored, by an earlier call, a
+	// concurrent one or earlier in the same batch, is not stored again and
+	// its result has New=false and the stored message's ID. A message with
+	// an empty DedupeKey gets the SHA-256 of its payload as key. Version 1
+	// of each new payload is recorded as a payload version. Either every
+	// message of the batch is committed, or none is and an error returns.
+	InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error)
+
+	// GetMessage returns one message with its current payload, or ENOTFOUND.
+	GetMessage(ctx context.Context, id string) (*quarantine.Message, error)
+
+	// ListMessages returns one page of the messages matching f, newest
+	// first by (failed_at, id), starting after f.After. Payload bytes are
+	// not loaded (Payload is nil; PayloadSize is set). f is validated
+	// first (EINVALID naming the field).
+	ListMessages(ctx context.Context, f quarantine.Filter) (quarantine.MessagePage, error)
+
+	// CountByQueue returns, for every queue with messages matching f (its
+	// cursor and limit ignored), the number of messages in each status.
+	// Statuses with no message are omitted. Ordered by queue, then status.
+	CountByQueue(ctx context.Context, f quarantine.Filter) ([]quarantine.QueueCount, error)
+
+	// OldestQuarantined returns, for each queue that has quarantined
+	// messages, the one with the earliest failed_at (ties: smallest id).
+	// Ordered by queue.
+	OldestQuarantined(ctx context.Context) ([]quarantine.QueueOldest, error)
+
+	// PayloadVersions returns every payload the message held, oldest first,
+	// without the payload bytes; ENOTFOUND if the message does not exist.
+	PayloadVersions(ctx context.Context, messageID string) ([]quarantine.PayloadVersion, error)
+
+	// PayloadVersion returns one version with its bytes, or ENOTFOUND.
+	PayloadVersion(ctx context.Context, messageID string, version int) (*quarantine.PayloadVersion, error)
+
+	// AppendAudit seals e as the next event of the chain and stores it.
+	// For actions that change nothing else (a denied request, say); a
+	// method that changes state appends its own event in its transaction.
+	AppendAudit(ctx context.Context, e quarantine.AuditEvent) (quarantine.AuditEvent, error)
+
+	// ListAudit returns events matching f, oldest first (by seq).
+	ListAudit(ctx context.Context, f quarantine.AuditFilter) ([]quarantine.AuditEvent, error)
+
+	// AuditHead returns the head the store keeps beside the log, updated in
+	// the transaction of each append (EmptyHead for an empty log).
+	AuditHead(ctx context.Context) (quarantine.AuditHead, error)
+
+	// VerifyAudit walks the whole chain in order and checks it against the
+	// head the store keeps and against each of expect (heads reported
+	// earlier). A broken chain is not an error: the result says where.
+	VerifyAudit(ctx context.Context, expect ...quarantine.AuditHead) (quarantine.AuditVerification, error)
+
+	// CreateToken stores t (ID and CreatedAt are filled) and appends a
+	// token.create event by actor in the same transaction. t.SecretHash
+	// must be set. A second active token with the same name is ECONFLICT.
+	CreateToken(ctx context.Context, t *quarantine.Token, actor string) error
+
+	// TokenBySecretHash returns the token with that secret hash, revoked or
+	// not, or ENOTFOUND.
+	TokenBySecretHash(ctx context.Context, hash string) (*quarantine.Token, error)
+
+	// ListTokens returns every token, revoked ones included, by creation.
+	ListTokens(ctx context.Context) ([]*quarantine.Token, error)
+
+	// RevokeToken revokes the token and appends token.revoke by actor in the
+	// same transaction. ENOTFOUND if there is no such token; revoking a
+	// revoked token is ECONFLICT.
+	RevokeToken(ctx context.Context, id, actor string) error
+
+	// CountActiveTokens returns how many tokens are not revoked.
+	CountActiveTokens(ctx context.Context) (int, error)
+
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+
+	// Migrate applies the embedded migrations that are not applied yet.
+	Migrate(ctx context.Context) error
+
+	// SchemaVersion returns the applied and the latest migration numbers.
+	SchemaVersion(ctx context.Context) (current, latest int, err error)
+
+	// Close releases the connections.
+	Close() error
+}
