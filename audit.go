@@ -238,6 +238,7 @@ type AuditVerification struct {
 type ChainVerifier struct {
 	prev   AuditHead
 	expect []AuditHead
+	end    *AuditHead
 	result AuditVerification
 	done   bool
 }
@@ -251,6 +252,15 @@ func NewChainVerifier(expect ...AuditHead) *ChainVerifier {
 	return &ChainVerifier{prev: EmptyHead(), expect: expect}
 }
 
+// EndAt says the chain must end exactly at h: the head the store updates in
+// the transaction of every append. An event beyond it was appended outside
+// the service (a forged row, even one whose hash is right); a chain that
+// ends before it lost its tail.
+func (v *ChainVerifier) EndAt(h AuditHead) {
+	v.end = &h
+	v.expect = append(v.expect, h)
+}
+
 // Add checks the next event. It returns false once a problem was found;
 // the caller may stop reading then.
 func (v *ChainVerifier) Add(e *AuditEvent) bool {
@@ -259,6 +269,8 @@ func (v *ChainVerifier) Add(e *AuditEvent) bool {
 	}
 	want := v.prev.Seq + 1
 	switch {
+	case v.end != nil && e.Seq > v.end.Seq:
+		return v.fail(e.Seq, fmt.Sprintf("event %d is beyond the recorded head %d: it was appended outside the service", e.Seq, v.end.Seq))
 	case e.Seq < want:
 		return v.fail(want, fmt.Sprintf("sequence %d appears again or out of order after %d", e.Seq, v.prev.Seq))
 	case e.Seq > want:

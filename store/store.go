@@ -69,8 +69,9 @@ type Store interface {
 	// the transaction of each append (EmptyHead for an empty log).
 	AuditHead(ctx context.Context) (quarantine.AuditHead, error)
 
-	// VerifyAudit walks the whole chain in order and checks it against the
-	// head the store keeps and against each of expect (heads reported
+	// VerifyAudit walks the whole chain in seq order through a
+	// quarantine.ChainVerifier that must end exactly at the head the store
+	// keeps (v.EndAt(head)) and contain each of expect (heads reported
 	// earlier). A broken chain is not an error: the result says where.
 	VerifyAudit(ctx context.Context, expect ...quarantine.AuditHead) (quarantine.AuditVerification, error)
 
