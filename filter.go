@@ -3,6 +3,7 @@ package quarantine
 import (
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -68,7 +69,10 @@ func DecodeCursor(s string) (*Cursor, error) {
 	var c Cursor
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil || c.FailedAt.IsZero() || !ValidID(c.ID) {
+	if err := dec.Decode(&c); err != nil || dec.More() || c.FailedAt.IsZero() || !ValidID(c.ID) {
+		return nil, bad
+	}
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, bad
 	}
 	c.FailedAt = c.FailedAt.UTC()

@@ -21,7 +21,9 @@ func NormalizeReason(reason string) string {
 	s := reQuoted.ReplaceAllString(reason, "<str>")
 	s = reUUID.ReplaceAllString(s, "<uuid>")
 	s = reHex.ReplaceAllStringFunc(s, func(m string) string {
-		if len(strings.TrimPrefix(strings.ToLower(m), "0x")) < 6 {
+		// A run of hex letters alone is a word ("deadbeef", "facade"); a run
+		// of digits alone is a number, normalised below.
+		if !strings.ContainsAny(m, "0123456789") || !strings.ContainsAny(strings.ToLower(m), "abcdef") {
 			return m
 		}
 		return "<hex>"

@@ -1,0 +1,81 @@
+package quarantine_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+func TestNormalize(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 29, 10, 0, 0, 123456789, time.UTC)
+	payload := []byte{0xff, 0x00, 'x'}
+	m := &quarantine.Message{
+		Queue:   "orders\xff",
+		Reason:  strings.Repeat("é", quarantine.MaxReasonBytes), // 2 bytes each: over the cap
+		Payload: payload,
+		Headers: map[string]string{"a\x00": "b\xff"},
+	}
+	m.Normalize(now)
+	if !quarantine.ValidID(m.ID) || m.Status != quarantine.StatusQuarantined || m.PayloadVersion != 1 {
+		t.Fatalf("defaults: %+v", m)
+	}
+	if m.PayloadSHA256 != quarantine.PayloadHash(payload) || string(m.Payload) != string(payload) || m.PayloadSize != 3 {
+		t.Fatal("payload must be kept byte-exact and hashed")
+	}
+	if !m.CollectedAt.Equal(now.Truncate(time.Microsecond)) || !m.FailedAt.Equal(m.CollectedAt) {
+		t.Fatalf("times: %v %v", m.CollectedAt, m.FailedAt)
+	}
+	if len(m.Reason) > quarantine.MaxReasonBytes || !utf8.ValidString(m.Reason) || !m.HasFlag(quarantine.FlagReasonTruncated) {
+		t.Fatalf("reason not cut cleanly: %d bytes, flags %v", len(m.Reason), m.Flags)
+	}
+	if !utf8.ValidString(m.Queue) || m.Headers["a\u2400"] != "b\uFFFD" {
+		t.Fatalf("text not sanitised: %q %q", m.Queue, m.Headers)
+	}
+	if m.FailureClass != quarantine.ClassUnknown || !m.HasFlag(quarantine.FlagMissingIdempotencyKey) {
+		t.Fatalf("class %q flags %v", m.FailureClass, m.Flags)
+	}
+	if m.Fingerprint == "" {
+		t.Fatal("no fingerprint")
+	}
+}
+
+func TestFingerprintGroupsVariants(t *testing.T) {
+	t.Parallel()
+	same := []string{
+		`charge 4711 failed for card "tok_abc" id 3f2a9c1e-0b7d-4c1e-9a7b-1d2e3f4a5b6c`,
+		`charge 12 failed for card "tok_zzz" id 0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d`,
+	}
+	a := quarantine.Fingerprint("charge", quarantine.ClassPermanent, same[0])
+	b := quarantine.Fingerprint("charge", quarantine.ClassPermanent, same[1])
+	if a != b {
+		t.Fatalf("variants split: %s vs %s (%q, %q)", a, b, quarantine.NormalizeReason(same[0]), quarantine.NormalizeReason(same[1]))
+	}
+	if a == quarantine.Fingerprint("refund", quarantine.ClassPermanent, same[0]) ||
+		a == quarantine.Fingerprint("charge", quarantine.ClassExhausted, same[0]) ||
+		a == quarantine.Fingerprint("charge", quarantine.ClassPermanent, "timeout talking to bank") {
+		t.Fatal("distinct failures share a fingerprint")
+	}
+	if got := quarantine.NormalizeReason("object deadbeef42cafe not found at 0x7ffd1234 in facade"); got != "object <hex> not found at <hex> in facade" {
+		t.Fatalf("hex: %q", got)
+	}
+}
+
+func TestAssignOwner(t *testing.T) {
+	t.Parallel()
+	rules := []quarantine.OwnerRule{
+		{Team: "payments", Queues: []string{"payments.*", "billing"}},
+		{Team: "catchall", Queues: []string{"*"}},
+	}
+	for q, want := range map[string]string{"payments.refunds": "payments", "billing": "payments", "billing2": "catchall", "": "catchall"} {
+		if got := quarantine.AssignOwner(rules, q); got != want {
+			t.Errorf("%q: %q, want %q", q, got, want)
+		}
+	}
+	if quarantine.AssignOwner(nil, "x") != "" {
+		t.Error("no rules, no owner")
+	}
+}

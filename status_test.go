@@ -1,0 +1,106 @@
+package quarantine_test
+
+import (
+	"testing"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+func TestStatusTransitions(t *testing.T) {
+	t.Parallel()
+	allowed := map[[2]quarantine.Status]bool{
+		{"quarantined", "replaying"}: true,
+		{"quarantined", "discarded"}: true,
+		{"replaying", "replayed"}:    true,
+		{"replaying", "quarantined"}: true,
+		{"replayed", "refailed"}:     true,
+		{"replayed", "discarded"}:    true,
+		{"refailed", "discarded"}:    true,
+	}
+	for _, from := range quarantine.Statuses {
+		for _, to := range quarantine.Statuses {
+			want := allowed[[2]quarantine.Status{from, to}]
+			if got := from.CanBecome(to); got != want {
+				t.Errorf("%s -> %s: got %v, want %v", from, to, got, want)
+			}
+			err := from.Transition(to)
+			if want != (err == nil) {
+				t.Errorf("%s -> %s: Transition error %v", from, to, err)
+			}
+			if err != nil && quarantine.ErrorCode(err) != quarantine.ECONFLICT {
+				t.Errorf("%s -> %s: code %s", from, to, quarantine.ErrorCode(err))
+			}
+		}
+	}
+	if err := quarantine.StatusQuarantined.Transition("gone"); quarantine.ErrorCode(err) != quarantine.EINVALID {
+		t.Errorf("unknown target: %v", err)
+	}
+}
+
+func TestParseEnums(t *testing.T) {
+	t.Parallel()
+	for _, s := range quarantine.Statuses {
+		if got, err := quarantine.ParseStatus(string(s)); err != nil || got != s {
+			t.Errorf("ParseStatus(%q) = %q, %v", s, got, err)
+		}
+	}
+	for _, c := range quarantine.FailureClasses {
+		if got, err := quarantine.ParseFailureClass(string(c)); err != nil || got != c {
+			t.Errorf("ParseFailureClass(%q) = %q, %v", c, got, err)
+		}
+	}
+	for _, bad := range []string{"", "QUARANTINED", "x' OR 1=1 --", "\xff"} {
+		if _, err := quarantine.ParseStatus(bad); quarantine.ErrorField(err) != "status" {
+			t.Errorf("ParseStatus(%q): %v", bad, err)
+		}
+		if _, err := quarantine.ParseFailureClass(bad); quarantine.ErrorField(err) != "failure_class" {
+			t.Errorf("ParseFailureClass(%q): %v", bad, err)
+		}
+		if _, err := quarantine.ParseRole(bad); quarantine.ErrorField(err) != "role" {
+			t.Errorf("ParseRole(%q): %v", bad, err)
+		}
+	}
+}
+
+func TestRoles(t *testing.T) {
+	t.Parallel()
+	if !quarantine.RoleAdmin.AtLeast(quarantine.RoleOperator) || quarantine.RoleViewer.AtLeast(quarantine.RoleOperator) ||
+		!quarantine.RoleOperator.AtLeast(quarantine.RoleOperator) || quarantine.Role("root").AtLeast(quarantine.RoleViewer) {
+		t.Fatal("role order is wrong")
+	}
+	tok := quarantine.Token{Name: "t", Role: quarantine.RoleViewer, Owners: []string{"payments"}}
+	if !tok.Sees("payments") || tok.Sees("billing") || tok.Sees("") {
+		t.Fatal("owner scope is wrong")
+	}
+	global := quarantine.Token{Name: "g", Role: quarantine.RoleViewer}
+	if !global.Sees("anything") || !global.Sees("") {
+		t.Fatal("a token without owners sees everything")
+	}
+	s1, h1 := quarantine.NewTokenSecret()
+	s2, _ := quarantine.NewTokenSecret()
+	if s1 == s2 || quarantine.HashTokenSecret(s1) != h1 || len(s1) < 40 || s1[:3] != quarantine.TokenPrefix {
+		t.Fatalf("secrets: %q %q", s1, s2)
+	}
+}
+
+func TestErrorStatus(t *testing.T) {
+	t.Parallel()
+	cases := map[string]int{
+		quarantine.EINVALID: 400, quarantine.EUNAUTHORIZED: 401, quarantine.EFORBIDDEN: 403, quarantine.ENOTFOUND: 404,
+		quarantine.ECONFLICT: 409, quarantine.EPRECONDITION: 412, quarantine.ETOOLARGE: 413, quarantine.EUNPROCESSABLE: 422,
+		quarantine.EINTERNAL: 500, quarantine.EUNAVAILABLE: 503, "nonsense": 500,
+	}
+	for code, want := range cases {
+		if got := quarantine.ErrorStatus(code); got != want {
+			t.Errorf("%s: %d, want %d", code, got, want)
+		}
+	}
+	wrapped := quarantine.Internal(errSecret{}, "store failed")
+	if quarantine.ErrorMessage(wrapped) != "internal error" || quarantine.ErrorCode(errSecret{}) != quarantine.EINTERNAL {
+		t.Fatal("internal details leak")
+	}
+}
+
+type errSecret struct{}
+
+func (errSecret) Error() string { return "password=hunter2" }
