@@ -14,8 +14,9 @@ var (
 )
 
 // NewID returns a new time-ordered identifier (a ULID, 26 characters of
-// Crockford base32) for time t. IDs made in one process sort in creation
-// order, even within one millisecond.
+// Crockford base32) for time t. IDs sort by t's millisecond; IDs made in
+// one process for non-decreasing times sort in creation order, even within
+// one millisecond.
 func NewID(t time.Time) string {
 	idMu.Lock()
 	defer idMu.Unlock()

@@ -1,0 +1,121 @@
+package store
+
+import (
+	"context"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/postgres"
+	"github.com/quarantine-dev/quarantine/store/sqlite"
+)
+
+// DefaultURL is the database used when none is configured: an embedded
+// SQLite file under the working directory.
+const DefaultURL = "sqlite:./quarantine-data/quarantine.db"
+
+// The implementations satisfy the contract. The assertions live here, the
+// one package that imports both, so that neither imports this one.
+var (
+	_ Store = (*sqlite.Store)(nil)
+	_ Store = (*postgres.Store)(nil)
+)
+
+// Open connects to the store named by a database URL:
+//
+//	sqlite:PATH                  embedded SQLite at PATH (relative to the
+//	                             working directory, or absolute), for example
+//	                             sqlite:./quarantine-data/quarantine.db or
+//	                             sqlite:/var/lib/quarantine/quarantine.db
+//	postgres://USER:PASS@HOST:PORT/DB?sslmode=…   PostgreSQL (postgresql:// too)
+//
+// Only the single-colon form sqlite:PATH names SQLite; sqlite://… is
+// rejected so that a host-like path is never misread. Open does not migrate:
+// the caller calls Migrate, or checks SchemaVersion. A URL of any other form
+// is EINVALID naming "database"; its password never appears in the error.
+func Open(ctx context.Context, url string) (Store, error) {
+	kind, target, err := parseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case kindSQLite:
+		return sqlite.Open(ctx, target)
+	default:
+		return postgres.Open(ctx, target)
+	}
+}
+
+// CheckURL returns the error Open would give for the form of url, without
+// connecting: nil when url is a sqlite:PATH or postgres:// URL.
+func CheckURL(url string) error {
+	_, _, err := parseURL(url)
+	return err
+}
+
+// IsEmbedded reports whether url names the embedded SQLite store, which
+// the service migrates by itself on start.
+func IsEmbedded(url string) bool {
+	return strings.HasPrefix(url, "sqlite:")
+}
+
+const (
+	kindSQLite   = "sqlite"
+	kindPostgres = "postgres"
+)
+
+func parseURL(raw string) (kind, target string, err error) {
+	switch {
+	case raw == "":
+		return "", "", quarantine.FieldErrorf(quarantine.EINVALID, "database", "no database URL: use sqlite:PATH or postgres://…")
+	case strings.HasPrefix(raw, "sqlite://"):
+		return "", "", quarantine.FieldErrorf(quarantine.EINVALID, "database",
+			"%q: write SQLite URLs as sqlite:PATH, for example %s or sqlite:/var/lib/quarantine/quarantine.db", Redact(raw), DefaultURL)
+	case strings.HasPrefix(raw, "sqlite:"):
+		path := strings.TrimPrefix(raw, "sqlite:")
+		if strings.TrimSpace(path) == "" {
+			return "", "", quarantine.FieldErrorf(quarantine.EINVALID, "database", "sqlite: needs a file path, for example %s", DefaultURL)
+		}
+		return kindSQLite, path, nil
+	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
+		u, perr := url.Parse(raw)
+		if perr != nil || u.Host == "" && !strings.Contains(u.RawQuery, "host=") {
+			return "", "", quarantine.FieldErrorf(quarantine.EINVALID, "database", "%q is not a valid PostgreSQL URL (postgres://USER@HOST:PORT/DB)", Redact(raw))
+		}
+		return kindPostgres, raw, nil
+	}
+	return "", "", quarantine.FieldErrorf(quarantine.EINVALID, "database",
+		"unsupported database URL %q: use sqlite:PATH or postgres://…", Redact(raw))
+}
+
+// secretText is what Redact puts in place of a password.
+const secretText = "<secret>"
+
+var (
+	reKVPassword    = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+	reQueryPassword = regexp.MustCompile(`(?i)([?&]password=)[^&#]*`)
+	reUserInfo      = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*://[^/?#@]*?:)[^/?#]*@`)
+)
+
+// Redact returns url with its password, in the user info or in a password
+// query parameter (or a key=value password= setting), replaced by
+// <secret>, fit for logs and error messages. Other parts are unchanged.
+func Redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.User != nil {
+		if _, has := u.User.Password(); has {
+			c := *u
+			c.User = nil
+			prefix := c.Scheme + "://"
+			raw = prefix + url.User(u.User.Username()).String() + ":" + secretText + "@" + strings.TrimPrefix(c.String(), prefix)
+		}
+	} else if err != nil {
+		// Unparseable: still hide anything shaped like user:password@.
+		raw = reUserInfo.ReplaceAllString(raw, "${1}"+secretText+"@")
+	}
+	raw = reQueryPassword.ReplaceAllString(raw, "${1}"+secretText)
+	if !strings.Contains(raw, "://") {
+		raw = reKVPassword.ReplaceAllString(raw, "${1}"+secretText)
+	}
+	return raw
+}

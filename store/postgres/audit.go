@@ -1,0 +1,144 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// appendAudit seals e as the next event of the chain and stores it,
+// inside tx. The row lock on audit_head serialises appends: the head read
+// here is the one the event follows, and it is moved in the same
+// transaction.
+func (s *Store) appendAudit(ctx context.Context, tx pgx.Tx, e *quarantine.AuditEvent) error {
+	var head quarantine.AuditHead
+	if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE`).Scan(&head.Seq, &head.Hash); err != nil {
+		return err
+	}
+	if err := e.Seal(head, s.clock()); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO audit_log (seq, "time", actor, action, subject, details, prev_hash, hash)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		e.Seq, e.Time, e.Actor, e.Action, e.Subject, string(e.Details), e.PrevHash, e.Hash); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, e.Seq, e.Hash)
+	return err
+}
+
+// AppendAudit seals e as the next event of the chain and stores it.
+// Errors: EINTERNAL when e.Details is not valid JSON, EUNAVAILABLE.
+func (s *Store) AppendAudit(ctx context.Context, e quarantine.AuditEvent) (quarantine.AuditEvent, error) {
+	err := s.inTx(ctx, "append an audit event", func(tx pgx.Tx) error {
+		return s.appendAudit(ctx, tx, &e)
+	})
+	if err != nil {
+		return quarantine.AuditEvent{}, err
+	}
+	return e, nil
+}
+
+const auditColumns = `seq, "time", actor, action, subject, details, prev_hash, hash`
+
+// scanAudit reads one audit_log row.
+func scanAudit(row pgx.CollectableRow) (quarantine.AuditEvent, error) {
+	var e quarantine.AuditEvent
+	var details string
+	err := row.Scan(&e.Seq, &e.Time, &e.Actor, &e.Action, &e.Subject, &details, &e.PrevHash, &e.Hash)
+	e.Time = e.Time.UTC()
+	e.Details = json.RawMessage(details)
+	return e, err
+}
+
+// ListAudit returns the events matching f, oldest first. Errors: EINVALID
+// naming the field, EUNAVAILABLE, EINTERNAL.
+func (s *Store) ListAudit(ctx context.Context, f quarantine.AuditFilter) ([]quarantine.AuditEvent, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	w := &where{}
+	if f.Subject != "" {
+		w.conds = append(w.conds, "subject = "+w.arg(f.Subject))
+	}
+	if f.Actor != "" {
+		w.conds = append(w.conds, "actor = "+w.arg(f.Actor))
+	}
+	if f.Action != "" {
+		w.conds = append(w.conds, "action = "+w.arg(f.Action))
+	}
+	if !f.After.IsZero() {
+		w.conds = append(w.conds, `"time" >= `+w.arg(f.After))
+	}
+	if !f.Before.IsZero() {
+		w.conds = append(w.conds, `"time" < `+w.arg(f.Before))
+	}
+	if f.Seq > 0 {
+		w.conds = append(w.conds, "seq > "+w.arg(f.Seq))
+	}
+	q := "SELECT " + auditColumns + " FROM audit_log" + w.sql() + " ORDER BY seq LIMIT " + w.arg(f.Limit)
+	rows, err := s.pool.Query(ctx, q, w.args...)
+	if err != nil {
+		return nil, translate(err, "list audit events")
+	}
+	out, err := pgx.CollectRows(rows, scanAudit)
+	if err != nil {
+		return nil, translate(err, "list audit events")
+	}
+	if out == nil {
+		out = []quarantine.AuditEvent{}
+	}
+	return out, nil
+}
+
+// AuditHead returns the head kept beside the log. Errors: EUNAVAILABLE,
+// EINTERNAL.
+func (s *Store) AuditHead(ctx context.Context) (quarantine.AuditHead, error) {
+	var h quarantine.AuditHead
+	err := s.pool.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&h.Seq, &h.Hash)
+	if err != nil {
+		return quarantine.AuditHead{}, translate(err, "read the audit head")
+	}
+	return h, nil
+}
+
+// VerifyAudit walks the whole chain in one snapshot (a repeatable-read,
+// read-only transaction, so the head and the log agree), streaming rows
+// through a ChainVerifier that must end at the stored head and contain
+// expect. Errors: EUNAVAILABLE, EINTERNAL; a broken chain is a result.
+func (s *Store) VerifyAudit(ctx context.Context, expect ...quarantine.AuditHead) (quarantine.AuditVerification, error) {
+	var res quarantine.AuditVerification
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	err := s.inTxOpts(ctx, opts, "verify the audit log", func(tx pgx.Tx) error {
+		var head quarantine.AuditHead
+		if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&head.Seq, &head.Hash); err != nil {
+			return err
+		}
+		v := quarantine.NewChainVerifier(expect...)
+		v.EndAt(head)
+		rows, err := tx.Query(ctx, "SELECT "+auditColumns+" FROM audit_log ORDER BY seq")
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			e, err := scanAudit(rows)
+			if err != nil {
+				return err
+			}
+			if !v.Add(&e) {
+				break
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		res = v.Finish()
+		return nil
+	})
+	return res, err
+}

@@ -1,0 +1,60 @@
+package postgres_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/quarantine-dev/quarantine/internal/pgtest"
+	"github.com/quarantine-dev/quarantine/store/postgres"
+	"github.com/quarantine-dev/quarantine/store/storetest"
+)
+
+// benchRows returns QUARANTINE_BENCH_ROWS (default 1,000,000).
+func benchRows(tb testing.TB) int {
+	tb.Helper()
+	v := os.Getenv("QUARANTINE_BENCH_ROWS")
+	if v == "" {
+		return 1_000_000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1000 {
+		tb.Fatalf("QUARANTINE_BENCH_ROWS=%q: want a number of at least 1000", v)
+	}
+	return n
+}
+
+// benchStore opens the persistent schema bench_<rows>, migrated and seeded
+// with rows messages (only the missing ones are inserted, so a machine
+// seeds it once).
+func benchStore(tb testing.TB, rows int) *postgres.Store {
+	tb.Helper()
+	s := openURL(tb, pgtest.PersistentURL(tb, "bench_"+strconv.Itoa(rows)))
+	if err := s.Migrate(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	seed(tb, s, rows)
+	return s
+}
+
+func benchInsert(b *testing.B, batch int) {
+	s := openStore(b)
+	storetest.BenchInsertBatch(b, s, batch)
+}
+
+// BenchmarkInsertBatch1 measures InsertBatch one message at a time.
+func BenchmarkInsertBatch1(b *testing.B) { benchInsert(b, 1) }
+
+// BenchmarkInsertBatch100 measures InsertBatch 100 messages at a time.
+func BenchmarkInsertBatch100(b *testing.B) { benchInsert(b, 100) }
+
+// BenchmarkInsertBatch1000 measures InsertBatch 1000 messages at a time.
+func BenchmarkInsertBatch1000(b *testing.B) { benchInsert(b, 1000) }
+
+// BenchmarkList measures the first and a deep page of ListMessages on
+// QUARANTINE_BENCH_ROWS (default 1,000,000) seeded messages.
+func BenchmarkList(b *testing.B) {
+	s := benchStore(b, benchRows(b))
+	storetest.BenchList(b, s)
+}

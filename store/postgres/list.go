@@ -1,0 +1,231 @@
+package postgres
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// where builds the WHERE clause of a message query, with numbered
+// parameters. Every value is a parameter, never spliced into the SQL.
+type where struct {
+	conds []string
+	args  []any
+}
+
+// arg adds v as the next parameter and returns its placeholder.
+func (w *where) arg(v any) string {
+	w.args = append(w.args, v)
+	return "$" + strconv.Itoa(len(w.args))
+}
+
+// in filters col by the alternatives vals. One value is a plain equality,
+// which the planner can serve in index order; several are = ANY.
+func (w *where) in(col string, vals []string) {
+	switch len(vals) {
+	case 0:
+	case 1:
+		w.conds = append(w.conds, col+" = "+w.arg(vals[0]))
+	default:
+		w.conds = append(w.conds, col+" = ANY("+w.arg(vals)+"::text[])")
+	}
+}
+
+func (w *where) sql() string {
+	if len(w.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(w.conds, " AND ")
+}
+
+// filterWhere turns a validated filter into conditions on messages m,
+// without its cursor.
+func filterWhere(f *quarantine.Filter) *where {
+	w := fieldsWhere(f)
+	if f.Text != "" {
+		w.conds = append(w.conds, textIndexed(w.arg(likePattern(f.Text))))
+	}
+	return w
+}
+
+// fieldsWhere turns the equality and time conditions of a validated
+// filter into conditions on messages m: all but its text and cursor.
+func fieldsWhere(f *quarantine.Filter) *where {
+	w := &where{}
+	w.in("m.queue", f.Queue)
+	w.in("m.job_name", f.JobName)
+	w.in("m.failure_class", strs(f.FailureClass))
+	w.in("m.status", strs(f.Status))
+	w.in("m.owner", f.Owner)
+	w.in("m.source", f.Source)
+	w.in("m.idempotency_key", f.IdempotencyKey)
+	if !f.FailedAfter.IsZero() {
+		w.conds = append(w.conds, "m.failed_at >= "+w.arg(f.FailedAfter))
+	}
+	if !f.FailedBefore.IsZero() {
+		w.conds = append(w.conds, "m.failed_at < "+w.arg(f.FailedBefore))
+	}
+	return w
+}
+
+// after adds the keyset condition of cursor c, if any.
+func (w *where) after(c *quarantine.Cursor) {
+	if c != nil {
+		w.conds = append(w.conds, "(m.failed_at, m.id) < ("+w.arg(c.FailedAt)+", "+w.arg(c.ID)+")")
+	}
+}
+
+// likePattern returns the ILIKE pattern matching s as a literal substring
+// (backslash is ILIKE's default escape character).
+func likePattern(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return "%" + r.Replace(s) + "%"
+}
+
+func strs[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// listQuery returns the SQL and arguments of one page of a validated
+// filter: limit+1 rows, so that a further row says there is a next page.
+func listQuery(f *quarantine.Filter) (string, []any) {
+	w := filterWhere(f)
+	w.after(f.After)
+	q := "SELECT " + messageColumns + " FROM messages m" + w.sql() +
+		" ORDER BY m.failed_at DESC, m.id DESC LIMIT " + w.arg(f.Limit+1)
+	return q, w.args
+}
+
+// countQuery returns the SQL and arguments of CountByQueue.
+func countQuery(f *quarantine.Filter) (string, []any) {
+	w := filterWhere(f)
+	q := "SELECT m.queue, m.status, count(*) FROM messages m" + w.sql() +
+		" GROUP BY m.queue, m.status ORDER BY m.queue, m.status"
+	return q, w.args
+}
+
+// ListMessages returns one page of messages, newest first; see
+// store.Store. Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
+func (s *Store) ListMessages(ctx context.Context, f quarantine.Filter) (quarantine.MessagePage, error) {
+	if err := f.Validate(); err != nil {
+		return quarantine.MessagePage{}, err
+	}
+	var msgs []*quarantine.Message
+	var err error
+	if f.Text != "" {
+		msgs, err = s.listText(ctx, &f)
+	} else {
+		q, args := listQuery(&f)
+		msgs, err = s.queryMessages(ctx, q, args)
+	}
+	if err != nil {
+		return quarantine.MessagePage{}, err
+	}
+	page := quarantine.MessagePage{Messages: msgs}
+	if len(msgs) > f.Limit {
+		page.Messages = msgs[:f.Limit]
+		page.Next = quarantine.CursorOf(page.Messages[f.Limit-1])
+	}
+	return page, nil
+}
+
+// queryMessages runs q, which selects messageColumns, and returns the
+// messages (never nil).
+func (s *Store) queryMessages(ctx context.Context, q string, args []any) ([]*quarantine.Message, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, translate(err, "list messages")
+	}
+	out := []*quarantine.Message{}
+	var r messageRow
+	_, err = pgx.ForEachRow(rows, r.dest(), func() error {
+		m, err := r.message()
+		if err != nil {
+			return err
+		}
+		out = append(out, m)
+		r = messageRow{}
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err, "list messages")
+	}
+	return out, nil
+}
+
+// CountByQueue counts the messages matching f by queue and status; see
+// store.Store. Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
+func (s *Store) CountByQueue(ctx context.Context, f quarantine.Filter) ([]quarantine.QueueCount, error) {
+	f.After, f.Limit = nil, 0
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	q, args := countQuery(&f)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, translate(err, "count messages")
+	}
+	counts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (quarantine.QueueCount, error) {
+		var c quarantine.QueueCount
+		err := row.Scan(&c.Queue, &c.Status, &c.Count)
+		return c, err
+	})
+	if err != nil {
+		return nil, translate(err, "count messages")
+	}
+	if counts == nil {
+		counts = []quarantine.QueueCount{}
+	}
+	return counts, nil
+}
+
+// oldestQuarantined walks the distinct queues of quarantined messages with
+// a recursive skip scan over messages_oldest_idx (one index probe per
+// queue, however many messages each holds), then takes the first message
+// of each queue in (failed_at, id) order.
+const oldestQuarantined = `WITH RECURSIVE q(queue) AS (
+	(SELECT queue FROM messages WHERE status = 'quarantined' ORDER BY queue LIMIT 1)
+	UNION ALL
+	SELECT (SELECT m.queue FROM messages m
+		WHERE m.status = 'quarantined' AND m.queue > q.queue
+		ORDER BY m.queue LIMIT 1)
+	FROM q WHERE q.queue IS NOT NULL
+)
+SELECT q.queue, o.id, o.failed_at
+FROM q CROSS JOIN LATERAL (
+	SELECT m.id, m.failed_at FROM messages m
+	WHERE m.status = 'quarantined' AND m.queue = q.queue
+	ORDER BY m.failed_at, m.id LIMIT 1
+) o
+WHERE q.queue IS NOT NULL
+ORDER BY q.queue`
+
+// OldestQuarantined returns the oldest quarantined message of each queue;
+// see store.Store. Errors: EUNAVAILABLE, EINTERNAL.
+func (s *Store) OldestQuarantined(ctx context.Context) ([]quarantine.QueueOldest, error) {
+	rows, err := s.pool.Query(ctx, oldestQuarantined)
+	if err != nil {
+		return nil, translate(err, "find the oldest messages")
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (quarantine.QueueOldest, error) {
+		var o quarantine.QueueOldest
+		err := row.Scan(&o.Queue, &o.MessageID, &o.FailedAt)
+		o.FailedAt = o.FailedAt.UTC()
+		return o, err
+	})
+	if err != nil {
+		return nil, translate(err, "find the oldest messages")
+	}
+	if out == nil {
+		out = []quarantine.QueueOldest{}
+	}
+	return out, nil
+}

@@ -1,0 +1,288 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// messageColumns are the columns of messages read into a Message, in the
+// order scanMessage expects, qualified by the alias m.
+const messageColumns = `m.id, m.source, m.source_kind, m.queue, m.job_name, m.message_id,
+	m.idempotency_key, m.schema_version, m.attempts, m.failure_class, m.reason,
+	m.payload_size, m.content_type, m.payload_sha256, m.payload_version, m.headers,
+	m.enqueued_at, m.first_failed_at, m.failed_at, m.collected_at, m.updated_at,
+	m.status, m.owner, m.fingerprint, m.replay_count, m.refail_of, m.flags, m.dedupe_key`
+
+// insertMessages inserts the unnested columns in array order, which is the
+// order of the sorted keys, so that concurrent batches take their unique
+// index locks in one order and cannot deadlock. Conflicting keys are
+// skipped; RETURNING names the rows that were stored.
+const insertMessages = `INSERT INTO messages (id, source, source_kind, queue, job_name, message_id,
+	idempotency_key, schema_version, attempts, failure_class, reason,
+	payload_size, content_type, payload_sha256, payload_version, headers,
+	enqueued_at, first_failed_at, failed_at, collected_at, updated_at,
+	status, owner, fingerprint, replay_count, refail_of, flags, dedupe_key)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+	$7::text[], $8::text[], $9::int[], $10::text[], $11::text[],
+	$12::bigint[], $13::text[], $14::text[], $15::int[], $16::text[],
+	$17::timestamptz[], $18::timestamptz[], $19::timestamptz[], $20::timestamptz[], $21::timestamptz[],
+	$22::text[], $23::text[], $24::text[], $25::int[], $26::text[], $27::text[], $28::text[])
+ON CONFLICT (source, dedupe_key) DO NOTHING
+RETURNING id`
+
+// insertFirstVersions records version 1 of each new message's payload.
+const insertFirstVersions = `INSERT INTO payload_versions (message_id, version, sha256, prev_sha256,
+	size, content_type, actor, reason, created_at, payload, payload_text)
+SELECT id, 1, sha, '', size, ct, actor, '', created, bin, txt
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::timestamptz[], $7::bytea[], $8::text[])
+	AS v(id, sha, size, ct, actor, created, bin, txt)`
+
+// selectExisting finds the stored IDs of keys that were already taken.
+const selectExisting = `SELECT m.source, m.dedupe_key, m.id
+FROM unnest($1::text[], $2::text[]) AS k(source, dedupe_key)
+JOIN messages m ON m.source = k.source AND m.dedupe_key = k.dedupe_key`
+
+type dedupeKey struct{ source, key string }
+
+// InsertBatch stores msgs in one transaction; see store.Store. Messages
+// are normalised in place. Errors: EINVALID for a value PostgreSQL cannot
+// store or index, EUNAVAILABLE, EINTERNAL.
+func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error) {
+	if len(msgs) == 0 {
+		return []quarantine.InsertResult{}, nil
+	}
+	now := s.clock()
+	first := make(map[dedupeKey]int, len(msgs)) // key -> index of its first message
+	var unique []int
+	for i, m := range msgs {
+		if m == nil {
+			return nil, quarantine.Errorf(quarantine.EINVALID, "message %d of the batch is missing", i)
+		}
+		m.Normalize(now)
+		if m.DedupeKey == "" {
+			m.DedupeKey = m.PayloadSHA256
+		}
+		k := dedupeKey{m.Source, m.DedupeKey}
+		if _, ok := first[k]; !ok {
+			first[k] = i
+			unique = append(unique, i)
+		}
+	}
+	sort.Slice(unique, func(a, b int) bool {
+		x, y := msgs[unique[a]], msgs[unique[b]]
+		if x.Source != y.Source {
+			return x.Source < y.Source
+		}
+		return x.DedupeKey < y.DedupeKey
+	})
+
+	stored := make(map[dedupeKey]string, len(unique)) // key -> stored ID
+	isNew := make(map[string]bool, len(unique))
+	err := s.inTx(ctx, "insert messages", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, insertMessages, messageArrays(msgs, unique)...)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			isNew[id] = true
+		}
+		var fresh, taken []int
+		for _, i := range unique {
+			if isNew[msgs[i].ID] {
+				stored[dedupeKey{msgs[i].Source, msgs[i].DedupeKey}] = msgs[i].ID
+				fresh = append(fresh, i)
+			} else {
+				taken = append(taken, i)
+			}
+		}
+		if len(fresh) > 0 {
+			if _, err := tx.Exec(ctx, insertFirstVersions, versionArrays(msgs, fresh)...); err != nil {
+				return err
+			}
+		}
+		if len(taken) > 0 {
+			return lookupExisting(ctx, tx, msgs, taken, stored)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := make([]quarantine.InsertResult, len(msgs))
+	for i, m := range msgs {
+		k := dedupeKey{m.Source, m.DedupeKey}
+		res[i] = quarantine.InsertResult{ID: stored[k], New: first[k] == i && isNew[m.ID]}
+	}
+	return res, nil
+}
+
+// lookupExisting fills stored with the IDs of the messages that already
+// held the keys of msgs[taken].
+func lookupExisting(ctx context.Context, tx pgx.Tx, msgs []*quarantine.Message, taken []int, stored map[dedupeKey]string) error {
+	sources := make([]string, len(taken))
+	keys := make([]string, len(taken))
+	for j, i := range taken {
+		sources[j], keys[j] = msgs[i].Source, msgs[i].DedupeKey
+	}
+	rows, err := tx.Query(ctx, selectExisting, sources, keys)
+	if err != nil {
+		return err
+	}
+	var k dedupeKey
+	var id string
+	_, err = pgx.ForEachRow(rows, []any{&k.source, &k.key, &id}, func() error {
+		stored[k] = id
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, i := range taken {
+		if _, ok := stored[dedupeKey{msgs[i].Source, msgs[i].DedupeKey}]; !ok {
+			// The conflicting row is gone: it was removed after the insert saw it.
+			return quarantine.Errorf(quarantine.EUNAVAILABLE, "a concurrent change removed a message being deduplicated; try again")
+		}
+	}
+	return nil
+}
+
+// messageArrays returns the 28 column arrays of insertMessages for
+// msgs[idx], in idx order.
+func messageArrays(msgs []*quarantine.Message, idx []int) []any {
+	n := len(idx)
+	var (
+		id, source, kind, queue, job, msgID, idem, schema = mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)
+		class, reason, ctype, sha, headers                = mk(n), mk(n), mk(n), mk(n), mk(n)
+		status, owner, fp, refail, flags, dkey            = mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)
+		attempts, version, replays                        = make([]int32, n), make([]int32, n), make([]int32, n)
+		size                                              = make([]int64, n)
+		enq, ffirst                                       = make([]*time.Time, n), make([]*time.Time, n)
+		failed, collected, updated                        = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+	)
+	for j, i := range idx {
+		m := msgs[i]
+		id[j], source[j], kind[j], queue[j], job[j] = m.ID, m.Source, string(m.SourceKind), m.Queue, m.JobName
+		msgID[j], idem[j], schema[j] = m.MessageID, m.IdempotencyKey, m.SchemaVersion
+		attempts[j], class[j], reason[j] = int32(m.Attempts), string(m.FailureClass), m.Reason
+		size[j], ctype[j], sha[j], version[j] = int64(m.PayloadSize), m.ContentType, m.PayloadSHA256, int32(m.PayloadVersion)
+		headers[j] = encodeHeaders(m.Headers)
+		enq[j], ffirst[j] = m.EnqueuedAt, m.FirstFailedAt
+		failed[j], collected[j], updated[j] = m.FailedAt, m.CollectedAt, m.UpdatedAt
+		status[j], owner[j], fp[j], replays[j] = string(m.Status), m.Owner, m.Fingerprint, int32(m.ReplayCount)
+		refail[j], flags[j], dkey[j] = m.RefailOf, encodeFlags(m.Flags), m.DedupeKey
+	}
+	return []any{id, source, kind, queue, job, msgID, idem, schema, attempts, class, reason,
+		size, ctype, sha, version, headers, enq, ffirst, failed, collected, updated,
+		status, owner, fp, replays, refail, flags, dkey}
+}
+
+// versionArrays returns the arrays of insertFirstVersions for msgs[idx].
+func versionArrays(msgs []*quarantine.Message, idx []int) []any {
+	n := len(idx)
+	id, sha, ctype, actor := mk(n), mk(n), mk(n), mk(n)
+	size := make([]int64, n)
+	created := make([]time.Time, n)
+	bin := make([][]byte, n)
+	txt := make([]*string, n)
+	for j, i := range idx {
+		m := msgs[i]
+		id[j], sha[j], size[j], ctype[j] = m.ID, m.PayloadSHA256, int64(m.PayloadSize), m.ContentType
+		actor[j], created[j] = collectorActor(m.Source), m.CollectedAt
+		bin[j], txt[j] = splitPayload(m.Payload)
+	}
+	return []any{id, sha, size, ctype, actor, created, bin, txt}
+}
+
+// collectorActor is the actor recorded for version 1 of a payload: the
+// collector that brought it in.
+func collectorActor(source string) string { return "collector:" + source }
+
+// splitPayload decides where a payload is stored: as text when it is
+// valid UTF-8 without NUL (searchable), as bytes otherwise.
+func splitPayload(p []byte) (bin []byte, txt *string) {
+	if utf8.Valid(p) && !containsNUL(p) {
+		s := string(p)
+		return nil, &s
+	}
+	return p, nil
+}
+
+// joinPayload is the inverse of splitPayload.
+func joinPayload(bin []byte, txt *string) []byte {
+	if txt != nil {
+		return []byte(*txt)
+	}
+	if bin == nil {
+		return []byte{}
+	}
+	return bin
+}
+
+func containsNUL(p []byte) bool {
+	for _, b := range p {
+		if b == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func mk(n int) []string { return make([]string, n) }
+
+func encodeHeaders(h map[string]string) string {
+	if len(h) == 0 {
+		return "{}"
+	}
+	b, _ := json.Marshal(h) // a map of strings always marshals
+	return string(b)
+}
+
+func encodeFlags(f []string) string {
+	if len(f) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(f)
+	return string(b)
+}
+
+// getMessage reads one message and its current payload.
+const getMessage = `SELECT ` + messageColumns + `, pv.payload, pv.payload_text
+FROM messages m
+JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
+WHERE m.id = $1`
+
+// GetMessage returns one message with its current payload. Errors:
+// ENOTFOUND, EUNAVAILABLE, EINTERNAL.
+func (s *Store) GetMessage(ctx context.Context, id string) (*quarantine.Message, error) {
+	if !quarantine.ValidID(id) {
+		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no message %q", truncate(id))
+	}
+	var r messageRow
+	var bin []byte
+	var txt *string
+	err := s.pool.QueryRow(ctx, getMessage, id).Scan(append(r.dest(), &bin, &txt)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no message %q", id)
+	}
+	if err != nil {
+		return nil, translate(err, "get message")
+	}
+	m, err := r.message()
+	if err != nil {
+		return nil, err
+	}
+	m.Payload = joinPayload(bin, txt)
+	return m, nil
+}

@@ -1,0 +1,96 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// Store is a quarantine store in a PostgreSQL database, satisfying
+// store.Store (the assertion lives in package store, which imports this
+// one). It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+}
+
+// Option configures a Store in Open.
+type Option func(*Store)
+
+// WithClock makes the store read the time from now instead of time.Now:
+// collection times, audit times and token times all come from it.
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// DSN; runtime parameters such as search_path are passed to the server)
+// and checks that it answers. It does not migrate: call Migrate.
+//
+// Errors: EINVALID for a URL that does not parse, EUNAVAILABLE when the
+// database cannot be reached.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, &quarantine.Error{Code: quarantine.EINVALID, Message: "the PostgreSQL URL does not parse", Err: err}
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "quarantine"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, translate(err, "connect to PostgreSQL")
+	}
+	s := &Store{pool: pool, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := s.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Pool returns the connection pool, for tests and tools that need raw SQL.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Ping checks that the database answers. Errors: EUNAVAILABLE.
+func (s *Store) Ping(ctx context.Context) error {
+	return translate(s.pool.Ping(ctx), "ping PostgreSQL")
+}
+
+// Close releases the connections. It waits for acquired connections to be
+// released and always returns nil.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// clock returns the store's current time, in UTC, truncated to the
+// microsecond that PostgreSQL keeps.
+func (s *Store) clock() time.Time {
+	return s.now().UTC().Truncate(time.Microsecond)
+}
+
+// inTx runs fn in a read-committed transaction and commits it when fn
+// returns nil. Errors are translated.
+func (s *Store) inTx(ctx context.Context, what string, fn func(tx pgx.Tx) error) error {
+	return s.inTxOpts(ctx, pgx.TxOptions{}, what, fn)
+}
+
+func (s *Store) inTxOpts(ctx context.Context, opts pgx.TxOptions, what string, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return translate(err, what)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return translate(err, what)
+	}
+	return translate(tx.Commit(ctx), what)
+}

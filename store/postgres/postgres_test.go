@@ -1,0 +1,176 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/pgtest"
+	"github.com/quarantine-dev/quarantine/store"
+	"github.com/quarantine-dev/quarantine/store/postgres"
+	"github.com/quarantine-dev/quarantine/store/storetest"
+)
+
+// openStore opens a migrated store in a fresh schema, closed when t ends.
+func openStore(t testing.TB, opts ...postgres.Option) *postgres.Store {
+	t.Helper()
+	s := openURL(t, pgtest.URL(t), opts...)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return s
+}
+
+// openURL opens a store at u without migrating it, closed when t ends.
+func openURL(t testing.TB, u string, opts ...postgres.Option) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(context.Background(), u, opts...)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// execRaw runs sql on s's database in one transaction with triggers off
+// (session_replication_role = replica), as an attacker with the database
+// password would.
+func execRaw(t *testing.T, s *postgres.Store, sql string) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SET LOCAL session_replication_role = replica"); err != nil {
+		t.Fatalf("disable triggers: %v", err)
+	}
+	if _, err := tx.Exec(ctx, sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, storetest.Harness{
+		Open: func(t *testing.T) store.Store { return openStore(t) },
+		Exec: func(t *testing.T, s store.Store, sql string) { execRaw(t, s.(*postgres.Store), sql) },
+	})
+}
+
+func TestOpenErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, url, code string
+	}{
+		{"unparseable", "postgres://%zz", quarantine.EINVALID},
+		{"nobody listening", "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2", quarantine.EUNAVAILABLE},
+		{"no such database", pgtest.WithSearchPath(t, "postgres://postgres@127.0.0.1:5432/quarantine_no_such_db?sslmode=disable", "x"), quarantine.EUNAVAILABLE},
+	}
+	for _, c := range cases {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		s, err := postgres.Open(ctx, c.url)
+		cancel()
+		if s != nil || quarantine.ErrorCode(err) != c.code {
+			t.Errorf("%s: Open = %v, %v; want nil and %s", c.name, s, err, c.code)
+		}
+	}
+}
+
+func TestClosedStoreIsUnavailable(t *testing.T) {
+	t.Parallel()
+	s := openURL(t, pgtest.URL(t))
+	_ = s.Close()
+	if err := s.Ping(t.Context()); quarantine.ErrorCode(err) != quarantine.EUNAVAILABLE {
+		t.Fatalf("Ping after Close = %v, want EUNAVAILABLE", err)
+	}
+}
+
+func TestCancelledContextWraps(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := s.ListMessages(ctx, quarantine.Filter{})
+	if quarantine.ErrorCode(err) != quarantine.EUNAVAILABLE || !errors.Is(err, context.Canceled) {
+		t.Fatalf("ListMessages with a cancelled context = %v, want EUNAVAILABLE wrapping context.Canceled", err)
+	}
+}
+
+func TestMigrateConcurrentAndIdempotent(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	s := openURL(t, u)
+	cur, latest, err := s.SchemaVersion(t.Context())
+	if err != nil || cur != 0 || latest < 1 {
+		t.Fatalf("SchemaVersion before Migrate = %d, %d, %v; want 0, >=1", cur, latest, err)
+	}
+	// Several stores migrate the same schema at once, twice each.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 4 {
+		other := openURL(t, u)
+		wg.Go(func() {
+			for range 2 {
+				errs <- other.Migrate(t.Context())
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent Migrate: %v", err)
+		}
+	}
+	cur, latest2, err := s.SchemaVersion(t.Context())
+	if err != nil || cur != latest || latest2 != latest {
+		t.Fatalf("SchemaVersion after Migrate = %d, %d, %v; want %d, %d", cur, latest2, err, latest, latest)
+	}
+	var rows int
+	if err := s.Pool().QueryRow(t.Context(), "SELECT count(*) FROM schema_migrations").Scan(&rows); err != nil || rows != latest {
+		t.Fatalf("schema_migrations holds %d rows (%v), want %d", rows, err, latest)
+	}
+	head, err := s.AuditHead(t.Context())
+	if err != nil || head != quarantine.EmptyHead() {
+		t.Fatalf("AuditHead of a new store = %+v, %v; want the empty head", head, err)
+	}
+}
+
+func TestMigrateIsolatedBySchema(t *testing.T) {
+	t.Parallel()
+	a, b := openStore(t), openStore(t)
+	if _, err := a.AppendAudit(t.Context(), quarantine.NewAuditEvent("alice", "x", "y", nil)); err != nil {
+		t.Fatal(err)
+	}
+	hb, err := b.AuditHead(t.Context())
+	if err != nil || hb.Seq != 0 {
+		t.Fatalf("the other schema's head = %+v, %v; want seq 0", hb, err)
+	}
+}
+
+func TestClock(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 2, 3, 4, 5, 678901234, time.FixedZone("x", 3600))
+	s := openStore(t, postgres.WithClock(func() time.Time { return at }))
+	e, err := s.AppendAudit(t.Context(), quarantine.NewAuditEvent("alice", "x", "y", nil))
+	want := at.UTC().Truncate(time.Microsecond)
+	if err != nil || !e.Time.Equal(want) || e.Time.Location() != time.UTC {
+		t.Fatalf("event time = %v, %v; want %v in UTC", e.Time, err, want)
+	}
+	m := &quarantine.Message{Source: "s", Queue: "q", Payload: []byte("p")}
+	if _, err := s.InsertBatch(t.Context(), []*quarantine.Message{m}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetMessage(t.Context(), m.ID)
+	if err != nil || !got.CollectedAt.Equal(want) || !got.FailedAt.Equal(want) {
+		t.Fatalf("collected %v failed %v (%v), want %v", got.CollectedAt, got.FailedAt, err, want)
+	}
+}

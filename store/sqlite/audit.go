@@ -1,0 +1,150 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+const auditColumns = `seq, time, actor, action, subject, details, prev_hash, hash`
+
+// appendAudit seals e after the kept head and stores it, moving the head,
+// inside tx (the caller's write transaction, which holds the write lock).
+func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, e quarantine.AuditEvent) (quarantine.AuditEvent, error) {
+	var head quarantine.AuditHead
+	if err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&head.Seq, &head.Hash); err != nil {
+		return e, err
+	}
+	if err := e.Seal(head, s.clock()); err != nil {
+		return e, err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (`+auditColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.Seq, micros(e.Time), e.Actor, e.Action, e.Subject, string(e.Details), e.PrevHash, e.Hash); err != nil {
+		return e, err
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`, e.Seq, e.Hash)
+	return e, err
+}
+
+// AppendAudit seals e as the next event of the chain and stores it.
+// EINTERNAL when e.Details is not valid JSON.
+func (s *Store) AppendAudit(ctx context.Context, e quarantine.AuditEvent) (quarantine.AuditEvent, error) {
+	var out quarantine.AuditEvent
+	err := s.write(ctx, "append to the audit log", func(tx *sql.Tx) error {
+		var err error
+		out, err = s.appendAudit(ctx, tx, e)
+		return err
+	})
+	if err != nil {
+		return quarantine.AuditEvent{}, err
+	}
+	return out, nil
+}
+
+func scanAudit(r scanner) (quarantine.AuditEvent, error) {
+	var e quarantine.AuditEvent
+	var at int64
+	var details string
+	if err := r.Scan(&e.Seq, &at, &e.Actor, &e.Action, &e.Subject, &details, &e.PrevHash, &e.Hash); err != nil {
+		return e, err
+	}
+	e.Time = fromMicros(at)
+	e.Details = []byte(details)
+	return e, nil
+}
+
+// ListAudit returns the events matching f, oldest first. EINVALID for a
+// bad filter.
+func (s *Store) ListAudit(ctx context.Context, f quarantine.AuditFilter) ([]quarantine.AuditEvent, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	conds := []string{"seq > ?"}
+	args := []any{f.Seq}
+	for _, c := range []struct{ col, v string }{{"subject", f.Subject}, {"actor", f.Actor}, {"action", f.Action}} {
+		if c.v != "" {
+			conds = append(conds, c.col+" = ?")
+			args = append(args, c.v)
+		}
+	}
+	if !f.After.IsZero() {
+		conds = append(conds, "time >= ?")
+		args = append(args, micros(f.After))
+	}
+	if !f.Before.IsZero() {
+		conds = append(conds, "time < ?")
+		args = append(args, micros(f.Before))
+	}
+	q := `SELECT ` + auditColumns + ` FROM audit_log WHERE ` + strings.Join(conds, " AND ") + ` ORDER BY seq LIMIT ?`
+	args = append(args, f.Limit)
+	var out []quarantine.AuditEvent
+	err := s.read(ctx, "list the audit log", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			e, err := scanAudit(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+func readHead(ctx context.Context, tx *sql.Tx) (quarantine.AuditHead, error) {
+	var h quarantine.AuditHead
+	err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&h.Seq, &h.Hash)
+	return h, err
+}
+
+// AuditHead returns the head kept beside the log.
+func (s *Store) AuditHead(ctx context.Context) (quarantine.AuditHead, error) {
+	var h quarantine.AuditHead
+	err := s.read(ctx, "read the audit head", func(tx *sql.Tx) (err error) {
+		h, err = readHead(ctx, tx)
+		return err
+	})
+	return h, err
+}
+
+// VerifyAudit walks the whole chain, in one snapshot, through a
+// quarantine.ChainVerifier that must end at the kept head and contain each
+// of expect. A broken chain is a result, not an error.
+func (s *Store) VerifyAudit(ctx context.Context, expect ...quarantine.AuditHead) (quarantine.AuditVerification, error) {
+	var res quarantine.AuditVerification
+	err := s.read(ctx, "verify the audit log", func(tx *sql.Tx) error {
+		head, err := readHead(ctx, tx)
+		if err != nil {
+			return err
+		}
+		v := quarantine.NewChainVerifier(expect...)
+		v.EndAt(head)
+		rows, err := tx.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit_log ORDER BY seq`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			e, err := scanAudit(rows)
+			if err != nil {
+				return err
+			}
+			if !v.Add(&e) {
+				break
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		res = v.Finish()
+		return nil
+	})
+	return res, err
+}

@@ -1,0 +1,51 @@
+package sqlite_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/quarantine-dev/quarantine/store/sqlite"
+	"github.com/quarantine-dev/quarantine/store/storetest"
+)
+
+func benchInsert(b *testing.B, batch int) {
+	s := sqlite.OpenTest(b)
+	storetest.BenchInsertBatch(b, s, batch)
+}
+
+func BenchmarkInsertBatch1(b *testing.B)    { benchInsert(b, 1) }
+func BenchmarkInsertBatch100(b *testing.B)  { benchInsert(b, 100) }
+func BenchmarkInsertBatch1000(b *testing.B) { benchInsert(b, 1000) }
+
+// benchRows is the seed size of BenchmarkList: QUARANTINE_BENCH_ROWS, or
+// 100,000.
+func benchRows(b *testing.B) int {
+	if v := os.Getenv("QUARANTINE_BENCH_ROWS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1000 {
+			b.Fatalf("QUARANTINE_BENCH_ROWS=%q: want a number of at least 1000", v)
+		}
+		return n
+	}
+	return 100_000
+}
+
+// BenchmarkList lists the first and a deep page of a seeded database kept
+// under os.TempDir() by seed size, so that later runs skip the seeding.
+func BenchmarkList(b *testing.B) {
+	n := benchRows(b)
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("quarantine-bench-sqlite-%d.db", n))
+	s, err := sqlite.Open(b.Context(), path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	storetest.SeedMessages(b, s, n, "bench-seed")
+	storetest.BenchList(b, s)
+}

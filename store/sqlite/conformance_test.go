@@ -1,0 +1,17 @@
+package sqlite_test
+
+import (
+	"testing"
+
+	"github.com/quarantine-dev/quarantine/store"
+	"github.com/quarantine-dev/quarantine/store/sqlite"
+	"github.com/quarantine-dev/quarantine/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, storetest.Harness{
+		Open: func(t *testing.T) store.Store { return sqlite.OpenTest(t) },
+		Exec: func(t *testing.T, s store.Store, q string) { sqlite.ExecRaw(t, s.(*sqlite.Store), q) },
+	})
+}

@@ -1,0 +1,14 @@
+// Package sqlite is the embedded quarantine store: a single SQLite file in
+// WAL mode through modernc.org/sqlite (pure Go, no cgo).
+//
+// SQLite has one writer at a time, so the store keeps one write connection
+// (transactions begin IMMEDIATE and queue in database/sql, never meeting
+// SQLITE_BUSY among themselves) and a pool of read-only connections that
+// read snapshots beside it. Migrations are embedded (migrations/*.sql) and
+// applied by Migrate; Open does not migrate.
+//
+// Times are stored as INTEGER unix microseconds (UTC). Text search
+// (Filter.Text) is a case-insensitive (ASCII folding, as SQLite's lower())
+// literal substring match over the reason and the current payload when it
+// is text; it scans in list order and stops at the page size.
+package sqlite

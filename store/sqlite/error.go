@@ -1,0 +1,62 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/quarantine-dev/quarantine"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// translate turns a driver error into a *quarantine.Error: the one place
+// where SQLite result codes get their meaning. what says what was being
+// done ("list messages"). A *quarantine.Error passes through unchanged.
+func translate(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var qe *quarantine.Error
+	if errors.As(err, &qe) {
+		return qe
+	}
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return &quarantine.Error{Code: quarantine.ENOTFOUND, Message: "not found", Err: err}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &quarantine.Error{Code: quarantine.EUNAVAILABLE, Message: "the request was cancelled or timed out", Err: err}
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+			return &quarantine.Error{Code: quarantine.EUNAVAILABLE, Message: "the database is busy, try again", Err: err}
+		case sqlite3.SQLITE_CONSTRAINT:
+			return &quarantine.Error{Code: quarantine.ECONFLICT, Message: "the change conflicts with stored data", Err: err}
+		case sqlite3.SQLITE_INTERRUPT:
+			return &quarantine.Error{Code: quarantine.EUNAVAILABLE, Message: "the request was cancelled or timed out", Err: err}
+		case sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM:
+			return &quarantine.Error{Code: quarantine.EUNAVAILABLE, Message: "the database cannot be written or read", Err: err}
+		case sqlite3.SQLITE_TOOBIG:
+			return &quarantine.Error{Code: quarantine.EINVALID, Message: "a value is too large to store", Err: err}
+		}
+	}
+	return quarantine.Internal(err, "cannot %s", what)
+}
+
+// isBusy reports whether err is SQLite's "another connection holds the lock".
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		c := se.Code() & 0xff
+		return c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED
+	}
+	return false
+}
+
+// isConstraint reports whether err is a constraint violation.
+func isConstraint(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+}

@@ -1,0 +1,182 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// where builds the WHERE clause of f over messages m (cursor included when
+// withCursor). Values are always bound, never spliced into the SQL.
+func where(f quarantine.Filter, withCursor bool) (string, []any) {
+	var conds []string
+	var args []any
+	in := func(col string, vals []string) {
+		switch len(vals) {
+		case 0:
+			return
+		case 1:
+			conds = append(conds, col+" = ?")
+		default:
+			conds = append(conds, col+" IN (?"+strings.Repeat(", ?", len(vals)-1)+")")
+		}
+		for _, v := range vals {
+			args = append(args, v)
+		}
+	}
+	in("m.queue", f.Queue)
+	in("m.job_name", f.JobName)
+	in("m.failure_class", strs(f.FailureClass))
+	in("m.status", strs(f.Status))
+	in("m.owner", f.Owner)
+	in("m.source", f.Source)
+	in("m.idempotency_key", f.IdempotencyKey)
+	if !f.FailedAfter.IsZero() {
+		conds = append(conds, "m.failed_at >= ?")
+		args = append(args, micros(f.FailedAfter))
+	}
+	if !f.FailedBefore.IsZero() {
+		conds = append(conds, "m.failed_at < ?")
+		args = append(args, micros(f.FailedBefore))
+	}
+	if f.Text != "" {
+		// instr matches literally: no LIKE wildcards, no escaping to get wrong.
+		conds = append(conds, `(instr(lower(m.reason), lower(?)) > 0 OR EXISTS (
+			SELECT 1 FROM payload_versions pv
+			WHERE pv.message_id = m.id AND pv.version = m.payload_version
+			AND instr(lower(pv.payload_text), lower(?)) > 0))`)
+		args = append(args, f.Text, f.Text)
+	}
+	if withCursor && f.After != nil {
+		conds = append(conds, "(m.failed_at, m.id) < (?, ?)")
+		args = append(args, micros(f.After.FailedAt), f.After.ID)
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+func strs[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// listQuery returns the SQL and arguments of one page of f.
+func listQuery(f quarantine.Filter) (string, []any) {
+	w, args := where(f, true)
+	return `SELECT ` + messageColumns + ` FROM messages m` + w +
+		` ORDER BY m.failed_at DESC, m.id DESC LIMIT ?`, append(args, f.Limit+1)
+}
+
+// ListMessages returns one page of the messages matching f, newest first;
+// see store.Store. EINVALID for a bad filter.
+func (s *Store) ListMessages(ctx context.Context, f quarantine.Filter) (quarantine.MessagePage, error) {
+	if err := f.Validate(); err != nil {
+		return quarantine.MessagePage{}, err
+	}
+	q, args := listQuery(f)
+	var page quarantine.MessagePage
+	err := s.read(ctx, "list messages", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			m, err := scanMessage(rows)
+			if err != nil {
+				return err
+			}
+			page.Messages = append(page.Messages, m)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return quarantine.MessagePage{}, err
+	}
+	if len(page.Messages) > f.Limit {
+		page.Messages = page.Messages[:f.Limit]
+		page.Next = quarantine.CursorOf(page.Messages[f.Limit-1])
+	}
+	return page, nil
+}
+
+// countQuery returns the SQL and arguments of CountByQueue.
+func countQuery(f quarantine.Filter) (string, []any) {
+	w, args := where(f, false)
+	return `SELECT m.queue, m.status, count(*) FROM messages m` + w +
+		` GROUP BY m.queue, m.status ORDER BY m.queue, m.status`, args
+}
+
+// CountByQueue counts the messages matching f per queue and status; see
+// store.Store. EINVALID for a bad filter.
+func (s *Store) CountByQueue(ctx context.Context, f quarantine.Filter) ([]quarantine.QueueCount, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	q, args := countQuery(f)
+	var out []quarantine.QueueCount
+	err := s.read(ctx, "count messages", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c quarantine.QueueCount
+			var st string
+			if err := rows.Scan(&c.Queue, &st, &c.Count); err != nil {
+				return err
+			}
+			c.Status = quarantine.Status(st)
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// oldestQuery walks the distinct queues through the index (a loose index
+// scan: one seek per queue) and takes each queue's first quarantined
+// message by (failed_at, id).
+const oldestQuery = `WITH RECURSIVE q(queue) AS (
+	SELECT min(queue) FROM messages
+	UNION ALL
+	SELECT (SELECT min(m.queue) FROM messages m WHERE m.queue > q.queue) FROM q WHERE q.queue IS NOT NULL
+)
+SELECT o.queue, o.id, o.failed_at FROM q
+JOIN messages o ON o.id = (
+	SELECT m.id FROM messages m WHERE m.queue = q.queue AND m.status = 'quarantined'
+	ORDER BY m.failed_at, m.id LIMIT 1)
+WHERE q.queue IS NOT NULL
+ORDER BY o.queue`
+
+// OldestQuarantined returns each queue's oldest quarantined message; see
+// store.Store.
+func (s *Store) OldestQuarantined(ctx context.Context) ([]quarantine.QueueOldest, error) {
+	var out []quarantine.QueueOldest
+	err := s.read(ctx, "find the oldest messages", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, oldestQuery)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var o quarantine.QueueOldest
+			var at int64
+			if err := rows.Scan(&o.Queue, &o.MessageID, &at); err != nil {
+				return err
+			}
+			o.FailedAt = fromMicros(at)
+			out = append(out, o)
+		}
+		return rows.Err()
+	})
+	return out, err
+}

@@ -1,0 +1,199 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"time"
+	"unicode/utf8"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// messageColumns are the columns of a listed message, in scan order.
+const messageColumns = `m.id, m.source, m.source_kind, m.queue, m.job_name, m.message_id, m.idempotency_key,
+	m.schema_version, m.attempts, m.failure_class, m.reason, m.payload_size, m.content_type,
+	m.payload_sha256, m.payload_version, m.headers, m.enqueued_at, m.first_failed_at, m.failed_at,
+	m.collected_at, m.updated_at, m.status, m.owner, m.fingerprint, m.replay_count, m.refail_of, m.flags`
+
+const insertMessage = `INSERT INTO messages (id, source, source_kind, queue, job_name, message_id,
+	idempotency_key, schema_version, attempts, failure_class, reason, payload_size, content_type,
+	payload_sha256, payload_version, headers, enqueued_at, first_failed_at, failed_at, collected_at,
+	updated_at, status, owner, fingerprint, replay_count, refail_of, flags, dedupe_key)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (source, dedupe_key) DO NOTHING`
+
+const insertVersion = `INSERT INTO payload_versions (message_id, version, sha256, prev_sha256, size,
+	content_type, actor, reason, created_at, payload, payload_text)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// collectorActor records who made version 1 of a collected payload.
+const collectorActor = "collector"
+
+// InsertBatch stores msgs in one transaction; see store.Store. Errors:
+// ECONFLICT when a message's ID is already taken by another message,
+// EUNAVAILABLE when the database is busy or gone or ctx ends.
+func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error) {
+	out := make([]quarantine.InsertResult, len(msgs))
+	now := s.clock()
+	err := s.write(ctx, "store messages", func(tx *sql.Tx) error {
+		ins, err := tx.PrepareContext(ctx, insertMessage)
+		if err != nil {
+			return err
+		}
+		defer ins.Close()
+		ver, err := tx.PrepareContext(ctx, insertVersion)
+		if err != nil {
+			return err
+		}
+		defer ver.Close()
+		for i, m := range msgs {
+			r, err := insertOne(ctx, tx, ins, ver, m, now)
+			if err != nil {
+				return err
+			}
+			out[i] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func insertOne(ctx context.Context, tx *sql.Tx, ins, ver *sql.Stmt, m *quarantine.Message, now time.Time) (quarantine.InsertResult, error) {
+	m.Normalize(now)
+	if m.DedupeKey == "" {
+		m.DedupeKey = m.PayloadSHA256
+	}
+	headers, flags, err := encodeJSON(m)
+	if err != nil {
+		return quarantine.InsertResult{}, err
+	}
+	res, err := ins.ExecContext(ctx, m.ID, m.Source, string(m.SourceKind), m.Queue, m.JobName, m.MessageID,
+		m.IdempotencyKey, m.SchemaVersion, m.Attempts, string(m.FailureClass), m.Reason, m.PayloadSize,
+		m.ContentType, m.PayloadSHA256, m.PayloadVersion, headers, microsPtr(m.EnqueuedAt),
+		microsPtr(m.FirstFailedAt), micros(m.FailedAt), micros(m.CollectedAt), micros(m.UpdatedAt),
+		string(m.Status), m.Owner, m.Fingerprint, m.ReplayCount, m.RefailOf, flags, m.DedupeKey)
+	if err != nil {
+		if isConstraint(err) {
+			return quarantine.InsertResult{}, quarantine.Errorf(quarantine.ECONFLICT, "message id %s is already taken", m.ID)
+		}
+		return quarantine.InsertResult{}, err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return quarantine.InsertResult{}, err
+	} else if n == 0 {
+		var id string
+		err := tx.QueryRowContext(ctx, `SELECT id FROM messages WHERE source = ? AND dedupe_key = ?`, m.Source, m.DedupeKey).Scan(&id)
+		return quarantine.InsertResult{ID: id, New: false}, err
+	}
+	blob, text := splitPayload(m.Payload)
+	_, err = ver.ExecContext(ctx, m.ID, m.PayloadVersion, m.PayloadSHA256, "", m.PayloadSize, m.ContentType,
+		collectorActor, "collected", micros(now), blob, text)
+	if err != nil {
+		return quarantine.InsertResult{}, err
+	}
+	return quarantine.InsertResult{ID: m.ID, New: true}, nil
+}
+
+// splitPayload returns the payload as the column that holds it: text when
+// it is valid UTF-8 without NUL (searchable), bytes otherwise.
+func splitPayload(p []byte) (blob, text any) {
+	if utf8.Valid(p) && bytes.IndexByte(p, 0) < 0 {
+		return nil, string(p)
+	}
+	return p, nil
+}
+
+// joinPayload is the inverse of splitPayload.
+func joinPayload(blob []byte, text sql.NullString) []byte {
+	if text.Valid {
+		return []byte(text.String)
+	}
+	if blob == nil {
+		return []byte{}
+	}
+	return blob
+}
+
+func encodeJSON(m *quarantine.Message) (headers, flags string, err error) {
+	h := m.Headers
+	if h == nil {
+		h = map[string]string{}
+	}
+	hb, err := json.Marshal(h)
+	if err != nil {
+		return "", "", err
+	}
+	f := m.Flags
+	if f == nil {
+		f = []string{}
+	}
+	fb, err := json.Marshal(f)
+	if err != nil {
+		return "", "", err
+	}
+	return string(hb), string(fb), nil
+}
+
+// GetMessage returns one message with its current payload, or ENOTFOUND.
+func (s *Store) GetMessage(ctx context.Context, id string) (*quarantine.Message, error) {
+	if !quarantine.ValidID(id) {
+		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "message not found")
+	}
+	var m *quarantine.Message
+	err := s.read(ctx, "read a message", func(tx *sql.Tx) error {
+		row := tx.QueryRowContext(ctx, `SELECT `+messageColumns+`, pv.payload, pv.payload_text
+			FROM messages m JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
+			WHERE m.id = ?`, id)
+		var blob []byte
+		var text sql.NullString
+		var err error
+		m, err = scanMessage(row, &blob, &text)
+		if err == sql.ErrNoRows {
+			return quarantine.Errorf(quarantine.ENOTFOUND, "message not found")
+		}
+		if err != nil {
+			return err
+		}
+		m.Payload = joinPayload(blob, text)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+// scanMessage reads messageColumns, then extra destinations.
+func scanMessage(r scanner, extra ...any) (*quarantine.Message, error) {
+	var (
+		m                    quarantine.Message
+		kind, class, status  string
+		headers, flags       string
+		enqueued, firstFail  sql.NullInt64
+		failed, coll, update int64
+	)
+	dest := []any{&m.ID, &m.Source, &kind, &m.Queue, &m.JobName, &m.MessageID, &m.IdempotencyKey,
+		&m.SchemaVersion, &m.Attempts, &class, &m.Reason, &m.PayloadSize, &m.ContentType,
+		&m.PayloadSHA256, &m.PayloadVersion, &headers, &enqueued, &firstFail, &failed,
+		&coll, &update, &status, &m.Owner, &m.Fingerprint, &m.ReplayCount, &m.RefailOf, &flags}
+	if err := r.Scan(append(dest, extra...)...); err != nil {
+		return nil, err
+	}
+	m.SourceKind, m.FailureClass, m.Status = quarantine.SourceKind(kind), quarantine.FailureClass(class), quarantine.Status(status)
+	m.EnqueuedAt, m.FirstFailedAt = fromMicrosPtr(enqueued), fromMicrosPtr(firstFail)
+	m.FailedAt, m.CollectedAt, m.UpdatedAt = fromMicros(failed), fromMicros(coll), fromMicros(update)
+	if err := json.Unmarshal([]byte(headers), &m.Headers); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(flags), &m.Flags); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}

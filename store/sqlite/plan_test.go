@@ -1,0 +1,98 @@
+package sqlite
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// queryPlan returns the EXPLAIN QUERY PLAN details of q.
+func queryPlan(t *testing.T, s *Store, q string, args ...any) []string {
+	t.Helper()
+	rows, err := s.r.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatalf("explain %s: %v", q, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id, parent, notUsed int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notUsed, &detail); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// fullScan reports a step that reads the messages table without an index.
+func fullScan(plan []string) bool {
+	for _, d := range plan {
+		if (strings.HasPrefix(d, "SCAN m") || strings.HasPrefix(d, "SCAN messages") || strings.HasPrefix(d, "SCAN o")) &&
+			!strings.Contains(d, "USING INDEX") && !strings.Contains(d, "USING COVERING INDEX") {
+			return true
+		}
+	}
+	return false
+}
+
+func sorts(plan []string) bool {
+	for _, d := range plan {
+		if strings.Contains(d, "TEMP B-TREE") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestQueryPlansUseIndexes(t *testing.T) {
+	t.Parallel()
+	s := openTest(t)
+	at := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	cursor := &quarantine.Cursor{FailedAt: at, ID: quarantine.NewID(at)}
+	filters := map[string]quarantine.Filter{
+		"none":            {},
+		"queue":           {Queue: []string{"orders"}},
+		"job_name":        {JobName: []string{"charge"}},
+		"failure_class":   {FailureClass: []quarantine.FailureClass{quarantine.ClassExhausted}},
+		"status":          {Status: []quarantine.Status{quarantine.StatusQuarantined}},
+		"owner":           {Owner: []string{"team-a"}},
+		"source":          {Source: []string{"src"}},
+		"idempotency_key": {IdempotencyKey: []string{"k"}},
+		"failed_after":    {FailedAfter: at},
+		"failed_before":   {FailedBefore: at},
+		"text":            {Text: "timeout"},
+		"queue+status":    {Queue: []string{"orders"}, Status: []quarantine.Status{quarantine.StatusQuarantined}},
+	}
+	for name, f := range filters {
+		f.Limit = 50
+		for _, c := range []*quarantine.Cursor{nil, cursor} {
+			f.After = c
+			q, args := listQuery(f)
+			plan := queryPlan(t, s, q, args...)
+			if fullScan(plan) {
+				t.Errorf("list %s (cursor %v): full scan: %v", name, c != nil, plan)
+			}
+			if sorts(plan) {
+				t.Errorf("list %s (cursor %v): sorts instead of reading in index order: %v", name, c != nil, plan)
+			}
+		}
+		q, args := countQuery(f)
+		if plan := queryPlan(t, s, q, args...); fullScan(plan) {
+			t.Errorf("count %s: full scan: %v", name, plan)
+		}
+	}
+	plan := queryPlan(t, s, oldestQuery)
+	if fullScan(plan) {
+		t.Errorf("oldest: full scan: %v", plan)
+	}
+	t.Logf("oldest plan: %v", plan)
+	q, args := countQuery(quarantine.Filter{})
+	t.Logf("count plan: %v", queryPlan(t, s, q, args...))
+}

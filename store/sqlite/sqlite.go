@@ -1,0 +1,169 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+)
+
+// Store is a quarantine store in one SQLite file.
+type Store struct {
+	path string
+	w    *sql.DB // the one writer connection
+	r    *sql.DB // read-only connections
+	now  func() time.Time
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithClock sets the clock the store stamps rows with (default time.Now).
+func WithClock(now func() time.Time) Option {
+	return func(s *Store) { s.now = now }
+}
+
+// writePragmas are set on the write connection; WAL and synchronous NORMAL
+// keep commits durable against a process crash and fast.
+const writePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
+	"&_pragma=foreign_keys(1)&_txlock=immediate"
+
+// readPragmas are set on the read connections.
+const readPragmas = "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=query_only(1)"
+
+// Open opens (creating it and its parent directories when missing) the
+// database file at path. It does not migrate: call Migrate. Errors are
+// EUNAVAILABLE when the file cannot be created or opened.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	if path == "" || path == ":memory:" {
+		return nil, quarantine.Errorf(quarantine.EINVALID, "the SQLite store needs a file path")
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, &quarantine.Error{Code: quarantine.EUNAVAILABLE, Message: "cannot create the database directory", Err: err}
+		}
+	}
+	s := &Store{path: path, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	u := (&url.URL{Scheme: "file", OmitHost: true, Path: path}).String()
+	w, err := sql.Open("sqlite", u+"?"+writePragmas)
+	if err != nil {
+		return nil, translate(err, "open the database")
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	// The writer connects first: it creates the file and turns on WAL
+	// before any reader opens it.
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, translate(err, "open the database")
+	}
+	r, err := sql.Open("sqlite", u+"?"+readPragmas)
+	if err != nil {
+		w.Close()
+		return nil, translate(err, "open the database")
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	s.w, s.r = w, r
+	return s, nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close releases the connections.
+func (s *Store) Close() error {
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// Ping checks that both the writer and a reader answer.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.w.PingContext(ctx); err != nil {
+		return translate(err, "ping the database")
+	}
+	var one int
+	if err := s.r.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return translate(err, "ping the database")
+	}
+	return nil
+}
+
+// clock returns the store's time, UTC, truncated to microseconds.
+func (s *Store) clock() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// write runs fn in an IMMEDIATE transaction on the writer, retrying when
+// another process holds the write lock past the busy timeout.
+func (s *Store) write(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		err = s.writeOnce(ctx, fn)
+		if !isBusy(err) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return translate(ctx.Err(), what)
+		case <-time.After(time.Duration(50<<attempt) * time.Millisecond):
+		}
+	}
+	return translate(err, what)
+}
+
+func (s *Store) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// read runs fn in a read transaction: one consistent snapshot.
+func (s *Store) read(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return translate(err, what)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return translate(err, what)
+	}
+	return nil
+}
+
+// micros and fromMicros convert times to and from the stored form.
+func micros(t time.Time) int64 { return t.UTC().Truncate(time.Microsecond).UnixMicro() }
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+func microsPtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return micros(*t)
+}
+
+func fromMicrosPtr(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}

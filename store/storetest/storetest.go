@@ -1,0 +1,72 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store"
+)
+
+// Harness gives the suite a fresh, migrated, empty store per call, and raw
+// SQL access for tamper tests.
+type Harness struct {
+	// Open returns a fresh isolated store, migrated and empty. The harness
+	// closes it through t.Cleanup.
+	Open func(t *testing.T) store.Store
+	// Exec runs literal SQL on that store's database, bypassing any
+	// append-only guard (the postgres harness disables its trigger). It
+	// fails t on error.
+	Exec func(t *testing.T, s store.Store, sql string)
+}
+
+// Run runs the whole conformance suite against the stores h opens. Every
+// subtest is parallel and opens its own store.
+func Run(t *testing.T, h Harness) {
+	groups := []struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{
+		{"InsertBatch", testInsertBatch},
+		{"GetMessage", testGetMessage},
+		{"PayloadVersions", testPayloadVersions},
+		{"ListMessages", testListMessages},
+		{"CountByQueue", testCountByQueue},
+		{"OldestQuarantined", testOldestQuarantined},
+		{"Audit", testAudit},
+		{"AuditTamper", testAuditTamper},
+		{"Tokens", testTokens},
+		{"Hostile", testHostile},
+		{"Schema", testSchema},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			g.fn(t, h)
+		})
+	}
+}
+
+// wantCode fails t unless err carries the code.
+func wantCode(t *testing.T, err error, code string) {
+	t.Helper()
+	if got := quarantine.ErrorCode(err); got != code {
+		t.Fatalf("error code = %q, want %q (err: %v)", got, code, err)
+	}
+}
+
+// wantOK fails t on any error.
+func wantOK(t *testing.T, err error, what string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// notInternal fails t when err is EINTERNAL: hostile input must be stored
+// or refused, never crash the store.
+func notInternal(t *testing.T, err error, what string) {
+	t.Helper()
+	if quarantine.ErrorCode(err) == quarantine.EINTERNAL {
+		t.Fatalf("%s: EINTERNAL: %v", what, err)
+	}
+}
