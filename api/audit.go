@@ -1,0 +1,130 @@
+package api
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"regexp"
+	"strconv"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+var auditParams = []string{"subject", "message", "actor", "action", "after", "before", "cursor", "limit"}
+
+// auditPage is the body of GET /api/v1/audit.
+type auditPage struct {
+	Items      []quarantine.AuditEvent `json:"items"`
+	NextCursor *string                 `json:"next_cursor"`
+}
+
+func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
+	f, err := parseAuditFilter(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	events, err := s.cfg.Store.ListAudit(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	page := auditPage{Items: []quarantine.AuditEvent{}}
+	for _, e := range events {
+		if len(e.Details) == 0 {
+			e.Details = json.RawMessage(`{}`)
+		}
+		page.Items = append(page.Items, e)
+	}
+	if len(events) == f.Limit {
+		c := strconv.FormatInt(events[len(events)-1].Seq, 10)
+		page.NextCursor = &c
+	}
+	s.writeJSON(w, r, http.StatusOK, page)
+}
+
+func parseAuditFilter(r *http.Request) (quarantine.AuditFilter, error) {
+	var f quarantine.AuditFilter
+	q, err := parseQuery(r, auditParams...)
+	if err != nil {
+		return f, err
+	}
+	subject, err := q.one("subject")
+	if err != nil {
+		return f, err
+	}
+	message, err := q.one("message")
+	if err != nil {
+		return f, err
+	}
+	if subject != "" && message != "" {
+		return f, quarantine.FieldErrorf(quarantine.EINVALID, "message", "message is another name for subject: give one of them")
+	}
+	f.Subject = subject + message
+	if f.Actor, err = q.one("actor"); err != nil {
+		return f, err
+	}
+	if f.Action, err = q.one("action"); err != nil {
+		return f, err
+	}
+	if f.After, err = q.time("after"); err != nil {
+		return f, err
+	}
+	if f.Before, err = q.time("before"); err != nil {
+		return f, err
+	}
+	if f.Seq, err = q.int("cursor", 0, math.MaxInt64); err != nil {
+		return f, err
+	}
+	if f.Limit, err = q.limit(); err != nil {
+		return f, err
+	}
+	return f, f.Validate()
+}
+
+var hexHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// verifyAudit walks the whole chain. A broken chain is a 200 whose body
+// says ok=false and where.
+func (s *Server) verifyAudit(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	q, err := parseQuery(r, "head_seq", "head_hash")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var expect []quarantine.AuditHead
+	seqStr, err1 := q.one("head_seq")
+	hash, err2 := q.one("head_hash")
+	switch {
+	case err1 != nil:
+		s.fail(w, r, err1)
+		return
+	case err2 != nil:
+		s.fail(w, r, err2)
+		return
+	case seqStr == "" && hash != "":
+		s.fail(w, r, quarantine.FieldErrorf(quarantine.EINVALID, "head_seq", "head_seq is required with head_hash"))
+		return
+	case seqStr != "" && hash == "":
+		s.fail(w, r, quarantine.FieldErrorf(quarantine.EINVALID, "head_hash", "head_hash is required with head_seq"))
+		return
+	case seqStr != "":
+		seq, err := q.int("head_seq", 0, math.MaxInt64)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if !hexHash.MatchString(hash) {
+			s.fail(w, r, quarantine.FieldErrorf(quarantine.EINVALID, "head_hash", "head_hash must be 64 lowercase hex digits"))
+			return
+		}
+		expect = append(expect, quarantine.AuditHead{Seq: seq, Hash: hash})
+	}
+	res, err := s.cfg.Store.VerifyAudit(r.Context(), expect...)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, res)
+}

@@ -1,0 +1,130 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/collect"
+)
+
+// IngestSource is the Source of messages pushed over HTTP.
+const IngestSource = "http"
+
+// ingestResult is the body of a successful POST /api/v1/ingest.
+type ingestResult struct {
+	Received   int          `json:"received"`
+	Stored     int          `json:"stored"`
+	Duplicates int          `json:"duplicates"`
+	Items      []ingestItem `json:"items"`
+}
+
+// ingestItem says what became of one envelope.
+type ingestItem struct {
+	Index        int                     `json:"index"`
+	ID           string                  `json:"id"`
+	New          bool                    `json:"new"`
+	FailureClass quarantine.FailureClass `json:"failure_class"`
+	Flags        []string                `json:"flags"`
+	Problems     []collect.Problem       `json:"problems"`
+}
+
+// ingest stores one envelope, or a JSON array of them, in one batch. Bad
+// envelopes are stored raw and flagged, never refused; only a body above
+// the hard cap or with too many elements is refused, and nothing is stored
+// then.
+func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
+	tooLarge := r.ContentLength > s.cfg.MaxBodyBytes
+	var body []byte
+	var err error
+	if !tooLarge {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+		var mbe *http.MaxBytesError
+		tooLarge = errors.As(err, &mbe)
+	}
+	switch {
+	case tooLarge:
+		s.fail(w, r, quarantine.Errorf(quarantine.ETOOLARGE, "the request body is larger than %d bytes: nothing was stored", s.cfg.MaxBodyBytes))
+		return
+	case err != nil:
+		s.fail(w, r, quarantine.Errorf(quarantine.EINVALID, "the request body could not be read"))
+		return
+	case len(body) == 0:
+		s.fail(w, r, quarantine.Errorf(quarantine.EINVALID, "the request body is empty: send an envelope or an array of envelopes"))
+		return
+	}
+	elems, err := splitBody(body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(elems) == 0 {
+		s.writeJSON(w, r, http.StatusOK, ingestResult{Items: []ingestItem{}})
+		return
+	}
+	origin := collect.Origin{Source: IngestSource, Kind: quarantine.SourceHTTP, MaxPayloadBytes: s.cfg.MaxPayloadBytes}
+	now := s.cfg.Now()
+	t := tokenFrom(r.Context())
+	msgs := make([]*quarantine.Message, len(elems))
+	res := ingestResult{Received: len(elems), Items: make([]ingestItem, len(elems))}
+	for i, e := range elems {
+		m, problems := collect.DecodeEnvelope(e, origin)
+		m.Normalize(now)
+		m.Owner = quarantine.AssignOwner(s.cfg.Owners, m.Queue)
+		if !t.Sees(m.Owner) {
+			s.deny(w, r, map[string]any{"required_role": ruleIngest.requireAs, "index": i, "owner": m.Owner},
+				"envelope %d would belong to owner %q, outside this token's owners: nothing was stored", i, clip(m.Owner))
+			return
+		}
+		if problems == nil {
+			problems = []collect.Problem{}
+		}
+		msgs[i] = m
+		res.Items[i] = ingestItem{Index: i, FailureClass: m.FailureClass, Flags: m.Flags, Problems: problems}
+	}
+	results, err := s.cfg.Store.InsertBatch(r.Context(), msgs)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	for i, ir := range results {
+		res.Items[i].ID, res.Items[i].New = ir.ID, ir.New
+		result := "duplicate"
+		if ir.New {
+			res.Stored++
+			result = "stored"
+		} else {
+			res.Duplicates++
+		}
+		s.metrics.ingested.WithLabelValues(result, string(msgs[i].FailureClass)).Inc()
+	}
+	s.writeJSON(w, r, http.StatusOK, res)
+}
+
+// splitBody returns the envelopes of a body: the elements of a JSON array
+// (each element's exact bytes), or else the body itself, which may be any
+// bytes at all. Whitespace around a valid JSON body is not part of it.
+func splitBody(body []byte) ([][]byte, error) {
+	trimmed := bytes.Trim(body, " \t\r\n") // JSON's whitespace only
+	if !json.Valid(trimmed) {
+		return [][]byte{body}, nil
+	}
+	if len(trimmed) == 0 || trimmed[0] != '[' {
+		return [][]byte{trimmed}, nil
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(trimmed, &raw); err != nil {
+		return [][]byte{body}, nil // unreachable: the body is a valid array
+	}
+	if len(raw) > MaxIngestElements {
+		return nil, quarantine.Errorf(quarantine.ETOOLARGE, "an ingest request holds at most %d envelopes, this one %d: nothing was stored", MaxIngestElements, len(raw))
+	}
+	out := make([][]byte, len(raw))
+	for i, e := range raw {
+		out[i] = e
+	}
+	return out, nil
+}

@@ -1,0 +1,120 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// ProblemTypePrefix starts the type of every problem; the error code follows.
+const ProblemTypePrefix = "urn:quarantine:problem:"
+
+// Problem is an RFC 9457 problem detail, the body of every error response.
+type Problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail"`
+	Field     string `json:"field,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// fail writes err as application/problem+json: the one error writer of the
+// API. Internal errors are logged with their cause and shown as "internal
+// error"; the others are shown as their safe message.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := quarantine.ErrorCode(err)
+	status := quarantine.ErrorStatus(code)
+	id := requestIDFrom(r.Context())
+	switch code {
+	case quarantine.EINTERNAL:
+		s.log.ErrorContext(r.Context(), "request failed", "request_id", id, "method", r.Method, "path", clipPath(r.URL.Path), "err", err)
+	case quarantine.EUNAVAILABLE:
+		s.log.WarnContext(r.Context(), "dependency unavailable", "request_id", id, "path", clipPath(r.URL.Path), "err", err)
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="quarantine"`)
+	}
+	writeProblem(w, r, status, code, quarantine.ErrorMessage(err), quarantine.ErrorField(err))
+}
+
+// writeProblem writes one problem; fail is the way in for errors.
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, code, detail, field string) {
+	p := Problem{
+		Type:      ProblemTypePrefix + code,
+		Title:     http.StatusText(status),
+		Status:    status,
+		Detail:    detail,
+		Field:     field,
+		RequestID: requestIDFrom(r.Context()),
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.fail(w, r, quarantine.Errorf(quarantine.ENOTFOUND, "no route for %s", clip(r.URL.Path)))
+}
+
+// methodNotAllowed answers 405 with the Allow header chi's own handler
+// would have set.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	if rctx := chi.RouteContext(r.Context()); rctx != nil && rctx.Routes != nil {
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if rctx.Routes.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				allow = append(allow, m)
+			}
+		}
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeProblem(w, r, http.StatusMethodNotAllowed, "method_not_allowed", "method "+clip(r.Method)+" is not allowed here", "")
+}
+
+// writeJSON writes v as a JSON response.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.fail(w, r, quarantine.Internal(err, "encode response"))
+		return
+	}
+	s.writeRawJSON(w, status, b)
+}
+
+func (s *Server) writeRawJSON(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// clip shortens untrusted input quoted back in a message.
+func clip(s string) string {
+	s = quarantine.SanitizeText(s)
+	if len(s) <= 64 {
+		return s
+	}
+	n := 64
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// clipPath bounds a path written to logs and audit details.
+func clipPath(p string) string {
+	p = quarantine.SanitizeText(p)
+	if len(p) > 256 {
+		n := 256
+		for n > 0 && p[n]&0xC0 == 0x80 {
+			n--
+		}
+		p = p[:n] + "…"
+	}
+	return p
+}

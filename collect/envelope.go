@@ -1,0 +1,441 @@
+package collect
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// EnvelopeV1 is the value of the "envelope" field of the canonical failure
+// envelope this package reads.
+const EnvelopeV1 = "quarantine.failure/v1"
+
+// MaxFieldBytes caps each text field of an envelope's job (id, name, queue,
+// idempotency key, schema version, content type). A longer value is a
+// problem that makes the envelope malformed; the field is then left empty.
+const MaxFieldBytes = quarantine.MaxFilterValue
+
+// Content types given to payloads that do not say theirs.
+const (
+	ContentTypeJSON   = "application/json"
+	ContentTypeBinary = "application/octet-stream"
+)
+
+// Origin says where raw bytes came from.
+type Origin struct {
+	Source          string                // the collector's name; "http" for the ingest endpoint
+	Kind            quarantine.SourceKind // the kind of collector
+	MaxPayloadBytes int                   // soft limit: a larger payload is stored and flagged; 0 means none
+}
+
+// Problem is one thing wrong with an envelope. Field is a JSON Pointer into
+// the envelope ("" for the whole document, "/job/name" for a field).
+type Problem struct {
+	Field  string `json:"field"`
+	Detail string `json:"detail"`
+}
+
+// DecodeEnvelope turns raw bytes into a message. It never fails.
+//
+// A valid envelope gives a message whose payload is the exact bytes of
+// job.payload (or the decoded job.payload_base64). Bytes that are not a
+// valid v1 envelope are kept byte-exact as the payload, with failure class
+// malformed, the matching quarantine.Flag* flags and a Reason that says
+// precisely what was wrong; the envelope's fields that could be decoded are
+// kept. Softer problems (an unknown failure class, an unparsable time, a
+// payload above o.MaxPayloadBytes) leave the message valid and are only
+// reported. Every problem is listed in the returned slice.
+//
+// Unknown fields at any level are tolerated, for forward compatibility; an
+// unknown "envelope" value is not. The message's DedupeKey is the SHA-256 of
+// raw, so the same envelope sent twice is one message, and its MessageID is
+// job.id. The message is not normalised: the store does that.
+func DecodeEnvelope(raw []byte, o Origin) (*quarantine.Message, []Problem) {
+	d := &decoder{raw: raw, m: &quarantine.Message{
+		Source:     o.Source,
+		SourceKind: o.Kind,
+		DedupeKey:  quarantine.PayloadHash(raw),
+	}}
+	d.decode()
+	d.finish(o.MaxPayloadBytes)
+	return d.m, d.problems
+}
+
+// decoder holds the state of one DecodeEnvelope call.
+type decoder struct {
+	raw       []byte
+	m         *quarantine.Message
+	problems  []Problem
+	malformed []string // details of the problems that make the envelope malformed
+	reason    string   // failure.reason as the envelope gave it
+}
+
+// bad records a problem that makes the envelope malformed.
+func (d *decoder) bad(field, format string, args ...any) {
+	detail := fmt.Sprintf(format, args...)
+	d.problems = append(d.problems, Problem{Field: field, Detail: detail})
+	d.malformed = append(d.malformed, detail)
+}
+
+// warn records a problem that leaves the envelope valid.
+func (d *decoder) warn(field, format string, args ...any) {
+	d.problems = append(d.problems, Problem{Field: field, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (d *decoder) decode() {
+	if len(d.raw) == 0 {
+		d.bad("", "the envelope is empty")
+		return
+	}
+	if i := invalidUTF8At(d.raw); i >= 0 {
+		d.m.AddFlag(quarantine.FlagInvalidUTF8)
+		d.bad("", "not valid UTF-8 at offset %d", i)
+		return
+	}
+	top, ok := d.object(d.raw, "", "envelope")
+	if !ok {
+		return
+	}
+	v, ok := top["envelope"]
+	switch {
+	case !ok || isNull(v):
+		d.bad("/envelope", "envelope is missing: not a %s envelope", EnvelopeV1)
+		return
+	case kindOf(v) != "string":
+		d.m.AddFlag(quarantine.FlagUnknownEnvelope)
+		d.bad("/envelope", "envelope must be a string, got %s", kindOf(v))
+		return
+	}
+	var version string
+	_ = json.Unmarshal(v, &version)
+	if version != EnvelopeV1 {
+		d.m.AddFlag(quarantine.FlagUnknownEnvelope)
+		d.bad("/envelope", "unknown envelope version %q", clip(version))
+		return
+	}
+	d.job(top["job"])
+	d.failure(top["failure"])
+}
+
+// object decodes raw as a JSON object; a missing or null value is reported
+// as missing.
+func (d *decoder) object(raw json.RawMessage, ptr, name string) (map[string]json.RawMessage, bool) {
+	if raw == nil || (ptr != "" && isNull(raw)) {
+		d.bad(ptr, "%s is missing", name)
+		return nil, false
+	}
+	var obj map[string]json.RawMessage
+	err := json.Unmarshal(raw, &obj)
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &syn):
+		d.bad(ptr, "invalid JSON at offset %d: %s", syntaxOffset(syn), syn.Error())
+		return nil, false
+	case err != nil || obj == nil:
+		d.bad(ptr, "%s must be a JSON object, got %s", name, kindOf(raw))
+		return nil, false
+	}
+	return obj, true
+}
+
+func (d *decoder) job(raw json.RawMessage) {
+	job, ok := d.object(raw, "/job", "job")
+	if !ok {
+		d.m.AddFlag(quarantine.FlagMissingJobName)
+		return
+	}
+	m := d.m
+	m.MessageID, _ = d.text(job, "/job/id", "id")
+	var present bool
+	if m.JobName, present = d.text(job, "/job/name", "name"); !present || strings.TrimSpace(m.JobName) == "" {
+		m.AddFlag(quarantine.FlagMissingJobName)
+		if present {
+			d.bad("/job/name", "job.name is empty")
+		} else {
+			d.bad("/job/name", "job.name is missing")
+		}
+	}
+	if m.Queue, present = d.text(job, "/job/queue", "queue"); !present {
+		d.warn("/job/queue", "job.queue is missing: the message has no replay destination")
+	}
+	m.IdempotencyKey, _ = d.text(job, "/job/idempotency_key", "idempotency_key")
+	m.SchemaVersion = d.schemaVersion(job["schema_version"])
+	m.Attempts = d.attempts(job["attempts"])
+	m.EnqueuedAt = d.time(job, "/job/enqueued_at", "enqueued_at")
+	m.Headers = d.headers(job["headers"])
+	m.ContentType, _ = d.text(job, "/job/content_type", "content_type")
+	d.payload(job)
+}
+
+// payload sets the payload from job.payload (its exact bytes) or
+// job.payload_base64 (decoded), and the default content type.
+func (d *decoder) payload(job map[string]json.RawMessage) {
+	p, hasP := job["payload"]
+	b, hasB := job["payload_base64"]
+	if hasB && isNull(b) {
+		hasB = false
+	}
+	if hasP && hasB && isNull(p) {
+		hasP = false
+	}
+	switch {
+	case hasP && hasB:
+		d.bad("/job/payload_base64", "job.payload and job.payload_base64 are both set")
+	case hasP:
+		d.m.Payload = []byte(p)
+		if d.m.ContentType == "" {
+			d.m.ContentType = ContentTypeJSON
+		}
+	case hasB:
+		if kindOf(b) != "string" {
+			d.bad("/job/payload_base64", "job.payload_base64 must be a string, got %s", kindOf(b))
+			return
+		}
+		var s string
+		_ = json.Unmarshal(b, &s)
+		dec, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			d.bad("/job/payload_base64", "job.payload_base64 is not valid base64: %v", err)
+			return
+		}
+		d.m.Payload = dec
+		if d.m.ContentType == "" {
+			d.m.ContentType = ContentTypeBinary
+		}
+	default:
+		d.bad("/job/payload", "job.payload or job.payload_base64 is required")
+	}
+}
+
+func (d *decoder) failure(raw json.RawMessage) {
+	if raw == nil || isNull(raw) {
+		d.warn("/failure", "failure is missing: the failure class is unknown")
+		d.m.FailureClass = quarantine.ClassUnknown
+		return
+	}
+	f, ok := d.object(raw, "/failure", "failure")
+	if !ok {
+		return
+	}
+	class, present := d.text(f, "/failure/class", "class")
+	switch c := quarantine.FailureClass(class); {
+	case !present:
+		d.warn("/failure/class", "failure.class is missing: stored as unknown")
+		d.m.FailureClass = quarantine.ClassUnknown
+	case !c.Valid():
+		d.warn("/failure/class", "unknown failure class %q: stored as unknown", clip(class))
+		d.m.FailureClass = quarantine.ClassUnknown
+	default:
+		d.m.FailureClass = c
+	}
+	d.reason, _ = d.string(f, "/failure/reason", "reason")
+	d.m.Reason = d.reason
+	if t := d.time(f, "/failure/failed_at", "failed_at"); t != nil {
+		d.m.FailedAt = *t
+	}
+	d.m.FirstFailedAt = d.time(f, "/failure/first_failed_at", "first_failed_at")
+}
+
+// string returns the string at key; null counts as absent. A value of
+// another type is a malformed-making problem.
+func (d *decoder) string(obj map[string]json.RawMessage, ptr, key string) (string, bool) {
+	v, ok := obj[key]
+	if !ok || isNull(v) {
+		return "", false
+	}
+	if kindOf(v) != "string" {
+		d.bad(ptr, "%s must be a string, got %s", dotted(ptr), kindOf(v))
+		return "", false
+	}
+	var s string
+	_ = json.Unmarshal(v, &s)
+	return s, true
+}
+
+// text is string for a field capped at MaxFieldBytes.
+func (d *decoder) text(obj map[string]json.RawMessage, ptr, key string) (string, bool) {
+	s, ok := d.string(obj, ptr, key)
+	if len(s) > MaxFieldBytes {
+		d.bad(ptr, "%s is longer than %d bytes", dotted(ptr), MaxFieldBytes)
+		return "", ok
+	}
+	return s, ok
+}
+
+// schemaVersion accepts a string or a number (kept as written).
+func (d *decoder) schemaVersion(v json.RawMessage) string {
+	switch {
+	case v == nil || isNull(v):
+		return ""
+	case kindOf(v) == "number":
+		if len(v) > MaxFieldBytes {
+			d.bad("/job/schema_version", "job.schema_version is longer than %d bytes", MaxFieldBytes)
+			return ""
+		}
+		return string(v)
+	}
+	s, _ := d.text(map[string]json.RawMessage{"v": v}, "/job/schema_version", "v")
+	return s
+}
+
+func (d *decoder) attempts(v json.RawMessage) int {
+	if v == nil || isNull(v) {
+		return 0
+	}
+	if kindOf(v) != "number" {
+		d.bad("/job/attempts", "job.attempts must be an integer, got %s", kindOf(v))
+		return 0
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt32 {
+		d.bad("/job/attempts", "job.attempts must be an integer between 0 and %d, got %s", math.MaxInt32, clip(string(v)))
+		return 0
+	}
+	return int(n)
+}
+
+// time parses an RFC 3339 time; a bad one is a soft problem and is dropped.
+func (d *decoder) time(obj map[string]json.RawMessage, ptr, key string) *time.Time {
+	s, ok := d.string(obj, ptr, key)
+	if !ok {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		d.warn(ptr, "%s is not an RFC 3339 time: %q", dotted(ptr), clip(s))
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func (d *decoder) headers(v json.RawMessage) map[string]string {
+	if v == nil || isNull(v) {
+		return nil
+	}
+	obj, ok := d.object(v, "/job/headers", "job.headers")
+	if !ok {
+		return nil
+	}
+	h := make(map[string]string, len(obj))
+	for k := range obj {
+		ptr := "/job/headers/" + escapePointer(clip(k))
+		s, ok := d.string(obj, ptr, k)
+		if !ok {
+			if isNull(obj[k]) {
+				d.bad(ptr, "job.headers values must be strings, got null")
+			}
+			continue
+		}
+		h[k] = s
+	}
+	return h
+}
+
+// finish applies the outcome: a malformed envelope keeps its raw bytes as
+// the payload; any payload above the soft limit is flagged.
+func (d *decoder) finish(maxPayload int) {
+	m := d.m
+	if len(d.malformed) > 0 {
+		m.Payload = bytes.Clone(d.raw)
+		if m.Payload == nil {
+			m.Payload = []byte{}
+		}
+		m.FailureClass = quarantine.ClassMalformed
+		m.AddFlag(quarantine.FlagMalformed)
+		m.ContentType = ContentTypeBinary
+		if utf8.Valid(d.raw) && json.Valid(d.raw) {
+			m.ContentType = ContentTypeJSON
+		}
+		m.Reason = strings.Join(d.malformed, "; ")
+		if d.reason != "" {
+			m.Reason += "; failure.reason was: " + d.reason
+		}
+	}
+	if maxPayload > 0 && len(m.Payload) > maxPayload {
+		m.AddFlag(quarantine.FlagPayloadTooLarge)
+		d.warn("/job/payload", "payload is %d bytes, above the soft limit of %d: stored and flagged", len(m.Payload), maxPayload)
+	}
+	if m.Flags == nil {
+		m.Flags = []string{}
+	}
+}
+
+// invalidUTF8At returns the offset of the first byte of b that is not valid
+// UTF-8, or -1.
+func invalidUTF8At(b []byte) int {
+	if utf8.Valid(b) {
+		return -1
+	}
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
+// syntaxOffset returns the offset of the byte a syntax error is about
+// (encoding/json reports the count of bytes read, one past it), or the
+// input's length for an unexpected end.
+func syntaxOffset(e *json.SyntaxError) int64 {
+	if e.Offset > 0 && !strings.HasPrefix(e.Error(), "unexpected end") {
+		return e.Offset - 1
+	}
+	return e.Offset
+}
+
+// kindOf names the JSON type of a valid JSON value.
+func kindOf(v []byte) string {
+	v = bytes.TrimLeft(v, " \t\r\n")
+	if len(v) == 0 {
+		return "nothing"
+	}
+	switch v[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
+func isNull(v []byte) bool { return string(bytes.TrimSpace(v)) == "null" }
+
+// dotted turns /job/name into job.name for messages.
+func dotted(ptr string) string { return strings.ReplaceAll(strings.TrimPrefix(ptr, "/"), "/", ".") }
+
+// escapePointer escapes a JSON Pointer reference token (RFC 6901).
+func escapePointer(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// clip shortens untrusted input quoted back in a message.
+func clip(s string) string {
+	s = quarantine.SanitizeText(s)
+	if len(s) <= 64 {
+		return s
+	}
+	n := 64
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
