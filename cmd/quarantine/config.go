@@ -1,0 +1,264 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store"
+)
+
+// Environment variables read by the configuration.
+const (
+	EnvConfig   = "QUARANTINE_CONFIG"       // path of the YAML file
+	EnvDatabase = "QUARANTINE_DATABASE_URL" // overrides database
+	EnvListen   = "QUARANTINE_LISTEN"       // overrides listen
+)
+
+// Defaults of the configuration.
+const (
+	DefaultListen          = "127.0.0.1:8080"
+	DefaultMaxBodyBytes    = 10 << 20 // 10 MiB
+	DefaultMaxPayloadBytes = 1 << 20  // 1 MiB
+	maxBodyBytesCeiling    = 1 << 30  // 1 GiB: anything above is a typo
+)
+
+// Config is the service's configuration, resolved from defaults, the YAML
+// file, the environment and the flags, in that order of precedence
+// (flags win). It is passed down; there is no global configuration.
+type Config struct {
+	Listen   string                 // host:port to serve HTTP on
+	Database DatabaseURL            // sqlite:PATH or postgres://…
+	Owners   []quarantine.OwnerRule // first match wins, glob on queue
+	Limits   Limits
+	Log      LogConfig
+}
+
+// Limits bound what the API accepts.
+type Limits struct {
+	MaxBodyBytes    int64 // a larger request body is refused (413)
+	MaxPayloadBytes int   // a larger payload is stored raw and flagged
+}
+
+// LogConfig selects the log level and format (text or json) on stderr.
+type LogConfig struct {
+	Level  slog.Level
+	Format string
+}
+
+// Overrides are the command-line flags that take precedence over the file
+// and the environment. Empty fields override nothing.
+type Overrides struct {
+	Listen   string
+	Database string
+}
+
+// DefaultConfig returns the configuration used when nothing is set.
+func DefaultConfig() Config {
+	return Config{
+		Listen:   DefaultListen,
+		Database: DatabaseURL(store.DefaultURL),
+		Owners:   []quarantine.OwnerRule{},
+		Limits:   Limits{MaxBodyBytes: DefaultMaxBodyBytes, MaxPayloadBytes: DefaultMaxPayloadBytes},
+		Log:      LogConfig{Level: slog.LevelInfo, Format: "text"},
+	}
+}
+
+// LoadConfig resolves the configuration from the defaults, the YAML file
+// at path (or at $QUARANTINE_CONFIG when path is empty; no file at all is
+// fine), then QUARANTINE_DATABASE_URL and QUARANTINE_LISTEN read through
+// env. It does no other I/O than reading the file. Errors are EINVALID,
+// name the key (Field) and say where it was set: "FILE:LINE: key: problem"
+// for the file, the variable's name for the environment.
+func LoadConfig(path string, env func(string) string) (Config, error) {
+	return ResolveConfig(path, env, Overrides{})
+}
+
+// ResolveConfig is LoadConfig with the flags' overrides applied last.
+func ResolveConfig(path string, env func(string) string, o Overrides) (Config, error) {
+	if env == nil {
+		env = func(string) string { return "" }
+	}
+	c := DefaultConfig()
+	src := &configSource{origin: map[string]string{}}
+	if path == "" {
+		path = env(EnvConfig)
+	}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, &quarantine.Error{Code: quarantine.EINVALID, Field: "config",
+				Message: fmt.Sprintf("cannot read the config file %q", path), Err: err}
+		}
+		if err := src.decode(path, data, &c); err != nil {
+			return Config{}, err
+		}
+	}
+	for _, s := range []struct{ key, value, origin string }{
+		{"listen", env(EnvListen), EnvListen},
+		{"database", env(EnvDatabase), EnvDatabase},
+		{"listen", o.Listen, "--listen"},
+		{"database", o.Database, "--database"},
+	} {
+		if s.value == "" {
+			continue
+		}
+		src.origin[s.key] = s.origin
+		if s.key == "listen" {
+			c.Listen = s.value
+		} else {
+			c.Database = DatabaseURL(s.value)
+		}
+	}
+	if err := c.validate(src); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// fileConfig is the YAML file's shape. Every key the service supports is
+// here; decoding is strict, so any other key is an error.
+type fileConfig struct {
+	Listen   string      `yaml:"listen"`
+	Database string      `yaml:"database"`
+	Owners   []fileOwner `yaml:"owners"`
+	Limits   fileLimits  `yaml:"limits"`
+	Log      fileLog     `yaml:"log"`
+}
+
+type fileOwner struct {
+	Team   string   `yaml:"team"`
+	Queues []string `yaml:"queues"`
+}
+
+type fileLimits struct {
+	MaxBodyBytes    any `yaml:"max_body_bytes"`
+	MaxPayloadBytes any `yaml:"max_payload_bytes"`
+}
+
+type fileLog struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// decode reads the file into c; values it leaves empty keep their default.
+func (s *configSource) decode(file string, data []byte, c *Config) error {
+	s.file = file
+	s.parse(data)
+	var f fileConfig
+	if err := yaml.UnmarshalWithOptions(data, &f, yaml.Strict()); err != nil {
+		return s.yamlError(err)
+	}
+	if f.Listen != "" {
+		c.Listen = f.Listen
+	}
+	if f.Database != "" {
+		c.Database = DatabaseURL(f.Database)
+	}
+	for _, o := range f.Owners {
+		c.Owners = append(c.Owners, quarantine.OwnerRule{Team: o.Team, Queues: o.Queues})
+	}
+	for _, l := range []struct {
+		key string
+		v   any
+		set func(int64)
+	}{
+		{"limits.max_body_bytes", f.Limits.MaxBodyBytes, func(n int64) { c.Limits.MaxBodyBytes = n }},
+		{"limits.max_payload_bytes", f.Limits.MaxPayloadBytes, func(n int64) { c.Limits.MaxPayloadBytes = int(n) }},
+	} {
+		if l.v == nil {
+			continue
+		}
+		n, problem := parseSize(l.v)
+		if problem != "" {
+			return s.errorf(l.key, "%s", problem)
+		}
+		if n > maxBodyBytesCeiling {
+			return s.errorf(l.key, "%d bytes is above the ceiling of 1GiB", n)
+		}
+		l.set(n)
+	}
+	if f.Log.Level != "" {
+		var lvl slog.Level
+		if err := lvl.UnmarshalText([]byte(f.Log.Level)); err != nil || !knownLevel(f.Log.Level) {
+			return s.errorf("log.level", "%q is not a level (debug, info, warn or error)", f.Log.Level)
+		}
+		c.Log.Level = lvl
+	}
+	if f.Log.Format != "" {
+		c.Log.Format = f.Log.Format
+	}
+	return nil
+}
+
+func knownLevel(s string) bool {
+	switch strings.ToLower(s) {
+	case "debug", "info", "warn", "error":
+		return true
+	}
+	return false
+}
+
+// validate checks every value, whichever layer set it.
+func (c *Config) validate(src *configSource) error {
+	if problem := checkListen(c.Listen); problem != "" {
+		return src.errorf("listen", "%s", problem)
+	}
+	if err := store.CheckURL(c.Database.Reveal()); err != nil {
+		return src.errorf("database", "%s", quarantine.ErrorMessage(err))
+	}
+	for i, o := range c.Owners {
+		key := fmt.Sprintf("owners[%d]", i)
+		if strings.TrimSpace(o.Team) == "" {
+			return src.errorf(key+".team", "every owner rule needs a team")
+		}
+		if len(o.Team) > 200 || !utf8.ValidString(o.Team) || strings.ContainsAny(o.Team, "\x00\r\n") {
+			return src.errorf(key+".team", "a team must be one line of valid UTF-8, at most 200 bytes")
+		}
+		if len(o.Queues) == 0 {
+			return src.errorf(key+".queues", "team %q needs at least one queue pattern", o.Team)
+		}
+		for j, q := range o.Queues {
+			qkey := fmt.Sprintf("%s.queues[%d]", key, j)
+			if q == "" {
+				return src.errorf(qkey, "empty queue pattern")
+			}
+			if _, err := path.Match(q, ""); err != nil {
+				return src.errorf(qkey, "bad glob pattern %q: %v", q, err)
+			}
+		}
+	}
+	if c.Limits.MaxPayloadBytes > 0 && int64(c.Limits.MaxPayloadBytes) > c.Limits.MaxBodyBytes {
+		return src.errorf("limits.max_payload_bytes", "%d is above limits.max_body_bytes (%d): a payload travels inside a body",
+			c.Limits.MaxPayloadBytes, c.Limits.MaxBodyBytes)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		return src.errorf("log.format", "%q is not a format (text or json)", c.Log.Format)
+	}
+	return nil
+}
+
+// checkListen returns a problem text when s is not host:port.
+func checkListen(s string) string {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Sprintf("%q is not host:port", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("%q: port %q is not a number between 0 and 65535", s, port)
+	}
+	if strings.ContainsAny(host, " /?#@") {
+		return fmt.Sprintf("%q: %q is not a host name or address", s, host)
+	}
+	return ""
+}

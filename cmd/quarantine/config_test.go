@@ -1,0 +1,262 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// writeConfig writes a config file in a temporary directory.
+func writeConfig(t *testing.T, yaml string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "quarantine.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// envOf returns a Getenv reading from m.
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestLoadConfig_Defaults(t *testing.T) {
+	t.Parallel()
+	c, err := LoadConfig("", envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, DefaultConfig()) {
+		t.Fatalf("got %+v, want the defaults %+v", c, DefaultConfig())
+	}
+	if c.Listen != "127.0.0.1:8080" || c.Database.Reveal() != "sqlite:./quarantine-data/quarantine.db" ||
+		c.Limits.MaxBodyBytes != 10<<20 || c.Limits.MaxPayloadBytes != 1<<20 ||
+		c.Log.Level != slog.LevelInfo || c.Log.Format != "text" {
+		t.Fatalf("defaults changed: %+v", c)
+	}
+}
+
+func TestLoadConfig_Example(t *testing.T) {
+	t.Parallel()
+	c, err := LoadConfig("../../quarantine.example.yaml", envOf(nil))
+	if err != nil {
+		t.Fatalf("the example config must load: %v", err)
+	}
+	want := []quarantine.OwnerRule{
+		{Team: "payments", Queues: []string{"payments.*", "billing"}},
+		{Team: "reports", Queues: []string{"reports"}},
+	}
+	if !reflect.DeepEqual(c.Owners, want) {
+		t.Fatalf("owners = %+v, want %+v", c.Owners, want)
+	}
+	// The example documents the defaults: apart from owners, it is them.
+	d := DefaultConfig()
+	c.Owners, d.Owners = nil, nil
+	if !reflect.DeepEqual(c, d) {
+		t.Fatalf("the example's values %+v differ from the defaults %+v", c, d)
+	}
+	if got := quarantine.AssignOwner(want, "payments.refunds"); got != "payments" {
+		t.Fatalf("payments.refunds is owned by %q", got)
+	}
+}
+
+func TestLoadConfig_Values(t *testing.T) {
+	t.Parallel()
+	p := writeConfig(t, `
+listen: 0.0.0.0:9090
+database: postgres://q:pw@db.internal:5432/quarantine?sslmode=disable
+owners:
+  - team: ops
+    queues: ["*"]
+limits:
+  max_body_bytes: 2097152
+  max_payload_bytes: "512 KiB"
+log: {level: DEBUG, format: json}
+`)
+	c, err := LoadConfig(p, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "0.0.0.0:9090" || c.Database.Reveal() != "postgres://q:pw@db.internal:5432/quarantine?sslmode=disable" {
+		t.Fatalf("listen/database: %q %q", c.Listen, c.Database.Reveal())
+	}
+	if c.Limits.MaxBodyBytes != 2<<20 || c.Limits.MaxPayloadBytes != 512<<10 {
+		t.Fatalf("limits: %+v", c.Limits)
+	}
+	if c.Log.Level != slog.LevelDebug || c.Log.Format != "json" {
+		t.Fatalf("log: %+v", c.Log)
+	}
+}
+
+func TestLoadConfig_Errors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		yaml  string
+		field string
+		line  int // 0: the message names no line
+		want  string
+	}{
+		{"future key collectors", "listen: 127.0.0.1:1\ncollectors: []\n", "collectors", 2, `unknown key "collectors"`},
+		{"future key retention", "retention: {replayed: 720h}\n", "retention", 1, `unknown key "retention"`},
+		{"unknown nested key", "limits:\n  max_body: 5\n", "limits.max_body", 2, `unknown key "max_body" in limits`},
+		{"unknown owner key", "owners:\n  - team: a\n    queue: [x]\n", "owners[0].queue", 3, `unknown key "queue"`},
+		{"bad glob", "owners:\n  - team: a\n    queues: [ok]\n  - team: b\n    queues: [\"[\", x]\n", "owners[1].queues[0]", 5, `bad glob pattern "["`},
+		{"empty pattern", "owners:\n  - team: a\n    queues: [\"\"]\n", "owners[0].queues[0]", 3, "empty queue pattern"},
+		{"team missing", "owners:\n  - queues: [a]\n", "owners[0].team", 0, "needs a team"},
+		{"no queues", "owners:\n  - team: a\n", "owners[0].queues", 0, "at least one queue pattern"},
+		{"owners not a list", "owners: {team: a}\n", "owners", 1, "expected a list"},
+		{"listen not host:port", "listen: abc\n", "listen", 1, `"abc" is not host:port`},
+		{"listen bad port", "listen: \"127.0.0.1:99999\"\n", "listen", 1, "port"},
+		{"listen a list", "listen: [a]\n", "listen", 1, "expected a string"},
+		{"duplicate key", "listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n", "listen", 2, "already defined"},
+		{"database scheme", "database: mysql://u:hunter2@h/x\n", "database", 1, "unsupported database URL"},
+		{"database sqlite://", "database: sqlite://x.db\n", "database", 1, "sqlite:PATH"},
+		{"database empty path", "database: \"sqlite:\"\n", "database", 1, "needs a file path"},
+		{"limits not a mapping", "limits: 5\n", "limits", 1, "expected a mapping"},
+		{"size word", "limits:\n  max_body_bytes: ten\n", "limits.max_body_bytes", 2, `"ten" is not a size`},
+		{"size negative", "limits:\n  max_body_bytes: -1\n", "limits.max_body_bytes", 2, "not a positive size"},
+		{"size zero", "limits:\n  max_payload_bytes: 0\n", "limits.max_payload_bytes", 2, "not a positive size"},
+		{"size too big", "limits:\n  max_body_bytes: 2GiB\n", "limits.max_body_bytes", 2, "ceiling"},
+		{"size fraction", "limits:\n  max_body_bytes: 1.5\n", "limits.max_body_bytes", 2, "whole number"},
+		{"payload above body", "limits:\n  max_body_bytes: 1MiB\n  max_payload_bytes: 2MiB\n", "limits.max_payload_bytes", 3, "above limits.max_body_bytes"},
+		{"log level", "log:\n  level: loud\n", "log.level", 2, `"loud" is not a level`},
+		{"log format", "log:\n  format: xml\n", "log.format", 2, `"xml" is not a format`},
+		{"not a mapping", "- listen\n", "", 1, "expected a mapping"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := writeConfig(t, tc.yaml)
+			_, err := LoadConfig(p, envOf(nil))
+			if err == nil {
+				t.Fatalf("no error for %q", tc.yaml)
+			}
+			if quarantine.ErrorCode(err) != quarantine.EINVALID || quarantine.ErrorField(err) != tc.field {
+				t.Fatalf("code %q field %q, want invalid %q: %v", quarantine.ErrorCode(err), quarantine.ErrorField(err), tc.field, err)
+			}
+			msg := describe(err)
+			if !strings.Contains(msg, tc.want) {
+				t.Fatalf("message %q does not say %q", msg, tc.want)
+			}
+			if !strings.Contains(msg, tc.field) {
+				t.Fatalf("message %q does not name the key %q", msg, tc.field)
+			}
+			if tc.line > 0 {
+				at := p + ":" + string(rune('0'+tc.line)) + ":"
+				if !strings.HasPrefix(msg, at) {
+					t.Fatalf("message %q does not start with %q", msg, at)
+				}
+			}
+			if strings.Contains(msg, "hunter2") {
+				t.Fatalf("message %q leaks the password", msg)
+			}
+		})
+	}
+}
+
+func TestResolveConfig_Precedence(t *testing.T) {
+	t.Parallel()
+	file := writeConfig(t, "listen: 127.0.0.1:1001\ndatabase: sqlite:/tmp/file.db\n")
+	other := writeConfig(t, "listen: 127.0.0.1:1004\n")
+	for _, tc := range []struct {
+		name          string
+		path          string
+		env           map[string]string
+		flags         Overrides
+		listen, dbURL string
+	}{
+		{"defaults", "", nil, Overrides{}, DefaultListen, "sqlite:./quarantine-data/quarantine.db"},
+		{"file", file, nil, Overrides{}, "127.0.0.1:1001", "sqlite:/tmp/file.db"},
+		{"file from env", "", map[string]string{EnvConfig: file}, Overrides{}, "127.0.0.1:1001", "sqlite:/tmp/file.db"},
+		{"flag path beats env path", other, map[string]string{EnvConfig: file}, Overrides{}, "127.0.0.1:1004", "sqlite:./quarantine-data/quarantine.db"},
+		{"env beats file", file, map[string]string{EnvListen: "127.0.0.1:1002", EnvDatabase: "sqlite:/tmp/env.db"}, Overrides{}, "127.0.0.1:1002", "sqlite:/tmp/env.db"},
+		{"flags beat env", file, map[string]string{EnvListen: "127.0.0.1:1002", EnvDatabase: "sqlite:/tmp/env.db"},
+			Overrides{Listen: "127.0.0.1:1003", Database: "postgres://postgres@127.0.0.1:5432/test"}, "127.0.0.1:1003", "postgres://postgres@127.0.0.1:5432/test"},
+		{"one flag, one env", file, map[string]string{EnvDatabase: "sqlite:/tmp/env.db"}, Overrides{Listen: "127.0.0.1:1003"}, "127.0.0.1:1003", "sqlite:/tmp/env.db"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := ResolveConfig(tc.path, envOf(tc.env), tc.flags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Listen != tc.listen || c.Database.Reveal() != tc.dbURL {
+				t.Fatalf("got listen %q database %q, want %q %q", c.Listen, c.Database.Reveal(), tc.listen, tc.dbURL)
+			}
+		})
+	}
+}
+
+func TestResolveConfig_ErrorNamesTheSource(t *testing.T) {
+	t.Parallel()
+	file := writeConfig(t, "listen: 127.0.0.1:1001\n")
+	for _, tc := range []struct {
+		name  string
+		env   map[string]string
+		flags Overrides
+		want  string
+	}{
+		{"env", map[string]string{EnvListen: "nope"}, Overrides{}, `QUARANTINE_LISTEN (listen): "nope" is not host:port`},
+		{"flag", map[string]string{EnvListen: "127.0.0.1:1"}, Overrides{Listen: "nope"}, `--listen (listen): "nope" is not host:port`},
+		{"flag database", nil, Overrides{Database: "postgres://u:hunter2@/"}, "--database (database)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ResolveConfig(file, envOf(tc.env), tc.flags)
+			if err == nil || !strings.Contains(describe(err), tc.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Fatalf("error %q leaks the password", err)
+			}
+		})
+	}
+}
+
+func TestLoadConfig_MissingFile(t *testing.T) {
+	t.Parallel()
+	_, err := LoadConfig(filepath.Join(t.TempDir(), "nope.yaml"), envOf(nil))
+	if quarantine.ErrorField(err) != "config" || !strings.Contains(describe(err), "nope.yaml") {
+		t.Fatalf("error %v does not name the missing file", err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   any
+		want int64
+		ok   bool
+	}{
+		{uint64(1024), 1024, true},
+		{int64(7), 7, true},
+		{"10MiB", 10 << 20, true},
+		{"10 mib", 10 << 20, true},
+		{"1MB", 1000000, true},
+		{"512KiB", 512 << 10, true},
+		{"3kb", 3000, true},
+		{"1GiB", 1 << 30, true},
+		{"99B", 99, true},
+		{"2048", 2048, true},
+		{float64(4096), 4096, true},
+		{"", 0, false},
+		{"MiB", 0, false},
+		{"1.5MiB", 0, false},
+		{"10 TiB", 0, false},
+		{"-5", 0, false},
+		{"99999999999999999GiB", 0, false},
+		{true, 0, false},
+		{[]any{1}, 0, false},
+	} {
+		got, problem := parseSize(tc.in)
+		if (problem == "") != tc.ok || got != tc.want {
+			t.Errorf("parseSize(%#v) = %d, %q; want %d ok=%v", tc.in, got, problem, tc.want, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/api"
+)
+
+// HTTP server timeouts: a slow client cannot hold a connection forever,
+// and a body of the largest allowed size still has time to arrive.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 2 * time.Minute
+	writeTimeout      = 2 * time.Minute
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes    = 64 << 10
+	shutdownTimeout   = 20 * time.Second
+)
+
+// adminTokenName names the token created when the store holds none.
+const adminTokenName = "admin"
+
+func (m *Main) runServe(ctx context.Context) error {
+	if err := m.openStore(ctx, m.migrate, hintServe); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", m.Config.Listen)
+	if err != nil {
+		return quarantine.Errorf(quarantine.EUNAVAILABLE, "cannot listen on %s: %v", m.Config.Listen, err)
+	}
+	m.ln = ln
+	if err := m.bootstrapToken(ctx); err != nil {
+		return err
+	}
+	// Logged at every start, so that a later audit verify --head-seq
+	// --head-hash can prove the log was not cut or rewritten since.
+	head, err := m.store.AuditHead(ctx)
+	if err != nil {
+		return err
+	}
+	m.log.Info("audit head", "seq", head.Seq, "hash", head.Hash)
+
+	h := api.New(api.Config{
+		Store:           m.store,
+		Owners:          m.Config.Owners,
+		MaxBodyBytes:    m.Config.Limits.MaxBodyBytes,
+		MaxPayloadBytes: m.Config.Limits.MaxPayloadBytes,
+		Logger:          m.logger,
+		Now:             time.Now,
+	}).Handler()
+	m.server = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(m.logger.With("component", "http").Handler(), slog.LevelWarn),
+	}
+	m.served = make(chan error, 1)
+	go func() {
+		err := m.server.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		m.served <- err
+	}()
+	m.log.Info("serving", "addr", m.Addr(), "database", m.Config.Database, "version", Version())
+	return nil
+}
+
+// bootstrapToken creates an admin token when the store holds no active
+// one and prints it once: its secret is not stored. Another instance
+// creating it at the same time is not an error; that one prints it.
+func (m *Main) bootstrapToken(ctx context.Context) error {
+	n, err := m.store.CountActiveTokens(ctx)
+	if err != nil || n > 0 {
+		return err
+	}
+	secret, hash := quarantine.NewTokenSecret()
+	t := &quarantine.Token{
+		Name:       adminTokenName,
+		Role:       quarantine.RoleAdmin,
+		Owners:     []string{},
+		CreatedBy:  systemActor,
+		SecretHash: hash,
+	}
+	if err := m.store.CreateToken(ctx, t, systemActor); err != nil {
+		if quarantine.ErrorCode(err) == quarantine.ECONFLICT {
+			return nil
+		}
+		return err
+	}
+	m.printAdminToken(Secret(secret))
+	return nil
+}
+
+// printAdminToken writes the first-start block: the login URL and a curl
+// line, each carrying the secret.
+func (m *Main) printAdminToken(secret Secret) {
+	base := "http://" + m.publicAddr()
+	fmt.Fprintf(m.Stderr, `
+    No API token existed, so an admin token was created. It is shown only
+    this once: keep it somewhere safe.
+
+    To open quarantine, visit this URL:
+
+        %s/?token=%s
+
+    or call the API with the token:
+
+        curl -H 'Authorization: Bearer %s' %s/api/v1/messages
+
+    Create more tokens with: quarantine token create --name NAME --role viewer|operator|admin
+
+`, base, url.QueryEscape(secret.Reveal()), secret.Reveal(), base)
+}
+
+// Addr returns the address the server listens on (with the port chosen
+// when listening on port 0), or "" when not serving.
+func (m *Main) Addr() string {
+	if m.ln == nil {
+		return ""
+	}
+	return m.ln.Addr().String()
+}
+
+// publicAddr is Addr with an unspecified host (0.0.0.0, ::) replaced by
+// the loopback address, for URLs a local user can open.
+func (m *Main) publicAddr() string {
+	host, port, err := net.SplitHostPort(m.Addr())
+	if err != nil {
+		return m.Addr()
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// Wait blocks while the server runs: until ctx is done (nil) or the
+// server fails (its error). It returns nil at once for other commands.
+func (m *Main) Wait(ctx context.Context) error {
+	if m.served == nil {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-m.served:
+		m.served = nil
+		return err
+	}
+}
+
+// Close stops the server gracefully (in-flight requests get up to 20 s)
+// and closes the store. It is safe to call more than once.
+func (m *Main) Close() error {
+	m.closeOnce.Do(func() {
+		var errs []error
+		if m.server != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+			if err := m.server.Shutdown(ctx); err != nil {
+				errs = append(errs, err)
+			}
+			cancel()
+		} else if m.ln != nil {
+			errs = append(errs, m.ln.Close())
+		}
+		if m.store != nil {
+			errs = append(errs, m.store.Close())
+		}
+		m.closeErr = errors.Join(errs...)
+		if m.server != nil {
+			m.log.Info("stopped")
+		}
+	})
+	return m.closeErr
+}
