@@ -45,8 +45,9 @@ lint: ## gofmt (must list nothing) and go vet
 fmt: ## format the Go sources
 	gofmt -w $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*')
 
-bench: services ## run the store benchmarks (QUARANTINE_BENCH_ROWS sets the seeded rows)
-	$(GO) test -run '^$$' -bench . -benchmem ./store/...
+bench: services ## run the benchmarks (QUARANTINE_BENCH_ROWS: rows seeded for list, default 1M on PostgreSQL)
+	$(GO) test -run '^$$' -bench 'Insert100k|List|Explain' -benchtime=1x -timeout 60m -v ./store/... | grep -v '^=== RUN'
+	$(GO) test -run '^$$' -bench 'InsertBatch' -benchmem ./store/...
 
 clean: ## remove build outputs and the embedded default database
 	rm -rf bin quarantine-data

@@ -58,3 +58,17 @@ func BenchmarkList(b *testing.B) {
 	s := benchStore(b, benchRows(b))
 	storetest.BenchList(b, s)
 }
+
+// BenchmarkInsert100k inserts 100,000 messages at batch sizes 1, 100 and
+// 1000 (QUARANTINE_BENCH_INSERTS overrides the count) into a fresh schema
+// and reports the rates and their ratio. Run with -benchtime=1x.
+func BenchmarkInsert100k(b *testing.B) {
+	n := 100_000
+	if v := os.Getenv("QUARANTINE_BENCH_INSERTS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1000 {
+			b.Fatalf("QUARANTINE_BENCH_INSERTS=%q: want a number of at least 1000", v)
+		}
+	}
+	storetest.BenchInsertRatio(b, openStore(b), n)
+}

@@ -49,3 +49,21 @@ func BenchmarkList(b *testing.B) {
 	storetest.SeedMessages(b, s, n, "bench-seed")
 	storetest.BenchList(b, s)
 }
+
+// BenchmarkInsert100k inserts 100,000 messages at batch sizes 1, 100 and
+// 1000 (QUARANTINE_BENCH_INSERTS overrides the count) and reports the rates
+// and their ratio. Run with -benchtime=1x.
+func BenchmarkInsert100k(b *testing.B) {
+	storetest.BenchInsertRatio(b, sqlite.OpenTest(b), benchInserts(b))
+}
+
+func benchInserts(tb testing.TB) int {
+	if v := os.Getenv("QUARANTINE_BENCH_INSERTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1000 {
+			tb.Fatalf("QUARANTINE_BENCH_INSERTS=%q: want a number of at least 1000", v)
+		}
+		return n
+	}
+	return 100_000
+}

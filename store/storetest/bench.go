@@ -157,9 +157,14 @@ func BenchList(b *testing.B, s store.Store) {
 		}
 		return d
 	}
+	// listSamples pairs per iteration, so that -benchtime=1x still gives
+	// a p99 worth reading.
+	const listSamples = 300
 	for b.Loop() {
-		first = append(first, page(nil))
-		deepDur = append(deepDur, page(deep))
+		for range listSamples {
+			first = append(first, page(nil))
+			deepDur = append(deepDur, page(deep))
+		}
 	}
 	p50f, p99f := percentiles(first)
 	p50d, p99d := percentiles(deepDur)
@@ -183,4 +188,42 @@ func percentiles(ds []time.Duration) (p50, p99 float64) {
 		return float64(s[min(len(s)-1, int(q*float64(len(s))))].Nanoseconds()) / 1e3
 	}
 	return at(0.50), at(0.99)
+}
+
+// BenchInsertRatio inserts total new messages (1 KiB payloads) at each of
+// the batch sizes 1, 100 and 1000, into the same store, and reports each
+// rate ("b1-msgs/s", "b100-msgs/s", "b1000-msgs/s") and the ratio
+// "b1000/b1". Run it with -benchtime=1x: one iteration is 3 x total inserts.
+func BenchInsertRatio(b *testing.B, s store.Store, total int) {
+	rates := map[int]float64{}
+	for b.Loop() {
+		for _, batch := range []int{1, 100, 1000} {
+			run := quarantine.NewID(time.Now())
+			payload := benchPayload(batch)
+			t0 := time.Now()
+			for n := 0; n < total; {
+				msgs := make([]*quarantine.Message, 0, batch)
+				for i := 0; i < batch && n < total; i++ {
+					n++
+					key := fmt.Sprintf("ratio-%s-%d", run, n)
+					msgs = append(msgs, &quarantine.Message{
+						Source: "bench-ratio", SourceKind: quarantine.SourceMemory, Queue: fmt.Sprintf("queue-%02d", n%20),
+						JobName: "bench", IdempotencyKey: key, DedupeKey: key, FailureClass: quarantine.ClassExhausted,
+						Reason: "benchmark failure", Payload: payload, ContentType: "application/json",
+						Headers: map[string]string{"x-bench": "1"}, Owner: "team-bench",
+					})
+				}
+				if _, err := s.InsertBatch(b.Context(), msgs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			rates[batch] = float64(total) / time.Since(t0).Seconds()
+		}
+	}
+	b.ReportMetric(rates[1], "b1-msgs/s")
+	b.ReportMetric(rates[100], "b100-msgs/s")
+	b.ReportMetric(rates[1000], "b1000-msgs/s")
+	if rates[1] > 0 {
+		b.ReportMetric(rates[1000]/rates[1], "b1000/b1")
+	}
 }
