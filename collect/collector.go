@@ -1,0 +1,281 @@
+package collect
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// Inserter is the part of the store a collector needs.
+type Inserter interface {
+	InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error)
+}
+
+// Defaults of Config.
+const (
+	DefaultBatchSize     = 500
+	DefaultLinger        = 200 * time.Millisecond
+	DefaultMinBackoff    = 100 * time.Millisecond
+	DefaultMaxBackoff    = 30 * time.Second
+	DefaultCommitTimeout = 30 * time.Second
+)
+
+// Config wires one collector.
+type Config struct {
+	Name     string
+	Source   Source
+	Store    Inserter
+	Preparer *Preparer
+	// BatchSize and Linger bound a batch: up to BatchSize messages, or what
+	// arrived within Linger of the first.
+	BatchSize int
+	Linger    time.Duration
+	// MinBackoff and MaxBackoff bound the jittered exponential backoff
+	// after a failed receive or a failed commit.
+	MinBackoff, MaxBackoff time.Duration
+	// CommitTimeout bounds one InsertBatch attempt.
+	CommitTimeout time.Duration
+	Logger        *slog.Logger
+	Metrics       *Metrics // nil: no Prometheus metrics
+	Now           func() time.Time
+}
+
+// Collector drains one Source into the store: receive a batch, prepare
+// it, insert it in one transaction, then acknowledge exactly the messages
+// that committed. Nothing is acknowledged on a guess: when the store fails,
+// the collector keeps the batch, acknowledges nothing, backs off and tries
+// again; it never rejects or requeues.
+type Collector struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex
+	stats Stats
+}
+
+// Stats is a snapshot of a collector's health, for the metrics and alerts.
+type Stats struct {
+	Name              string            `json:"name"`
+	Received          uint64            `json:"received"`
+	Stored            uint64            `json:"stored"`
+	Duplicates        uint64            `json:"duplicates"`
+	Errors            map[string]uint64 `json:"errors"` // by kind: receive, store, ack
+	LastBatchAt       time.Time         `json:"last_batch_at"`
+	LastBatchDuration time.Duration     `json:"last_batch_duration"`
+	LastError         string            `json:"last_error,omitempty"`
+	LastErrorAt       time.Time         `json:"last_error_at"`
+}
+
+// Error kinds counted in Stats.Errors.
+const (
+	ErrReceive = "receive"
+	ErrStore   = "store"
+	ErrAck     = "ack"
+)
+
+// New returns a collector; Run starts it.
+func New(cfg Config) *Collector {
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = DefaultLinger
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = DefaultMinBackoff
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.MinBackoff)
+	}
+	if cfg.CommitTimeout <= 0 {
+		cfg.CommitTimeout = DefaultCommitTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Collector{cfg: cfg, log: log.With("component", "collector", "collector", cfg.Name)}
+	c.stats = Stats{Name: cfg.Name, Errors: map[string]uint64{}}
+	return c
+}
+
+// Name returns the collector's name.
+func (c *Collector) Name() string { return c.cfg.Name }
+
+// Stats returns a snapshot of the collector's counters.
+func (c *Collector) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Errors = make(map[string]uint64, len(c.stats.Errors))
+	for k, v := range c.stats.Errors {
+		s.Errors[k] = v
+	}
+	return s
+}
+
+// Run drains the source until ctx ends, then finishes the batch in flight
+// (commits it and acknowledges what committed, if the store answers) and
+// returns nil. The source is not closed; its owner closes it.
+func (c *Collector) Run(ctx context.Context) error {
+	c.log.Info("collector started", "batch_size", c.cfg.BatchSize, "linger", c.cfg.Linger)
+	defer c.log.Info("collector stopped")
+	failures := 0
+	for ctx.Err() == nil {
+		ds, err := c.cfg.Source.Receive(ctx, c.cfg.BatchSize, c.cfg.Linger)
+		if len(ds) > 0 {
+			c.commit(ctx, ds)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			failures++
+			c.fail(ErrReceive, err)
+			c.sleep(ctx, failures)
+			continue
+		}
+		failures = 0
+	}
+	return nil
+}
+
+// commit stores ds and acknowledges them, retrying the insert until it
+// succeeds or ctx ends. It works on after ctx ends for the attempt in
+// flight: a batch that was received is committed and acknowledged if the
+// store answers, and otherwise left to the broker to redeliver.
+func (c *Collector) commit(ctx context.Context, ds []Delivery) {
+	work := context.WithoutCancel(ctx)
+	msgs := make([]*quarantine.Message, len(ds))
+	for i, d := range ds {
+		c.cfg.Preparer.Prepare(d.Message)
+		msgs[i] = d.Message
+	}
+	c.count(func(s *Stats) { s.Received += uint64(len(ds)) })
+	c.cfg.Metrics.received(c.cfg.Name, len(ds))
+
+	stopExtend := c.extend(work, ds)
+	defer stopExtend()
+
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		ictx, cancel := context.WithTimeout(work, c.cfg.CommitTimeout)
+		res, err := c.cfg.Store.InsertBatch(ictx, msgs)
+		cancel()
+		if err == nil {
+			c.committed(work, ds, res, time.Since(start))
+			return
+		}
+		c.fail(ErrStore, err)
+		if ctx.Err() != nil {
+			c.log.Warn("stopping with an uncommitted batch: the broker will redeliver it", "messages", len(ds))
+			return
+		}
+		c.log.Warn("store failed: nothing acknowledged, retrying the batch", "messages", len(ds), "attempt", attempt, "err", err)
+		c.sleep(ctx, attempt)
+	}
+}
+
+func (c *Collector) committed(ctx context.Context, ds []Delivery, res []quarantine.InsertResult, took time.Duration) {
+	stored := 0
+	for _, r := range res {
+		if r.New {
+			stored++
+		}
+	}
+	actx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
+	err := c.cfg.Source.Ack(actx, ds)
+	cancel()
+	if err != nil {
+		// Committed but not acknowledged: the broker redelivers and the
+		// dedupe key makes the repeat a no-op.
+		c.fail(ErrAck, err)
+	}
+	now := c.cfg.Now()
+	c.count(func(s *Stats) {
+		s.Stored += uint64(stored)
+		s.Duplicates += uint64(len(ds) - stored)
+		s.LastBatchAt = now
+		s.LastBatchDuration = took
+	})
+	c.cfg.Metrics.batch(c.cfg.Name, stored, len(ds)-stored, took, now)
+}
+
+// extend keeps held deliveries from expiring while the batch waits for
+// the store, when the source needs it. It returns a stop function.
+func (c *Collector) extend(ctx context.Context, ds []Delivery) func() {
+	ex, ok := c.cfg.Source.(Extender)
+	if !ok || ex.ExtendEvery() <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(ex.ExtendEvery())
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := ex.Extend(ctx, ds); err != nil && ctx.Err() == nil {
+					c.log.Warn("could not extend held deliveries", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (c *Collector) fail(kind string, err error) {
+	now := c.cfg.Now()
+	c.count(func(s *Stats) {
+		s.Errors[kind]++
+		s.LastError = kind + ": " + err.Error()
+		s.LastErrorAt = now
+	})
+	c.cfg.Metrics.failed(c.cfg.Name, kind)
+	if kind != ErrStore { // store failures are logged with their attempt
+		c.log.Warn("collector error", "kind", kind, "err", err)
+	}
+}
+
+func (c *Collector) count(f func(*Stats)) {
+	c.mu.Lock()
+	f(&c.stats)
+	c.mu.Unlock()
+}
+
+// sleep waits the jittered backoff for the n-th consecutive failure, or
+// until ctx ends.
+func (c *Collector) sleep(ctx context.Context, n int) {
+	t := time.NewTimer(Backoff(n, c.cfg.MinBackoff, c.cfg.MaxBackoff))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// Backoff returns the wait before retry n (1-based): a random duration
+// between half and all of min*2^(n-1), capped at max ("equal jitter"), so
+// that collectors sharing a failed store do not retry in step.
+func Backoff(n int, min, max time.Duration) time.Duration {
+	d := min
+	for i := 1; i < n && d < max; i++ {
+		d *= 2
+	}
+	if d > max {
+		d = max
+	}
+	half := d / 2
+	return half + rand.N(d-half+1)
+}

@@ -1,0 +1,67 @@
+package collect
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the collectors' Prometheus metrics, labelled by collector.
+// A nil *Metrics records nothing.
+type Metrics struct {
+	receivedC   *prometheus.CounterVec
+	storedC     *prometheus.CounterVec
+	duplicatesC *prometheus.CounterVec
+	errorsC     *prometheus.CounterVec
+	batchH      *prometheus.HistogramVec
+	lastBatchG  *prometheus.GaugeVec
+}
+
+// NewMetrics registers the collector metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		receivedC: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarantine_collector_received_total", Help: "Broker messages received by the collector.",
+		}, []string{"collector"}),
+		storedC: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarantine_collector_stored_total", Help: "Messages stored as new entries.",
+		}, []string{"collector"}),
+		duplicatesC: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarantine_collector_duplicates_total", Help: "Redelivered messages already stored (deduplicated).",
+		}, []string{"collector"}),
+		errorsC: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarantine_collector_errors_total", Help: "Collector errors by kind (receive, store, ack).",
+		}, []string{"collector", "kind"}),
+		batchH: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "quarantine_collector_batch_seconds", Help: "Time to commit one batch to the store.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}, []string{"collector"}),
+		lastBatchG: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "quarantine_collector_last_batch_timestamp_seconds", Help: "Unix time of the last committed batch.",
+		}, []string{"collector"}),
+	}
+	reg.MustRegister(m.receivedC, m.storedC, m.duplicatesC, m.errorsC, m.batchH, m.lastBatchG)
+	return m
+}
+
+func (m *Metrics) received(name string, n int) {
+	if m != nil {
+		m.receivedC.WithLabelValues(name).Add(float64(n))
+	}
+}
+
+func (m *Metrics) batch(name string, stored, dups int, took time.Duration, at time.Time) {
+	if m == nil {
+		return
+	}
+	m.storedC.WithLabelValues(name).Add(float64(stored))
+	m.duplicatesC.WithLabelValues(name).Add(float64(dups))
+	m.batchH.WithLabelValues(name).Observe(took.Seconds())
+	m.lastBatchG.WithLabelValues(name).Set(float64(at.UnixNano()) / 1e9)
+}
+
+func (m *Metrics) failed(name, kind string) {
+	if m != nil {
+		m.errorsC.WithLabelValues(name, kind).Inc()
+	}
+}

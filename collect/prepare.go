@@ -1,0 +1,157 @@
+package collect
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/go-openapi/jsonpointer"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// RedactedValue replaces the value of a redacted header.
+const RedactedValue = "<redacted>"
+
+// DefaultRedactHeaders are redacted when the configuration names none.
+var DefaultRedactHeaders = []string{"authorization", "cookie"}
+
+// IdempotencyRule says where the idempotency key of the jobs of some queues
+// lives: in a header, or at a JSON Pointer (RFC 6901) into the payload,
+// with an optional prefix.
+type IdempotencyRule struct {
+	Queues      []string `yaml:"queues" json:"queues"`
+	Header      string   `yaml:"header,omitempty" json:"header,omitempty"`
+	JSONPointer string   `yaml:"json_pointer,omitempty" json:"json_pointer,omitempty"`
+	Prefix      string   `yaml:"prefix,omitempty" json:"prefix,omitempty"`
+}
+
+// Validate checks r. Fields of errors are relative to the rule.
+func (r *IdempotencyRule) Validate() error {
+	if len(r.Queues) == 0 {
+		return quarantine.FieldErrorf(quarantine.EINVALID, "queues", "a rule needs at least one queue pattern")
+	}
+	for i, q := range r.Queues {
+		if _, err := path.Match(q, ""); err != nil {
+			return quarantine.FieldErrorf(quarantine.EINVALID, fmt.Sprintf("queues[%d]", i), "bad glob pattern %q: %v", q, err)
+		}
+	}
+	switch {
+	case (r.Header == "") == (r.JSONPointer == ""):
+		return quarantine.FieldErrorf(quarantine.EINVALID, "header", "set exactly one of header and json_pointer")
+	case r.JSONPointer != "":
+		if _, err := jsonpointer.New(r.JSONPointer); err != nil || !strings.HasPrefix(r.JSONPointer, "/") {
+			return quarantine.FieldErrorf(quarantine.EINVALID, "json_pointer", "%q is not a JSON Pointer (RFC 6901), e.g. /order_id", r.JSONPointer)
+		}
+	}
+	return nil
+}
+
+func (r *IdempotencyRule) matches(queue string) bool {
+	for _, p := range r.Queues {
+		if ok, _ := path.Match(p, queue); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Preparer applies the configured rules to every collected message before
+// it is stored: the idempotency key (when the message does not carry one),
+// header redaction and the owner. The HTTP ingest and every collector use
+// the same Preparer, so a message is treated alike whatever its route.
+type Preparer struct {
+	Owners      []quarantine.OwnerRule
+	Idempotency []IdempotencyRule
+	// RedactHeaders names headers (case-insensitive) whose values are
+	// replaced by RedactedValue; nil means DefaultRedactHeaders.
+	RedactHeaders []string
+}
+
+// Prepare applies the rules to m in place.
+func (p *Preparer) Prepare(m *quarantine.Message) {
+	if p == nil {
+		return
+	}
+	if m.IdempotencyKey == "" {
+		m.IdempotencyKey = p.idempotencyKey(m)
+	}
+	redact := p.RedactHeaders
+	if redact == nil {
+		redact = DefaultRedactHeaders
+	}
+	for name := range m.Headers {
+		for _, r := range redact {
+			if strings.EqualFold(name, r) {
+				m.Headers[name] = RedactedValue
+			}
+		}
+	}
+	if m.Owner == "" {
+		m.Owner = quarantine.AssignOwner(p.Owners, m.Queue)
+	}
+}
+
+// idempotencyKey finds the key by the first rule matching m's queue, or "".
+func (p *Preparer) idempotencyKey(m *quarantine.Message) string {
+	for i := range p.Idempotency {
+		r := &p.Idempotency[i]
+		if !r.matches(m.Queue) {
+			continue
+		}
+		var v string
+		if r.Header != "" {
+			v = headerValue(m.Headers, r.Header)
+		} else {
+			v = pointerValue(m.Payload, r.JSONPointer)
+		}
+		if v == "" {
+			return ""
+		}
+		return r.Prefix + v
+	}
+	return ""
+}
+
+func headerValue(h map[string]string, name string) string {
+	if v, ok := h[name]; ok {
+		return v
+	}
+	for k, v := range h {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+// pointerValue resolves ptr in a JSON payload. Strings give their value;
+// numbers and booleans their JSON text; objects, arrays, null, a missing
+// member and a payload that is not JSON give "".
+func pointerValue(payload []byte, ptr string) string {
+	p, err := jsonpointer.New(ptr)
+	if err != nil {
+		return ""
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return ""
+	}
+	v, _, err := p.Get(doc)
+	if err != nil {
+		return ""
+	}
+	switch x := v.(type) {
+	case string:
+		return x
+	case json.Number:
+		return x.String()
+	case bool:
+		return fmt.Sprint(x)
+	}
+	return ""
+}

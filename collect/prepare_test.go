@@ -1,0 +1,83 @@
+package collect_test
+
+import (
+	"testing"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/collect"
+)
+
+func TestPreparer(t *testing.T) {
+	t.Parallel()
+	p := &collect.Preparer{
+		Owners: []quarantine.OwnerRule{{Team: "payments", Queues: []string{"orders*"}}},
+		Idempotency: []collect.IdempotencyRule{
+			{Queues: []string{"reports"}, Header: "x-idempotency-key"},
+			{Queues: []string{"orders"}, JSONPointer: "/order/id", Prefix: "order:"},
+			{Queues: []string{"tilde"}, JSONPointer: "/a~1b/m~0n"},
+		},
+	}
+	cases := []struct {
+		name, queue, key string
+		payload          string
+		headers          map[string]string
+		want, owner      string
+	}{
+		{"header rule, any case", "reports", "", ``, map[string]string{"X-Idempotency-Key": "r-1"}, "r-1", ""},
+		{"pointer with prefix", "orders", "", `{"order":{"id":"A7"}}`, nil, "order:A7", "payments"},
+		{"pointer to a number", "orders", "", `{"order":{"id":12345678901234567890}}`, nil, "order:12345678901234567890", "payments"},
+		{"escaped pointer", "tilde", "", `{"a/b":{"m~n":"x"}}`, nil, "x", ""},
+		{"missing member", "orders", "", `{"order":{}}`, nil, "", "payments"},
+		{"object is not a key", "orders", "", `{"order":{"id":{"x":1}}}`, nil, "", "payments"},
+		{"payload not JSON", "orders", "", "\xff\x00", nil, "", "payments"},
+		{"envelope key wins", "orders", "given", `{"order":{"id":"A7"}}`, nil, "given", "payments"},
+		{"no rule", "other", "", `{"order":{"id":"A7"}}`, nil, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := &quarantine.Message{Queue: tc.queue, IdempotencyKey: tc.key, Payload: []byte(tc.payload), Headers: tc.headers}
+			p.Prepare(m)
+			if m.IdempotencyKey != tc.want || m.Owner != tc.owner {
+				t.Fatalf("key %q owner %q, want %q %q", m.IdempotencyKey, m.Owner, tc.want, tc.owner)
+			}
+		})
+	}
+}
+
+func TestPreparerRedactsHeaders(t *testing.T) {
+	t.Parallel()
+	m := &quarantine.Message{Headers: map[string]string{"Authorization": "Bearer x", "COOKIE": "s=1", "x-trace": "t"}}
+	(&collect.Preparer{}).Prepare(m)
+	if m.Headers["Authorization"] != collect.RedactedValue || m.Headers["COOKIE"] != collect.RedactedValue || m.Headers["x-trace"] != "t" {
+		t.Fatalf("default redaction: %v", m.Headers)
+	}
+	m = &quarantine.Message{Headers: map[string]string{"Authorization": "Bearer x", "x-api-key": "k"}}
+	(&collect.Preparer{RedactHeaders: []string{"X-Api-Key"}}).Prepare(m)
+	if m.Headers["Authorization"] != "Bearer x" || m.Headers["x-api-key"] != collect.RedactedValue {
+		t.Fatalf("configured redaction: %v", m.Headers)
+	}
+}
+
+func TestIdempotencyRuleValidate(t *testing.T) {
+	t.Parallel()
+	bad := map[string]collect.IdempotencyRule{
+		"queues":       {Header: "h"},
+		"queues[0]":    {Queues: []string{"["}, Header: "h"},
+		"header":       {Queues: []string{"q"}},
+		"json_pointer": {Queues: []string{"q"}, JSONPointer: "order_id"},
+	}
+	for field, r := range bad {
+		if err := r.Validate(); quarantine.ErrorField(err) != field {
+			t.Errorf("%s: %v", field, err)
+		}
+	}
+	both := collect.IdempotencyRule{Queues: []string{"q"}, Header: "h", JSONPointer: "/a"}
+	if both.Validate() == nil {
+		t.Error("both header and pointer accepted")
+	}
+	ok := collect.IdempotencyRule{Queues: []string{"q"}, JSONPointer: "/a"}
+	if err := ok.Validate(); err != nil {
+		t.Error(err)
+	}
+}

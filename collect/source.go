@@ -1,0 +1,51 @@
+package collect
+
+import (
+	"context"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// Delivery is one broker message handed to the collector: the decoded
+// message and the handle its source needs to acknowledge it.
+type Delivery struct {
+	Message *quarantine.Message
+	// Handle is opaque to the collector: a delivery tag, a receipt handle,
+	// a JetStream message. Only the Source that made it reads it.
+	Handle any
+}
+
+// Source is a broker's failure queue as the collector loop needs it.
+// broker/rabbitmq, broker/sqs and broker/nats implement it.
+//
+// A Source reconnects by itself: when its connection is lost, Receive
+// returns an error (the loop backs off and calls Receive again) and the
+// next call dials anew. Deliveries received on a lost connection cannot be
+// acknowledged any more; Ack reports that as an error and the broker
+// redelivers them, which the store's dedupe key makes harmless.
+type Source interface {
+	// Receive blocks until at least one message is available or ctx ends,
+	// then returns up to max deliveries, waiting at most linger after the
+	// first for more. Each delivery's Message is decoded (native broker
+	// form or the failure envelope; undecodable bytes kept raw and
+	// flagged) with Source and SourceKind set; a bad message never makes
+	// Receive fail.
+	Receive(ctx context.Context, max int, linger time.Duration) ([]Delivery, error)
+
+	// Ack acknowledges exactly ds, whose messages are committed to the
+	// store. It returns once the broker confirmed, where it can.
+	Ack(ctx context.Context, ds []Delivery) error
+
+	// Close releases the connection. Unacknowledged deliveries return to
+	// the broker.
+	Close() error
+}
+
+// Extender is implemented by sources whose deliveries expire while held
+// (an SQS visibility timeout, a JetStream AckWait). While a batch waits for
+// a slow or failing store, the collector calls Extend every ExtendEvery.
+type Extender interface {
+	Extend(ctx context.Context, ds []Delivery) error
+	ExtendEvery() time.Duration
+}
