@@ -72,8 +72,8 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
 	res := ingestResult{Received: len(elems), Items: make([]ingestItem, len(elems))}
 	for i, e := range elems {
 		m, problems := collect.DecodeEnvelope(e, origin)
+		s.cfg.Preparer.Prepare(m) // idempotency rules, header redaction, owner
 		m.Normalize(now)
-		m.Owner = quarantine.AssignOwner(s.cfg.Owners, m.Queue)
 		if !t.Sees(m.Owner) {
 			s.deny(w, r, map[string]any{"required_role": ruleIngest.requireAs, "index": i, "owner": m.Owner},
 				"envelope %d would belong to owner %q, outside this token's owners: nothing was stored", i, clip(m.Owner))

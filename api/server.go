@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -24,7 +25,11 @@ const (
 
 // Config is what the API needs. Store is required; the rest has defaults.
 type Config struct {
-	Store           store.Store
+	Store store.Store
+	// Preparer applies the idempotency rules, header redaction and owner
+	// rules to ingested messages, as the collectors do. Nil gives one with
+	// Owners and the default redaction.
+	Preparer        *collect.Preparer
 	Owners          []quarantine.OwnerRule
 	MaxBodyBytes    int64 // hard cap per request body; above it 413 and nothing is stored (default 10 MiB)
 	MaxPayloadBytes int   // soft cap per payload; above it stored and flagged (default 1 MiB)
@@ -61,6 +66,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Preparer == nil {
+		cfg.Preparer = &collect.Preparer{Owners: cfg.Owners}
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()

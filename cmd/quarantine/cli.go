@@ -51,6 +51,8 @@ type Main struct {
 	server *http.Server
 	served chan error // the HTTP server's exit, when serving
 
+	collectors *runningCollectors
+
 	closeOnce sync.Once
 	closeErr  error
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -40,6 +41,12 @@ type Config struct {
 	Owners   []quarantine.OwnerRule // first match wins, glob on queue
 	Limits   Limits
 	Log      LogConfig
+	// Idempotency says where each queue's idempotency key lives.
+	Idempotency []collect.IdempotencyRule
+	// RedactHeaders are replaced at ingest (default Authorization, Cookie).
+	RedactHeaders []string
+	// Collectors drain the brokers' failure queues.
+	Collectors []CollectorConfig
 }
 
 // Limits bound what the API accepts.
@@ -69,6 +76,10 @@ func DefaultConfig() Config {
 		Owners:   []quarantine.OwnerRule{},
 		Limits:   Limits{MaxBodyBytes: DefaultMaxBodyBytes, MaxPayloadBytes: DefaultMaxPayloadBytes},
 		Log:      LogConfig{Level: slog.LevelInfo, Format: "text"},
+
+		Idempotency:   []collect.IdempotencyRule{},
+		RedactHeaders: collect.DefaultRedactHeaders,
+		Collectors:    []CollectorConfig{},
 	}
 }
 
@@ -132,6 +143,14 @@ type fileConfig struct {
 	Owners   []fileOwner `yaml:"owners"`
 	Limits   fileLimits  `yaml:"limits"`
 	Log      fileLog     `yaml:"log"`
+
+	Idempotency []collect.IdempotencyRule `yaml:"idempotency"`
+	Redact      fileRedact                `yaml:"redact"`
+	Collectors  []map[string]any          `yaml:"collectors"`
+}
+
+type fileRedact struct {
+	Headers *[]string `yaml:"headers"`
 }
 
 type fileOwner struct {
@@ -196,6 +215,17 @@ func (s *configSource) decode(file string, data []byte, c *Config) error {
 	if f.Log.Format != "" {
 		c.Log.Format = f.Log.Format
 	}
+	if f.Idempotency != nil {
+		c.Idempotency = f.Idempotency
+	}
+	if f.Redact.Headers != nil {
+		c.RedactHeaders = *f.Redact.Headers
+	}
+	collectors, err := s.decodeCollectors(f.Collectors)
+	if err != nil {
+		return err
+	}
+	c.Collectors = collectors
 	return nil
 }
 
@@ -239,6 +269,16 @@ func (c *Config) validate(src *configSource) error {
 	if c.Limits.MaxPayloadBytes > 0 && int64(c.Limits.MaxPayloadBytes) > c.Limits.MaxBodyBytes {
 		return src.errorf("limits.max_payload_bytes", "%d is above limits.max_body_bytes (%d): a payload travels inside a body",
 			c.Limits.MaxPayloadBytes, c.Limits.MaxBodyBytes)
+	}
+	for i := range c.Idempotency {
+		if err := c.Idempotency[i].Validate(); err != nil {
+			return src.errorf(fmt.Sprintf("idempotency[%d].%s", i, quarantine.ErrorField(err)), "%s", quarantine.ErrorMessage(err))
+		}
+	}
+	for i, h := range c.RedactHeaders {
+		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, " :\r\n\x00") {
+			return src.errorf(fmt.Sprintf("redact.headers[%d]", i), "%q is not a header name", h)
+		}
 	}
 	switch c.Log.Format {
 	case "text", "json":

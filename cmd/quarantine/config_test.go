@@ -103,7 +103,13 @@ func TestLoadConfig_Errors(t *testing.T) {
 		line  int // 0: the message names no line
 		want  string
 	}{
-		{"future key collectors", "listen: 127.0.0.1:1\ncollectors: []\n", "collectors", 2, `unknown key "collectors"`},
+		{"collector without name", "collectors:\n  - kind: rabbitmq\n", "collectors[0].name", 0, "needs a name"},
+		{"collector of unknown kind", "collectors:\n  - name: a\n    kind: kafka\n", "collectors[0].kind", 0, `unknown kind "kafka"`},
+		{"collector batch size", "collectors:\n  - name: a\n    kind: rabbitmq\n    batch_size: 0\n", "collectors[0].batch_size", 0, "between 1 and 10000"},
+		{"idempotency without source", "idempotency:\n  - queues: [orders]\n", "idempotency[0].header", 0, "exactly one of header and json_pointer"},
+		{"idempotency bad pointer", "idempotency:\n  - queues: [orders]\n    json_pointer: order_id\n", "idempotency[0].json_pointer", 0, "not a JSON Pointer"},
+		{"redact bad header", "redact:\n  headers: [\"a b\"]\n", "redact.headers[0]", 0, "not a header name"},
+		{"redact unknown key", "redact:\n  json_pointers: [/card]\n", "redact.json_pointers", 2, `unknown key "json_pointers"`},
 		{"future key retention", "retention: {replayed: 720h}\n", "retention", 1, `unknown key "retention"`},
 		{"unknown nested key", "limits:\n  max_body: 5\n", "limits.max_body", 2, `unknown key "max_body" in limits`},
 		{"unknown owner key", "owners:\n  - team: a\n    queue: [x]\n", "owners[0].queue", 3, `unknown key "queue"`},

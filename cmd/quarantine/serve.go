@@ -10,8 +10,12 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/collect"
 )
 
 // HTTP server timeouts: a slow client cannot hold a connection forever,
@@ -48,8 +52,18 @@ func (m *Main) runServe(ctx context.Context) error {
 	}
 	m.log.Info("audit head", "seq", head.Seq, "hash", head.Hash)
 
+	// One registry for the API's and the collectors' metrics, on /metrics.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	prep := &collect.Preparer{Owners: m.Config.Owners, Idempotency: m.Config.Idempotency, RedactHeaders: m.Config.RedactHeaders}
+	if err := m.startCollectors(prep, collect.NewMetrics(reg)); err != nil {
+		return err
+	}
+
 	h := api.New(api.Config{
 		Store:           m.store,
+		Preparer:        prep,
+		Registry:        reg,
 		Owners:          m.Config.Owners,
 		MaxBodyBytes:    m.Config.Limits.MaxBodyBytes,
 		MaxPayloadBytes: m.Config.Limits.MaxPayloadBytes,
@@ -174,6 +188,10 @@ func (m *Main) Close() error {
 			cancel()
 		} else if m.ln != nil {
 			errs = append(errs, m.ln.Close())
+		}
+		// Collectors finish their batch in flight while the store is open.
+		if err := m.collectors.stop(); err != nil {
+			errs = append(errs, err)
 		}
 		if m.store != nil {
 			errs = append(errs, m.store.Close())
