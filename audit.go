@@ -16,6 +16,9 @@ const (
 	ActionTokenCreate  = "token.create"
 	ActionTokenRevoke  = "token.revoke"
 	ActionAccessDenied = "access.denied"
+	ActionEdit         = "message.edit"
+	ActionDiscard      = "message.discard"
+	ActionPurge        = "retention.purge"
 )
 
 // GenesisHash is hash(0): the previous hash of the first event.

@@ -21,6 +21,7 @@ const (
 	FlagReasonTruncated       = "reason_truncated"  // the reason was cut to MaxReasonBytes
 	FlagUnknownEnvelope       = "unknown_envelope"  // an envelope version this build does not know
 	FlagMissingJobName        = "missing_job_name"
+	FlagPayloadPurged         = "payload_purged" // retention removed the payload bytes; hashes remain
 )
 
 // Message is one dead letter in the quarantine.

@@ -9,6 +9,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -29,6 +30,11 @@ type Store interface {
 	// an empty DedupeKey gets the SHA-256 of its payload as key. Version 1
 	// of each new payload is recorded as a payload version. Either every
 	// message of the batch is committed, or none is and an error returns.
+	//
+	// Re-failure link: a new message whose non-empty idempotency key equals
+	// that of a stored message in status replayed marks that message
+	// refailed and records its ID in the new message's RefailOf, in the same
+	// transaction (the most recently failed one, if several).
 	InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error)
 
 	// GetMessage returns one message with its current payload, or ENOTFOUND.
@@ -56,6 +62,50 @@ type Store interface {
 
 	// PayloadVersion returns one version with its bytes, or ENOTFOUND.
 	PayloadVersion(ctx context.Context, messageID string, version int) (*quarantine.PayloadVersion, error)
+
+	// EditPayload stores e.Payload as the message's next payload version,
+	// recording actor, reason and the old and new SHA-256, and appends a
+	// message.edit audit event (details: version, old_sha256, new_sha256,
+	// reason) in the same transaction. ENOTFOUND for an unknown message;
+	// EPRECONDITION when e.IfMatch is not the current payload_sha256;
+	// ECONFLICT while the message is replaying, or once it is discarded.
+	// The idempotency key never changes. Returns the updated message.
+	EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*quarantine.Message, error)
+
+	// Discard marks the selected messages discarded (nothing is deleted),
+	// one message.discard audit event each (details: reason, previous
+	// status), all in one transaction. A filter may match at most
+	// quarantine.MaxBulk messages (EUNPROCESSABLE above, naming the count);
+	// with d.ExpectCount set, another count is ECONFLICT and nothing
+	// changes. Messages whose status cannot become discarded are skipped;
+	// unknown IDs are skipped with reason "not found".
+	Discard(ctx context.Context, d quarantine.Discard) (quarantine.BulkResult, error)
+
+	// Sample returns a random sample of the messages matching r.Filter,
+	// without payload bytes. Uniform: every matching message is equally
+	// likely to be in it; reproducible: the same seed over the same set
+	// gives the same sample. It must not sort the whole set by a random
+	// value; see the implementations for how each stays fast on millions.
+	Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quarantine.Message, error)
+
+	// Groups returns the failure groups (by fingerprint) of the messages
+	// matching f (its cursor ignored; f.Limit caps the groups), largest
+	// first (ties: most recent last_failed_at).
+	Groups(ctx context.Context, f quarantine.Filter) ([]quarantine.Group, error)
+
+	// QueueStats returns, for each queue with messages matching f (cursor
+	// and limit ignored), the counts by status, the oldest quarantined
+	// message, and the inflow (collected_at) in the last 5 minutes, hour
+	// and day before now. Owner is left empty (the API fills it from the
+	// owner rules). Ordered by queue.
+	QueueStats(ctx context.Context, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error)
+
+	// PurgePayloads removes the payload bytes (of every version) of up to
+	// limit messages in status st whose updated_at is before before,
+	// keeping their hashes and sizes, flags them payload_purged, and
+	// appends one retention.purge audit event listing the ids, in one
+	// transaction. Messages already purged are not selected again.
+	PurgePayloads(ctx context.Context, st quarantine.Status, before time.Time, limit int, actor string) (quarantine.PurgeResult, error)
 
 	// AppendAudit seals e as the next event of the chain and stores it.
 	// For actions that change nothing else (a denied request, say); a
