@@ -155,3 +155,28 @@ func pointerValue(payload []byte, ptr string) string {
 	}
 	return ""
 }
+
+// PayloadKey returns the idempotency key that the rules derive from
+// payload for a job of queue, and whether a JSON Pointer rule applies to
+// that queue at all. An edit must not change it: the API compares the
+// key derived from the new payload with the stored one.
+func (p *Preparer) PayloadKey(queue string, payload []byte) (key string, fromPayload bool) {
+	if p == nil {
+		return "", false
+	}
+	for i := range p.Idempotency {
+		r := &p.Idempotency[i]
+		if !r.matches(queue) {
+			continue
+		}
+		if r.JSONPointer == "" {
+			return "", false
+		}
+		v := pointerValue(payload, r.JSONPointer)
+		if v == "" {
+			return "", true
+		}
+		return r.Prefix + v, true
+	}
+	return "", false
+}

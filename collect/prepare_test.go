@@ -81,3 +81,23 @@ func TestIdempotencyRuleValidate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestPayloadKey(t *testing.T) {
+	t.Parallel()
+	p := &collect.Preparer{Idempotency: []collect.IdempotencyRule{
+		{Queues: []string{"reports"}, Header: "x-key"},
+		{Queues: []string{"orders"}, JSONPointer: "/id", Prefix: "o:"},
+	}}
+	if k, ok := p.PayloadKey("orders", []byte(`{"id":"7"}`)); k != "o:7" || !ok {
+		t.Fatalf("orders: %q %v", k, ok)
+	}
+	if k, ok := p.PayloadKey("orders", []byte(`{}`)); k != "" || !ok {
+		t.Fatalf("orders without id: %q %v", k, ok)
+	}
+	if _, ok := p.PayloadKey("reports", []byte(`{"id":"7"}`)); ok {
+		t.Fatal("a header rule does not derive from the payload")
+	}
+	if _, ok := p.PayloadKey("other", nil); ok {
+		t.Fatal("no rule")
+	}
+}
