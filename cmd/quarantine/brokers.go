@@ -1,6 +1,41 @@
 package main
 
+import (
+	"github.com/quarantine-dev/quarantine/broker/nats"
+	"github.com/quarantine-dev/quarantine/broker/rabbitmq"
+	"github.com/quarantine-dev/quarantine/broker/sqs"
+	"github.com/quarantine-dev/quarantine/collect"
+)
+
 // The collector kinds. Each entry decodes and validates its broker's keys
-// and returns the opener of its source.
+// when the configuration is loaded, and returns the opener of its source.
 func init() {
+	brokerKinds["rabbitmq"] = func(name string, raw []byte) (func(collectorDeps) (collect.Source, error), error) {
+		c, err := decodeBroker[rabbitmq.Config](raw)
+		if err != nil {
+			return nil, err
+		}
+		return func(d collectorDeps) (collect.Source, error) { return rabbitmq.NewSource(name, c, d.logger) }, nil
+	}
+	brokerKinds["sqs"] = func(name string, raw []byte) (func(collectorDeps) (collect.Source, error), error) {
+		c, err := decodeBroker[sqs.Config](raw)
+		if err != nil {
+			return nil, err
+		}
+		return func(d collectorDeps) (collect.Source, error) { return sqs.NewSource(name, c, d.logger) }, nil
+	}
+	brokerKinds["nats"] = func(name string, raw []byte) (func(collectorDeps) (collect.Source, error), error) {
+		c, err := decodeBroker[nats.Config](raw)
+		if err != nil {
+			return nil, err
+		}
+		return func(d collectorDeps) (collect.Source, error) {
+			s, err := nats.NewSource(name, c, d.logger)
+			if err != nil {
+				return nil, err
+			}
+			s.SetAudit(d.audit)
+			return s, nil
+		}, nil
+	}
 }

@@ -1,0 +1,88 @@
+package sqs
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/quarantine-dev/quarantine/collect"
+)
+
+// Backoff bounds of a receiver whose calls fail.
+const (
+	receiverMinBackoff = 200 * time.Millisecond
+	receiverMaxBackoff = 10 * time.Second
+)
+
+// receiver long-polls the queue until ctx ends, handing each non-empty
+// batch (or each error) to Receive. It holds at most one batch: it polls
+// again only once Receive has taken the last one.
+func (s *Source) receiver(ctx context.Context) {
+	defer s.wg.Done()
+	failures := 0
+	for ctx.Err() == nil {
+		msgs, err := s.receiveOnce(ctx)
+		if ctx.Err() != nil {
+			s.release(msgs)
+			return
+		}
+		if err != nil {
+			failures++
+			if !s.hand(ctx, poll{err: err}) {
+				return
+			}
+			sleep(ctx, collect.Backoff(failures, receiverMinBackoff, receiverMaxBackoff))
+			continue
+		}
+		failures = 0
+		if len(msgs) > 0 && !s.hand(ctx, poll{msgs: msgs}) {
+			s.release(msgs)
+			return
+		}
+	}
+}
+
+// receiveOnce makes one ReceiveMessage call.
+func (s *Source) receiveOnce(ctx context.Context) ([]held, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.WaitTime+15*time.Second)
+	defer cancel()
+	out, err := s.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(s.cfg.QueueURL),
+		MaxNumberOfMessages:         10,
+		WaitTimeSeconds:             int32(s.cfg.WaitTime / time.Second),
+		VisibilityTimeout:           int32(s.cfg.VisibilityTimeout / time.Second),
+		MessageAttributeNames:       []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+	})
+	if err != nil {
+		return nil, translate("receive", err)
+	}
+	now := s.now()
+	hs := make([]held, len(out.Messages))
+	for i, m := range out.Messages {
+		hs[i] = held{msg: m, at: now}
+	}
+	return hs, nil
+}
+
+// hand gives p to Receive; false when ctx ended first.
+func (s *Source) hand(ctx context.Context, p poll) bool {
+	select {
+	case s.polls <- p:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
