@@ -79,3 +79,39 @@ func TestAssignOwner(t *testing.T) {
 		t.Error("no rules, no owner")
 	}
 }
+
+func TestNormalizeReason(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"":                             "",
+		"  timeout \t after\n\n 30s  ": "timeout after <n>s",
+		`user "bob" not found`:         "user <str> not found",
+		`it's 'x' and ` + "`y`":        "it<str>x' and <str>",
+		`unterminated "quote`:          `unterminated "quote`,
+		"id 3F2A9C1E-0B7D-4C1E-9A7B-1D2E3F4A5B6C.": "id <uuid>.",
+		"amount -12.50 EUR, +3 items":              "amount <n> EUR, <n> items",
+		"retry-3 v2 tok_abc123":                    "retry-<n> v<n> tok_abc<n>",
+		"sha 9f86d081884c7d659a2feaa0c55ad015 ok":  "sha <hex> ok",
+		"0XDEADBEEF01 and facade and 123456":       "<hex> and facade and <n>",
+		"naïve café 42":                            "naïve café <n>",
+	}
+	for in, want := range cases {
+		if got := quarantine.NormalizeReason(in); got != want {
+			t.Errorf("NormalizeReason(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func FuzzNormalizeReason(f *testing.F) {
+	f.Add(`charge 4711 failed for "tok" id 3f2a9c1e-0b7d-4c1e-9a7b-1d2e3f4a5b6c at 0x7ffd1234`)
+	f.Add("\xff\x00 - + 1.2.3 '")
+	f.Fuzz(func(t *testing.T, s string) {
+		a := quarantine.NormalizeReason(s)
+		if quarantine.NormalizeReason(s) != a {
+			t.Fatal("not deterministic")
+		}
+		if strings.HasPrefix(a, " ") || strings.HasSuffix(a, " ") || strings.Contains(a, "  ") {
+			t.Fatalf("white space not collapsed: %q", a)
+		}
+	})
+}
