@@ -68,6 +68,9 @@ type Preparer struct {
 	// RedactHeaders names headers (case-insensitive) whose values are
 	// replaced by RedactedValue; nil means DefaultRedactHeaders.
 	RedactHeaders []string
+	// MaxPayloadBytes is the soft payload limit: a larger payload is stored
+	// whole and flagged payload_too_large. 0 means no limit.
+	MaxPayloadBytes int
 }
 
 // Prepare applies the rules to m in place.
@@ -91,6 +94,9 @@ func (p *Preparer) Prepare(m *quarantine.Message) {
 	}
 	if m.Owner == "" {
 		m.Owner = quarantine.AssignOwner(p.Owners, m.Queue)
+	}
+	if p.MaxPayloadBytes > 0 && len(m.Payload) > p.MaxPayloadBytes {
+		m.AddFlag(quarantine.FlagPayloadTooLarge)
 	}
 }
 

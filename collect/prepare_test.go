@@ -101,3 +101,14 @@ func TestPayloadKey(t *testing.T) {
 		t.Fatal("no rule")
 	}
 }
+
+func TestPreparerFlagsLargePayloads(t *testing.T) {
+	t.Parallel()
+	p := &collect.Preparer{MaxPayloadBytes: 4}
+	small, large := &quarantine.Message{Payload: []byte("1234")}, &quarantine.Message{Payload: []byte("12345")}
+	p.Prepare(small)
+	p.Prepare(large)
+	if small.HasFlag(quarantine.FlagPayloadTooLarge) || !large.HasFlag(quarantine.FlagPayloadTooLarge) || string(large.Payload) != "12345" {
+		t.Fatalf("small %v, large %v %q", small.Flags, large.Flags, large.Payload)
+	}
+}
