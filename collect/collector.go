@@ -121,21 +121,37 @@ func (c *Collector) Stats() Stats {
 	return s
 }
 
-// Run drains the source until ctx ends, then finishes the batch in flight
-// (commits it and acknowledges what committed, if the store answers) and
-// returns nil. The source is not closed; its owner closes it.
+// Run drains the source until ctx ends, then commits the batches it
+// already received (and acknowledges what committed, if the store
+// answers) and returns nil. The source is not closed; its owner closes it.
+//
+// Receiving and committing overlap: while one batch is being committed,
+// the next is received, so the broker's round trip is hidden behind the
+// store's. At most one batch waits ahead, and it is kept from expiring
+// like the batch being committed.
 func (c *Collector) Run(ctx context.Context) error {
 	c.log.Info("collector started", "batch_size", c.cfg.BatchSize, "linger", c.cfg.Linger)
 	defer c.log.Info("collector stopped")
+	batches := make(chan []Delivery)
+	go c.receive(ctx, batches)
+	for ds := range batches {
+		c.commit(ctx, ds)
+	}
+	return nil
+}
+
+// receive feeds batches until ctx ends, then closes the channel.
+func (c *Collector) receive(ctx context.Context, batches chan<- []Delivery) {
+	defer close(batches)
 	failures := 0
 	for ctx.Err() == nil {
 		ds, err := c.cfg.Source.Receive(ctx, c.cfg.BatchSize, c.cfg.Linger)
 		if len(ds) > 0 {
-			c.commit(ctx, ds)
+			c.handOver(ctx, batches, ds)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				break
+				return
 			}
 			failures++
 			c.fail(ErrReceive, err)
@@ -144,13 +160,35 @@ func (c *Collector) Run(ctx context.Context) error {
 		}
 		failures = 0
 	}
-	return nil
+}
+
+// handOver waits until the committer takes ds, extending ds meanwhile
+// when the source needs it. A received batch is always handed over, even
+// after ctx ends: the committer commits it before Run returns.
+func (c *Collector) handOver(ctx context.Context, batches chan<- []Delivery, ds []Delivery) {
+	ex, ok := c.cfg.Source.(Extender)
+	if !ok || ex.ExtendEvery() <= 0 {
+		batches <- ds
+		return
+	}
+	t := time.NewTicker(ex.ExtendEvery())
+	defer t.Stop()
+	for {
+		select {
+		case batches <- ds:
+			return
+		case <-t.C:
+			if err := ex.Extend(context.WithoutCancel(ctx), ds); err != nil {
+				c.log.Warn("could not extend held deliveries", "err", err)
+			}
+		}
+	}
 }
 
 // commit stores ds and acknowledges them, retrying the insert until it
-// succeeds or ctx ends. It works on after ctx ends for the attempt in
-// flight: a batch that was received is committed and acknowledged if the
-// store answers, and otherwise left to the broker to redeliver.
+// succeeds or ctx ends. After ctx ends it still makes one attempt: a batch
+// that was received is committed and acknowledged if the store answers,
+// and otherwise left to the broker to redeliver.
 func (c *Collector) commit(ctx context.Context, ds []Delivery) {
 	work := context.WithoutCancel(ctx)
 	msgs := make([]*quarantine.Message, len(ds))

@@ -22,7 +22,7 @@ import (
 const (
 	EnvBenchMsgs     = "QUARANTINE_BENCH_MSGS"     // messages per drain (default 20000)
 	EnvBenchBatch    = "QUARANTINE_BENCH_BATCH"    // collector batch size (default 500)
-	EnvBenchPrefetch = "QUARANTINE_BENCH_PREFETCH" // prefetch (default: the batch size)
+	EnvBenchPrefetch = "QUARANTINE_BENCH_PREFETCH" // prefetch (default: twice the batch size, as the collector uses)
 )
 
 func envInt(name string, def int) int {
@@ -179,7 +179,7 @@ func collectorDrain(tb testing.TB, name, queue string, st collect.Inserter, n, p
 func BenchmarkCollectorVsBareDrain(b *testing.B) {
 	n := envInt(EnvBenchMsgs, 20000)
 	batch := envInt(EnvBenchBatch, collect.DefaultBatchSize)
-	prefetch := envInt(EnvBenchPrefetch, batch)
+	prefetch := envInt(EnvBenchPrefetch, 2*batch)
 	pgURL := pgtest.URL(b) + "&synchronous_commit=on"
 	ctx := context.Background()
 	pg, err := postgres.Open(ctx, pgURL)

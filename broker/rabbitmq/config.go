@@ -24,7 +24,7 @@ type Config struct {
 	URL string `yaml:"url"`
 	// Queue is the failure queue to drain.
 	Queue string `yaml:"queue"`
-	// Prefetch is the channel's basic.qos prefetch count; 0 means the
+	// Prefetch is the channel's basic.qos prefetch count; 0 means twice the
 	// collector's batch size.
 	Prefetch int `yaml:"prefetch"`
 	// Declare creates Queue (durable, classic, no arguments) when it does
@@ -59,7 +59,7 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if c.Prefetch < 0 || c.Prefetch > math.MaxUint16 {
-		return quarantine.FieldErrorf(quarantine.EINVALID, "prefetch", "prefetch must be between 0 (the batch size) and %d, got %d", math.MaxUint16, c.Prefetch)
+		return quarantine.FieldErrorf(quarantine.EINVALID, "prefetch", "prefetch must be between 0 (twice the batch size) and %d, got %d", math.MaxUint16, c.Prefetch)
 	}
 	return nil
 }

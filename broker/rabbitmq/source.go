@@ -205,7 +205,9 @@ func (s *Source) session(max int) (*session, error) {
 	}
 	prefetch := s.cfg.Prefetch
 	if prefetch == 0 {
-		prefetch = min(max, 65535)
+		// Two batches: the collector receives the next batch while it
+		// commits one, and the broker must be allowed to send it.
+		prefetch = min(2*max, 65535)
 	}
 	sess, err := dial(s.cfg, s.name, prefetch)
 	if err != nil {
