@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,19 +15,39 @@ import (
 // here is the one the event follows, and it is moved in the same
 // transaction.
 func (s *Store) appendAudit(ctx context.Context, tx pgx.Tx, e *quarantine.AuditEvent) error {
+	return s.appendAudits(ctx, tx, []*quarantine.AuditEvent{e})
+}
+
+// appendAudits seals es as the next events of the chain, in order, and
+// stores them with one statement, inside tx: a bulk action appends its
+// thousands of events in three round trips.
+func (s *Store) appendAudits(ctx context.Context, tx pgx.Tx, es []*quarantine.AuditEvent) error {
+	if len(es) == 0 {
+		return nil
+	}
 	var head quarantine.AuditHead
 	if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE`).Scan(&head.Seq, &head.Hash); err != nil {
 		return err
 	}
-	if err := e.Seal(head, s.clock()); err != nil {
-		return err
+	now := s.clock()
+	n := len(es)
+	seq := make([]int64, n)
+	at := make([]time.Time, n)
+	actor, action, subject, details, prev, hash := mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)
+	for i, e := range es {
+		if err := e.Seal(head, now); err != nil {
+			return err
+		}
+		head = quarantine.AuditHead{Seq: e.Seq, Hash: e.Hash}
+		seq[i], at[i], actor[i], action[i], subject[i] = e.Seq, e.Time, e.Actor, e.Action, e.Subject
+		details[i], prev[i], hash[i] = string(e.Details), e.PrevHash, e.Hash
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO audit_log (seq, "time", actor, action, subject, details, prev_hash, hash)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		e.Seq, e.Time, e.Actor, e.Action, e.Subject, string(e.Details), e.PrevHash, e.Hash); err != nil {
+		SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])`,
+		seq, at, actor, action, subject, details, prev, hash); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, e.Seq, e.Hash)
+	_, err := tx.Exec(ctx, `UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, head.Seq, head.Hash)
 	return err
 }
 

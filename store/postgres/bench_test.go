@@ -72,3 +72,13 @@ func BenchmarkInsert100k(b *testing.B) {
 	}
 	storetest.BenchInsertRatio(b, openStore(b), n)
 }
+
+// BenchmarkOperations measures list, deep and filtered pages, sample(100),
+// stratified sample(100), groups and queue stats (p50/p99 over 200 calls
+// each) and the ratios deep/first and sample/list, on
+// QUARANTINE_BENCH_ROWS (default 1,000,000) messages seeded once per
+// machine in the persistent schema bench_<rows>. Run with -benchtime=1x.
+func BenchmarkOperations(b *testing.B) {
+	s := benchStore(b, benchRows(b))
+	storetest.BenchOperations(b, s)
+}

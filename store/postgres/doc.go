@@ -9,21 +9,35 @@
 // it with the search_path runtime parameter of the URL to keep several
 // installations (or tests) apart in one database. The first migration
 // creates the pg_trgm extension in schema public, which needs the right
-// to create (trusted) extensions in the database.
+// to create (trusted) extensions in the database (the second drops the
+// trigram indexes again: see text.go).
 //
 // The audit log is append-only: a trigger refuses UPDATE, DELETE and
 // TRUNCATE on audit_log, and appends serialise on the row lock of
-// audit_head, in the transaction of the change they record.
+// audit_head, in the transaction of the change they record. Bulk actions
+// append their events with one statement (appendAudits).
 //
-// InsertBatch inserts a batch with one INSERT … SELECT FROM unnest(…) ON
+// InsertBatch stores a batch with one INSERT … SELECT FROM unnest(…) ON
 // CONFLICT DO NOTHING, in (source, dedupe_key) order so that overlapping
-// concurrent batches cannot deadlock, and looks up the stored IDs of the
-// keys that were taken.
+// concurrent batches cannot deadlock; the same statement writes version 1
+// of each payload and folds the batch into the counters (below). The
+// re-failure link locks the replayed messages of the batch's idempotency
+// keys first, in the same round trip (refail.go).
 //
-// Text search (Filter.Text) is a case-insensitive literal ILIKE over the
-// reason and the current payload (when it is text), served either by a
-// bounded walk of the newest candidates or by pg_trgm GIN indexes; see
-// text.go for how the two are chosen.
+// Counters: failure_groups (fingerprint, queue, owner, status -> count,
+// first and last failed_at, latest failure) is kept in the transaction of
+// every insert (InsertBatch) and status change (a statement trigger,
+// whoever changes the status), its rows always locked in key order.
+// CountByQueue, OldestQuarantined, QueueStats, Groups and stratified
+// samples read it when the filter allows, so their cost does not grow
+// with the number of messages; other filters aggregate the matching
+// messages. quarantine_recount() rebuilds it after rows were written
+// behind the store's back.
+//
+// Sample reads an arc of a random rank column (sample.go and package
+// store/internal/sampling). Text search (Filter.Text) is a
+// case-insensitive literal ILIKE over the reason and the current payload
+// (when it is text), walking the candidates newest first (text.go).
 //
 // Driver errors are translated to *quarantine.Error in one place
 // (errors.go).

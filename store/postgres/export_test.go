@@ -30,13 +30,40 @@ func WindowQuery(f quarantine.Filter) (string, []any) {
 	return windowQuery(&f)
 }
 
-// CandidatesQuery exposes the window-size SQL to the EXPLAIN tests.
-func CandidatesQuery(f quarantine.Filter) (string, []any) {
+// BoundaryQuery exposes the window-boundary SQL to the EXPLAIN tests.
+func BoundaryQuery(f quarantine.Filter) (string, []any) {
 	if err := f.Validate(); err != nil {
 		panic(err)
 	}
-	return candidatesQuery(&f)
+	return boundaryQuery(&f)
 }
 
 // TextWindow is how many candidates the windowed text search tests.
 const TextWindow = textWindow
+
+// SetSampleExact lowers the thresholds of Sample for the conformance
+// suite's rank-method cases.
+func SetSampleExact(s *Store, exact, smallGroup int) { s.exact, s.smallGroup = exact, smallGroup }
+
+// ArcQuery exposes the SQL of a sample's arc to the EXPLAIN tests.
+func ArcQuery(f quarantine.Filter, col, val string) (string, []any) {
+	f.Limit = 1
+	if err := f.Validate(); err != nil {
+		panic(err)
+	}
+	return arcQuery(&f, col, val, ">=", 1<<40, 100)
+}
+
+// GroupsQuery exposes the SQL of Groups to the EXPLAIN tests.
+func GroupsQuery(f quarantine.Filter) (string, []any) {
+	if err := f.Validate(); err != nil {
+		panic(err)
+	}
+	return groupsQuery(&f)
+}
+
+// PurgeSelect exposes the selection of PurgePayloads.
+func PurgeSelect(st quarantine.Status) string { return purgeSelect(st) }
+
+// LockReplayedSQL is the lock of the re-failure link.
+const LockReplayedSQL = lockReplayedSQL

@@ -35,6 +35,24 @@ func (w *where) in(col string, vals []string) {
 	}
 }
 
+// literals filters col by validated enum values (statuses, failure
+// classes) written as SQL literals, so that the planner can match partial
+// indexes such as messages_status_idx (WHERE status <> 'quarantined').
+// Quotes are doubled all the same.
+func (w *where) literals(col string, vals []string) {
+	quoted := make([]string, len(vals))
+	for i, v := range vals {
+		quoted[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	}
+	switch len(vals) {
+	case 0:
+	case 1:
+		w.conds = append(w.conds, col+" = "+quoted[0])
+	default:
+		w.conds = append(w.conds, col+" IN ("+strings.Join(quoted, ", ")+")")
+	}
+}
+
 func (w *where) sql() string {
 	if len(w.conds) == 0 {
 		return ""
@@ -47,7 +65,7 @@ func (w *where) sql() string {
 func filterWhere(f *quarantine.Filter) *where {
 	w := fieldsWhere(f)
 	if f.Text != "" {
-		w.conds = append(w.conds, textIndexed(w.arg(likePattern(f.Text))))
+		w.conds = append(w.conds, textTested(w.arg(likePattern(f.Text))))
 	}
 	return w
 }
@@ -59,7 +77,7 @@ func fieldsWhere(f *quarantine.Filter) *where {
 	w.in("m.queue", f.Queue)
 	w.in("m.job_name", f.JobName)
 	w.in("m.failure_class", strs(f.FailureClass))
-	w.in("m.status", strs(f.Status))
+	w.literals("m.status", strs(f.Status))
 	w.in("m.owner", f.Owner)
 	w.in("m.source", f.Source)
 	w.in("m.idempotency_key", f.IdempotencyKey)
@@ -101,14 +119,6 @@ func listQuery(f *quarantine.Filter) (string, []any) {
 	w.after(f.After)
 	q := "SELECT " + messageColumns + " FROM messages m" + w.sql() +
 		" ORDER BY m.failed_at DESC, m.id DESC LIMIT " + w.arg(f.Limit+1)
-	return q, w.args
-}
-
-// countQuery returns the SQL and arguments of CountByQueue.
-func countQuery(f *quarantine.Filter) (string, []any) {
-	w := filterWhere(f)
-	q := "SELECT m.queue, m.status, count(*) FROM messages m" + w.sql() +
-		" GROUP BY m.queue, m.status ORDER BY m.queue, m.status"
 	return q, w.args
 }
 
@@ -157,75 +167,6 @@ func (s *Store) queryMessages(ctx context.Context, q string, args []any) ([]*qua
 	})
 	if err != nil {
 		return nil, translate(err, "list messages")
-	}
-	return out, nil
-}
-
-// CountByQueue counts the messages matching f by queue and status; see
-// store.Store. Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
-func (s *Store) CountByQueue(ctx context.Context, f quarantine.Filter) ([]quarantine.QueueCount, error) {
-	f.After, f.Limit = nil, 0
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	q, args := countQuery(&f)
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, translate(err, "count messages")
-	}
-	counts, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (quarantine.QueueCount, error) {
-		var c quarantine.QueueCount
-		err := row.Scan(&c.Queue, &c.Status, &c.Count)
-		return c, err
-	})
-	if err != nil {
-		return nil, translate(err, "count messages")
-	}
-	if counts == nil {
-		counts = []quarantine.QueueCount{}
-	}
-	return counts, nil
-}
-
-// oldestQuarantined walks the distinct queues of quarantined messages with
-// a recursive skip scan over messages_oldest_idx (one index probe per
-// queue, however many messages each holds), then takes the first message
-// of each queue in (failed_at, id) order.
-const oldestQuarantined = `WITH RECURSIVE q(queue) AS (
-	(SELECT queue FROM messages WHERE status = 'quarantined' ORDER BY queue LIMIT 1)
-	UNION ALL
-	SELECT (SELECT m.queue FROM messages m
-		WHERE m.status = 'quarantined' AND m.queue > q.queue
-		ORDER BY m.queue LIMIT 1)
-	FROM q WHERE q.queue IS NOT NULL
-)
-SELECT q.queue, o.id, o.failed_at
-FROM q CROSS JOIN LATERAL (
-	SELECT m.id, m.failed_at FROM messages m
-	WHERE m.status = 'quarantined' AND m.queue = q.queue
-	ORDER BY m.failed_at, m.id LIMIT 1
-) o
-WHERE q.queue IS NOT NULL
-ORDER BY q.queue`
-
-// OldestQuarantined returns the oldest quarantined message of each queue;
-// see store.Store. Errors: EUNAVAILABLE, EINTERNAL.
-func (s *Store) OldestQuarantined(ctx context.Context) ([]quarantine.QueueOldest, error) {
-	rows, err := s.pool.Query(ctx, oldestQuarantined)
-	if err != nil {
-		return nil, translate(err, "find the oldest messages")
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (quarantine.QueueOldest, error) {
-		var o quarantine.QueueOldest
-		err := row.Scan(&o.Queue, &o.MessageID, &o.FailedAt)
-		o.FailedAt = o.FailedAt.UTC()
-		return o, err
-	})
-	if err != nil {
-		return nil, translate(err, "find the oldest messages")
-	}
-	if out == nil {
-		out = []quarantine.QueueOldest{}
 	}
 	return out, nil
 }

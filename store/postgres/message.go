@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sort"
 	"time"
 	"unicode/utf8"
@@ -21,29 +22,52 @@ const messageColumns = `m.id, m.source, m.source_kind, m.queue, m.job_name, m.me
 	m.enqueued_at, m.first_failed_at, m.failed_at, m.collected_at, m.updated_at,
 	m.status, m.owner, m.fingerprint, m.replay_count, m.refail_of, m.flags, m.dedupe_key`
 
-// insertMessages inserts the unnested columns in array order, which is the
-// order of the sorted keys, so that concurrent batches take their unique
-// index locks in one order and cannot deadlock. Conflicting keys are
-// skipped; RETURNING names the rows that were stored.
-const insertMessages = `INSERT INTO messages (id, source, source_kind, queue, job_name, message_id,
-	idempotency_key, schema_version, attempts, failure_class, reason,
-	payload_size, content_type, payload_sha256, payload_version, headers,
-	enqueued_at, first_failed_at, failed_at, collected_at, updated_at,
-	status, owner, fingerprint, replay_count, refail_of, flags, dedupe_key)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-	$7::text[], $8::text[], $9::int[], $10::text[], $11::text[],
-	$12::bigint[], $13::text[], $14::text[], $15::int[], $16::text[],
-	$17::timestamptz[], $18::timestamptz[], $19::timestamptz[], $20::timestamptz[], $21::timestamptz[],
-	$22::text[], $23::text[], $24::text[], $25::int[], $26::text[], $27::text[], $28::text[])
-ON CONFLICT (source, dedupe_key) DO NOTHING
-RETURNING id`
-
-// insertFirstVersions records version 1 of each new message's payload.
-const insertFirstVersions = `INSERT INTO payload_versions (message_id, version, sha256, prev_sha256,
-	size, content_type, actor, reason, created_at, payload, payload_text)
-SELECT id, 1, sha, '', size, ct, actor, '', created, bin, txt
-FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::timestamptz[], $7::bytea[], $8::text[])
-	AS v(id, sha, size, ct, actor, created, bin, txt)`
+// insertMessages stores a batch in one statement: the messages (in array
+// order, which is the order of the sorted keys, so that concurrent batches
+// take their unique index locks in one order and cannot deadlock;
+// conflicting keys are skipped), version 1 of each stored message's
+// payload, and the counts of failure_groups (in key order, the order
+// every writer locks them in). RETURNING names the rows that were stored.
+// The counts are folded from the narrow RETURNING rows, not by a trigger:
+// no transition table of whole rows on the hot path.
+const insertMessages = `WITH ins AS (
+	INSERT INTO messages (id, source, source_kind, queue, job_name, message_id,
+		idempotency_key, schema_version, attempts, failure_class, reason,
+		payload_size, content_type, payload_sha256, payload_version, headers,
+		enqueued_at, first_failed_at, failed_at, collected_at, updated_at,
+		status, owner, fingerprint, replay_count, refail_of, flags, dedupe_key)
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+		$7::text[], $8::text[], $9::int[], $10::text[], $11::text[],
+		$12::bigint[], $13::text[], $14::text[], $15::int[], $16::text[],
+		$17::timestamptz[], $18::timestamptz[], $19::timestamptz[], $20::timestamptz[], $21::timestamptz[],
+		$22::text[], $23::text[], $24::text[], $25::int[], $26::text[], $27::text[], $28::text[])
+	ON CONFLICT (source, dedupe_key) DO NOTHING
+	RETURNING id, queue, owner, status, fingerprint, job_name, failure_class, reason, failed_at
+), ver AS (
+	INSERT INTO payload_versions (message_id, version, sha256, prev_sha256,
+		size, content_type, actor, reason, created_at, payload, payload_text)
+	SELECT v.id, 1, v.sha, '', v.size, v.ct, 'collector:' || v.source, '', v.collected, v.bin, v.txt
+	FROM unnest($1::text[], $14::text[], $12::bigint[], $13::text[], $2::text[], $20::timestamptz[], $29::bytea[], $30::text[])
+		AS v(id, sha, size, ct, source, collected, bin, txt)
+	WHERE v.id IN (SELECT id FROM ins)
+), fg AS (
+	INSERT INTO failure_groups AS g (fingerprint, queue, owner, status, job_name, failure_class, reason,
+		n, first_failed_at, last_failed_at, example_id)
+	SELECT fingerprint, queue, owner, status, min(job_name), min(failure_class), min(reason), count(*),
+		min(failed_at), max(failed_at),
+		substr(max(to_char(failed_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS') || id COLLATE "C"), 21)
+	FROM ins GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+	ON CONFLICT (fingerprint, queue, owner, status) DO UPDATE SET
+		n = g.n + EXCLUDED.n,
+		first_failed_at = CASE WHEN g.n <= 0 THEN EXCLUDED.first_failed_at
+			ELSE least(g.first_failed_at, EXCLUDED.first_failed_at) END,
+		last_failed_at = CASE WHEN g.n <= 0 THEN EXCLUDED.last_failed_at
+			ELSE greatest(g.last_failed_at, EXCLUDED.last_failed_at) END,
+		example_id = CASE
+			WHEN g.n <= 0 OR (EXCLUDED.last_failed_at, EXCLUDED.example_id) > (g.last_failed_at, g.example_id)
+			THEN EXCLUDED.example_id ELSE g.example_id END
+)
+SELECT id FROM ins`
 
 // selectExisting finds the stored IDs of keys that were already taken.
 const selectExisting = `SELECT m.source, m.dedupe_key, m.id
@@ -53,8 +77,9 @@ JOIN messages m ON m.source = k.source AND m.dedupe_key = k.dedupe_key`
 type dedupeKey struct{ source, key string }
 
 // InsertBatch stores msgs in one transaction; see store.Store. Messages
-// are normalised in place. Errors: EINVALID for a value PostgreSQL cannot
-// store or index, EUNAVAILABLE, EINTERNAL.
+// are normalised in place. The re-failure link (refail.go) is made in the
+// same transaction. Errors: EINVALID for a value PostgreSQL cannot store
+// or index, EUNAVAILABLE, EINTERNAL.
 func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error) {
 	if len(msgs) == 0 {
 		return []quarantine.InsertResult{}, nil
@@ -76,6 +101,7 @@ func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]
 			unique = append(unique, i)
 		}
 	}
+	byOrder := slices.Clone(unique) // batch order, for the re-failure link
 	sort.Slice(unique, func(a, b int) bool {
 		x, y := msgs[unique[a]], msgs[unique[b]]
 		if x.Source != y.Source {
@@ -86,31 +112,47 @@ func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]
 
 	stored := make(map[dedupeKey]string, len(unique)) // key -> stored ID
 	isNew := make(map[string]bool, len(unique))
+	var links []refailLink
 	err := s.inTx(ctx, "insert messages", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, insertMessages, messageArrays(msgs, unique)...)
+		clear(stored)
+		clear(isNew)
+		// One round trip: lock the replayed candidates, then insert.
+		batch := &pgx.Batch{}
+		locking := queueLockReplayed(batch, msgs, byOrder)
+		batch.Queue(insertMessages, messageArrays(msgs, unique)...)
+		br := tx.SendBatch(ctx, batch)
+		replayed, err := readLockReplayed(br, locking)
 		if err != nil {
+			_ = br.Close()
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			_ = br.Close()
 			return err
 		}
 		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
+			_ = br.Close()
+			return err
+		}
+		if err := br.Close(); err != nil {
 			return err
 		}
 		for _, id := range ids {
 			isNew[id] = true
 		}
-		var fresh, taken []int
+		var taken []int
 		for _, i := range unique {
 			if isNew[msgs[i].ID] {
 				stored[dedupeKey{msgs[i].Source, msgs[i].DedupeKey}] = msgs[i].ID
-				fresh = append(fresh, i)
 			} else {
 				taken = append(taken, i)
 			}
 		}
-		if len(fresh) > 0 {
-			if _, err := tx.Exec(ctx, insertFirstVersions, versionArrays(msgs, fresh)...); err != nil {
-				return err
-			}
+		links = linkRefailures(msgs, byOrder, isNew, replayed)
+		if err := s.applyRefailures(ctx, tx, links, now); err != nil {
+			return err
 		}
 		if len(taken) > 0 {
 			return lookupExisting(ctx, tx, msgs, taken, stored)
@@ -119,6 +161,9 @@ func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, l := range links {
+		msgs[l.msg].RefailOf = l.old
 	}
 	res := make([]quarantine.InsertResult, len(msgs))
 	for i, m := range msgs {
@@ -158,8 +203,9 @@ func lookupExisting(ctx context.Context, tx pgx.Tx, msgs []*quarantine.Message, 
 	return nil
 }
 
-// messageArrays returns the 28 column arrays of insertMessages for
-// msgs[idx], in idx order.
+// messageArrays returns the 30 column arrays of insertMessages (the 28
+// columns of messages, then the payload as bytes or text) for msgs[idx],
+// in idx order.
 func messageArrays(msgs []*quarantine.Message, idx []int) []any {
 	n := len(idx)
 	var (
@@ -170,6 +216,8 @@ func messageArrays(msgs []*quarantine.Message, idx []int) []any {
 		size                                              = make([]int64, n)
 		enq, ffirst                                       = make([]*time.Time, n), make([]*time.Time, n)
 		failed, collected, updated                        = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+		bin                                               = make([][]byte, n)
+		txt                                               = make([]*string, n)
 	)
 	for j, i := range idx {
 		m := msgs[i]
@@ -182,32 +230,12 @@ func messageArrays(msgs []*quarantine.Message, idx []int) []any {
 		failed[j], collected[j], updated[j] = m.FailedAt, m.CollectedAt, m.UpdatedAt
 		status[j], owner[j], fp[j], replays[j] = string(m.Status), m.Owner, m.Fingerprint, int32(m.ReplayCount)
 		refail[j], flags[j], dkey[j] = m.RefailOf, encodeFlags(m.Flags), m.DedupeKey
+		bin[j], txt[j] = splitPayload(m.Payload)
 	}
 	return []any{id, source, kind, queue, job, msgID, idem, schema, attempts, class, reason,
 		size, ctype, sha, version, headers, enq, ffirst, failed, collected, updated,
-		status, owner, fp, replays, refail, flags, dkey}
+		status, owner, fp, replays, refail, flags, dkey, bin, txt}
 }
-
-// versionArrays returns the arrays of insertFirstVersions for msgs[idx].
-func versionArrays(msgs []*quarantine.Message, idx []int) []any {
-	n := len(idx)
-	id, sha, ctype, actor := mk(n), mk(n), mk(n), mk(n)
-	size := make([]int64, n)
-	created := make([]time.Time, n)
-	bin := make([][]byte, n)
-	txt := make([]*string, n)
-	for j, i := range idx {
-		m := msgs[i]
-		id[j], sha[j], size[j], ctype[j] = m.ID, m.PayloadSHA256, int64(m.PayloadSize), m.ContentType
-		actor[j], created[j] = collectorActor(m.Source), m.CollectedAt
-		bin[j], txt[j] = splitPayload(m.Payload)
-	}
-	return []any{id, sha, size, ctype, actor, created, bin, txt}
-}
-
-// collectorActor is the actor recorded for version 1 of a payload: the
-// collector that brought it in.
-func collectorActor(source string) string { return "collector:" + source }
 
 // splitPayload decides where a payload is stored: as text when it is
 // valid UTF-8 without NUL (searchable), as bytes otherwise.
@@ -257,8 +285,8 @@ func encodeFlags(f []string) string {
 	return string(b)
 }
 
-// getMessage reads one message and its current payload.
-const getMessage = `SELECT ` + messageColumns + `, pv.payload, pv.payload_text
+// getMessageSQL reads one message and its current payload.
+const getMessageSQL = `SELECT ` + messageColumns + `, pv.payload, pv.payload_text
 FROM messages m
 JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
 WHERE m.id = $1`
@@ -269,15 +297,30 @@ func (s *Store) GetMessage(ctx context.Context, id string) (*quarantine.Message,
 	if !quarantine.ValidID(id) {
 		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no message %q", truncate(id))
 	}
+	m, err := getMessage(ctx, s.pool, id)
+	if err != nil {
+		return nil, translate(err, "get message")
+	}
+	return m, nil
+}
+
+// querier is what a pool and a transaction share.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// getMessage reads one message with its current payload, or ENOTFOUND.
+func getMessage(ctx context.Context, q querier, id string) (*quarantine.Message, error) {
 	var r messageRow
 	var bin []byte
 	var txt *string
-	err := s.pool.QueryRow(ctx, getMessage, id).Scan(append(r.dest(), &bin, &txt)...)
+	err := q.QueryRow(ctx, getMessageSQL, id).Scan(append(r.dest(), &bin, &txt)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no message %q", id)
 	}
 	if err != nil {
-		return nil, translate(err, "get message")
+		return nil, err
 	}
 	m, err := r.message()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/sampling"
 )
 
 // Store is a quarantine store in a PostgreSQL database, satisfying
@@ -16,6 +17,9 @@ import (
 type Store struct {
 	pool *pgxpool.Pool
 	now  func() time.Time
+	// exact and smallGroup are the thresholds of Sample (sample.go);
+	// tests lower them.
+	exact, smallGroup int
 }
 
 // Option configures a Store in Open.
@@ -45,7 +49,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, translate(err, "connect to PostgreSQL")
 	}
-	s := &Store{pool: pool, now: time.Now}
+	s := &Store{pool: pool, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
 	for _, o := range opts {
 		o(s)
 	}

@@ -13,19 +13,38 @@ const auditColumns = `seq, time, actor, action, subject, details, prev_hash, has
 // appendAudit seals e after the kept head and stores it, moving the head,
 // inside tx (the caller's write transaction, which holds the write lock).
 func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, e quarantine.AuditEvent) (quarantine.AuditEvent, error) {
-	var head quarantine.AuditHead
-	if err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&head.Seq, &head.Hash); err != nil {
-		return e, err
-	}
-	if err := e.Seal(head, s.clock()); err != nil {
-		return e, err
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (`+auditColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.Seq, micros(e.Time), e.Actor, e.Action, e.Subject, string(e.Details), e.PrevHash, e.Hash); err != nil {
-		return e, err
-	}
-	_, err := tx.ExecContext(ctx, `UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`, e.Seq, e.Hash)
+	es := []*quarantine.AuditEvent{&e}
+	err := s.appendAudits(ctx, tx, es)
 	return e, err
+}
+
+// appendAudits seals es as the next events of the chain, in order, and
+// stores them, moving the head once, inside tx.
+func (s *Store) appendAudits(ctx context.Context, tx *sql.Tx, es []*quarantine.AuditEvent) error {
+	if len(es) == 0 {
+		return nil
+	}
+	head, err := readHead(ctx, tx)
+	if err != nil {
+		return err
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO audit_log (`+auditColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer ins.Close()
+	now := s.clock()
+	for _, e := range es {
+		if err := e.Seal(head, now); err != nil {
+			return err
+		}
+		if _, err := ins.ExecContext(ctx, e.Seq, micros(e.Time), e.Actor, e.Action, e.Subject, string(e.Details), e.PrevHash, e.Hash); err != nil {
+			return err
+		}
+		head = quarantine.AuditHead{Seq: e.Seq, Hash: e.Hash}
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`, head.Seq, head.Hash)
+	return err
 }
 
 // AppendAudit seals e as the next event of the chain and stores it.

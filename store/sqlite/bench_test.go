@@ -67,3 +67,23 @@ func benchInserts(tb testing.TB) int {
 	}
 	return 100_000
 }
+
+// BenchmarkOperations measures list, deep and filtered pages, samples,
+// groups and queue stats (p50/p99 over 200 calls each) on the database
+// seeded for BenchmarkList (QUARANTINE_BENCH_ROWS, default 100,000). The
+// embedded store groups on every call, so groups and queue stats grow with
+// the seed. Run with -benchtime=1x.
+func BenchmarkOperations(b *testing.B) {
+	n := benchRows(b)
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("quarantine-bench-sqlite-%d.db", n))
+	s, err := sqlite.Open(b.Context(), path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Migrate(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	storetest.SeedMessages(b, s, n, "bench-seed")
+	storetest.BenchOperations(b, s)
+}

@@ -13,5 +13,8 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		Open: func(t *testing.T) store.Store { return sqlite.OpenTest(t) },
 		Exec: func(t *testing.T, s store.Store, q string) { sqlite.ExecRaw(t, s.(*sqlite.Store), q) },
+		SetSampleExact: func(s store.Store, exact, smallGroup int) {
+			sqlite.SetSampleExact(s.(*sqlite.Store), exact, smallGroup)
+		},
 	})
 }

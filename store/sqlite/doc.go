@@ -5,10 +5,20 @@
 // (transactions begin IMMEDIATE and queue in database/sql, never meeting
 // SQLITE_BUSY among themselves) and a pool of read-only connections that
 // read snapshots beside it. Migrations are embedded (migrations/*.sql) and
-// applied by Migrate; Open does not migrate.
+// applied by Migrate; Open does not migrate. The single writer is also
+// what makes an edit's If-Match check and its write atomic, and a bulk
+// discard's selection and change.
 //
 // Times are stored as INTEGER unix microseconds (UTC). Text search
 // (Filter.Text) is a case-insensitive (ASCII folding, as SQLite's lower())
 // literal substring match over the reason and the current payload when it
 // is text; it scans in list order and stops at the page size.
+//
+// Groups and QueueStats group the matching messages on every call (the
+// embedded store is meant for thousands to a few hundred thousand
+// messages; the PostgreSQL store keeps counters instead). Sample works as
+// in the PostgreSQL store: exact for small sets, an arc of a random rank
+// column for large ones (see store/internal/sampling). The retention purge
+// leaves an empty blob where the payload was (the schema keeps exactly one
+// of the two payload columns set).
 package sqlite

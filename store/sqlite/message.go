@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/sampling"
 )
 
 // messageColumns are the columns of a listed message, in scan order.
@@ -20,8 +21,8 @@ const messageColumns = `m.id, m.source, m.source_kind, m.queue, m.job_name, m.me
 const insertMessage = `INSERT INTO messages (id, source, source_kind, queue, job_name, message_id,
 	idempotency_key, schema_version, attempts, failure_class, reason, payload_size, content_type,
 	payload_sha256, payload_version, headers, enqueued_at, first_failed_at, failed_at, collected_at,
-	updated_at, status, owner, fingerprint, replay_count, refail_of, flags, dedupe_key)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	updated_at, status, owner, fingerprint, replay_count, refail_of, flags, dedupe_key, sample_rank)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (source, dedupe_key) DO NOTHING`
 
 const insertVersion = `INSERT INTO payload_versions (message_id, version, sha256, prev_sha256, size,
@@ -31,13 +32,18 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 // collectorActor records who made version 1 of a collected payload.
 const collectorActor = "collector"
 
-// InsertBatch stores msgs in one transaction; see store.Store. Errors:
+// InsertBatch stores msgs in one transaction; see store.Store. A new
+// message whose idempotency key is that of a replayed message re-failed
+// from it: the most recently failed such message becomes refailed and
+// the new one records it in RefailOf, in the same transaction. Errors:
 // ECONFLICT when a message's ID is already taken by another message,
 // EUNAVAILABLE when the database is busy or gone or ctx ends.
 func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error) {
 	out := make([]quarantine.InsertResult, len(msgs))
 	now := s.clock()
+	var links map[int]string // message index -> the replayed message it re-failed from
 	err := s.write(ctx, "store messages", func(tx *sql.Tx) error {
+		links = map[int]string{}
 		ins, err := tx.PrepareContext(ctx, insertMessage)
 		if err != nil {
 			return err
@@ -49,18 +55,53 @@ func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]
 		}
 		defer ver.Close()
 		for i, m := range msgs {
+			if m == nil {
+				return quarantine.Errorf(quarantine.EINVALID, "message %d of the batch is missing", i)
+			}
 			r, err := insertOne(ctx, tx, ins, ver, m, now)
 			if err != nil {
 				return err
 			}
 			out[i] = r
+			if r.New && m.IdempotencyKey != "" {
+				old, err := refail(ctx, tx, m, now)
+				if err != nil {
+					return err
+				}
+				if old != "" {
+					links[i] = old
+				}
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	for i, old := range links {
+		msgs[i].RefailOf = old
+	}
 	return out, nil
+}
+
+// refail links the new message m to the most recently failed replayed
+// message with its idempotency key, if any, and marks that one refailed.
+// It returns the linked ID, or "".
+func refail(ctx context.Context, tx *sql.Tx, m *quarantine.Message, now time.Time) (string, error) {
+	var old string
+	err := tx.QueryRowContext(ctx, `SELECT id FROM messages WHERE idempotency_key = ? AND status = 'replayed'
+		ORDER BY failed_at DESC, id DESC LIMIT 1`, m.IdempotencyKey).Scan(&old)
+	if err == sql.ErrNoRows {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'refailed', updated_at = ? WHERE id = ?`, micros(now), old); err != nil {
+		return "", err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE messages SET refail_of = ? WHERE id = ?`, old, m.ID)
+	return old, err
 }
 
 func insertOne(ctx context.Context, tx *sql.Tx, ins, ver *sql.Stmt, m *quarantine.Message, now time.Time) (quarantine.InsertResult, error) {
@@ -76,7 +117,7 @@ func insertOne(ctx context.Context, tx *sql.Tx, ins, ver *sql.Stmt, m *quarantin
 		m.IdempotencyKey, m.SchemaVersion, m.Attempts, string(m.FailureClass), m.Reason, m.PayloadSize,
 		m.ContentType, m.PayloadSHA256, m.PayloadVersion, headers, microsPtr(m.EnqueuedAt),
 		microsPtr(m.FirstFailedAt), micros(m.FailedAt), micros(m.CollectedAt), micros(m.UpdatedAt),
-		string(m.Status), m.Owner, m.Fingerprint, m.ReplayCount, m.RefailOf, flags, m.DedupeKey)
+		string(m.Status), m.Owner, m.Fingerprint, m.ReplayCount, m.RefailOf, flags, m.DedupeKey, sampling.Rank())
 	if err != nil {
 		if isConstraint(err) {
 			return quarantine.InsertResult{}, quarantine.Errorf(quarantine.ECONFLICT, "message id %s is already taken", m.ID)
@@ -146,25 +187,32 @@ func (s *Store) GetMessage(ctx context.Context, id string) (*quarantine.Message,
 	}
 	var m *quarantine.Message
 	err := s.read(ctx, "read a message", func(tx *sql.Tx) error {
-		row := tx.QueryRowContext(ctx, `SELECT `+messageColumns+`, pv.payload, pv.payload_text
-			FROM messages m JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
-			WHERE m.id = ?`, id)
-		var blob []byte
-		var text sql.NullString
 		var err error
-		m, err = scanMessage(row, &blob, &text)
-		if err == sql.ErrNoRows {
-			return quarantine.Errorf(quarantine.ENOTFOUND, "message not found")
-		}
-		if err != nil {
-			return err
-		}
-		m.Payload = joinPayload(blob, text)
-		return nil
+		m, err = getMessage(ctx, tx, id)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	return m, nil
+}
+
+// getMessage reads one message with its current payload in tx, or
+// ENOTFOUND.
+func getMessage(ctx context.Context, tx *sql.Tx, id string) (*quarantine.Message, error) {
+	row := tx.QueryRowContext(ctx, `SELECT `+messageColumns+`, pv.payload, pv.payload_text
+		FROM messages m JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
+		WHERE m.id = ?`, id)
+	var blob []byte
+	var text sql.NullString
+	m, err := scanMessage(row, &blob, &text)
+	if err == sql.ErrNoRows {
+		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "message not found")
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.Payload = joinPayload(blob, text)
 	return m, nil
 }
 

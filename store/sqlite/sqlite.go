@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/sampling"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
@@ -21,6 +22,9 @@ type Store struct {
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // read-only connections
 	now  func() time.Time
+	// exact and smallGroup are the thresholds of Sample (sample.go);
+	// tests lower them.
+	exact, smallGroup int
 }
 
 // Option configures a Store.
@@ -51,7 +55,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 			return nil, &quarantine.Error{Code: quarantine.EUNAVAILABLE, Message: "cannot create the database directory", Err: err}
 		}
 	}
-	s := &Store{path: path, now: time.Now}
+	s := &Store{path: path, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
 	for _, o := range opts {
 		o(s)
 	}

@@ -7,6 +7,13 @@
 // audit_log, audit_head), so the same cases run against PostgreSQL and
 // SQLite.
 //
-// bench.go holds benchmark helpers (BenchInsertBatch, SeedMessages,
-// BenchList) that each store calls from its own Benchmark functions.
+// The cases of issue 4 (edits, discards, the re-failure link, sampling,
+// groups, queue statistics, the retention purge, hostile values in all of
+// them) check results against reference models computed in Go; the
+// sampling case tests uniformity with a chi-square test whose critical
+// value is computed (chisquare.go).
+//
+// bench.go and benchops.go hold benchmark helpers (BenchInsertBatch,
+// BenchInsertRatio, SeedMessages, BenchList, BenchOperations) that each
+// store calls from its own Benchmark functions.
 package storetest

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/quarantine-dev/quarantine"
@@ -17,6 +18,10 @@ type Harness struct {
 	// append-only guard (the postgres harness disables its trigger). It
 	// fails t on error.
 	Exec func(t *testing.T, s store.Store, sql string)
+	// SetSampleExact, when set, lowers the size up to which s samples a
+	// set exactly (exact) and a group of a stratified sample exactly
+	// (smallGroup), so that small sets exercise the rank method.
+	SetSampleExact func(s store.Store, exact, smallGroup int)
 }
 
 // Run runs the whole conformance suite against the stores h opens. Every
@@ -37,6 +42,14 @@ func Run(t *testing.T, h Harness) {
 		{"Tokens", testTokens},
 		{"Hostile", testHostile},
 		{"Schema", testSchema},
+		{"EditPayload", testEditPayload},
+		{"Discard", testDiscard},
+		{"RefailLink", testRefailLink},
+		{"Sample", testSample},
+		{"Groups", testGroups},
+		{"QueueStats", testQueueStats},
+		{"PurgePayloads", testPurgePayloads},
+		{"HostileOperations", testHostileOperations},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -70,3 +83,5 @@ func notInternal(t *testing.T, err error, what string) {
 		t.Fatalf("%s: EINTERNAL: %v", what, err)
 	}
 }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

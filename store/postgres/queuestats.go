@@ -1,0 +1,162 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// Queue statistics. With no filter, or one on queue and owner only, the
+// counts come from failure_groups (group.go), the oldest quarantined
+// message from one probe of messages_queue_status_idx per queue, and the
+// inflow from index-only range counts of messages_inflow_idx (queue,
+// collected_at): the cost grows with the number of queues and the
+// messages collected in the last day, not with the size of the store.
+// Any other filter aggregates the matching messages.
+
+// Inflow windows, before now.
+var inflowWindows = [3]time.Duration{5 * time.Minute, time.Hour, 24 * time.Hour}
+
+// statsOnly reports whether the maintained path answers f.
+func statsOnly(f *quarantine.Filter) bool {
+	return groupable(f) && len(f.Status) == 0 && len(f.JobName) == 0 && len(f.FailureClass) == 0
+}
+
+// QueueStats returns, per queue with messages matching f, the counts by
+// status (every status, zero included), the oldest quarantined message
+// and the inflow in (now-5m, now], (now-1h, now] and (now-24h, now] by
+// collected_at; see store.Store. Owner is left empty. All is read in one
+// snapshot. Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
+func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
+	f.After, f.Limit = nil, 0
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	now = now.UTC()
+	var out []quarantine.QueueStats
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	err := s.inTxOpts(ctx, opts, "compute queue statistics", func(tx pgx.Tx) error {
+		var err error
+		if statsOnly(&f) {
+			out, err = queueStatsKept(ctx, tx, &f, now)
+		} else {
+			out, err = queueStatsScan(ctx, tx, &f, now)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// newQueueStats returns the stats of queue q with every status at zero.
+func newQueueStats(q string) quarantine.QueueStats {
+	st := quarantine.QueueStats{Queue: q, Counts: make(map[quarantine.Status]int64, len(quarantine.Statuses))}
+	for _, s := range quarantine.Statuses {
+		st.Counts[s] = 0
+	}
+	return st
+}
+
+// queueStatsKept reads the maintained counts, then probes the oldest and
+// the inflow of each queue.
+func queueStatsKept(ctx context.Context, tx pgx.Tx, f *quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
+	q, args := statsQuery(f)
+	counts, err := queryCounts(ctx, tx, q, args)
+	if err != nil {
+		return nil, err
+	}
+	var out []quarantine.QueueStats
+	var queues []string
+	for _, c := range counts {
+		if len(out) == 0 || out[len(out)-1].Queue != c.Queue {
+			out = append(out, newQueueStats(c.Queue))
+			queues = append(queues, c.Queue)
+		}
+		out[len(out)-1].Counts[c.Status] = c.Count
+	}
+	if len(out) == 0 {
+		return []quarantine.QueueStats{}, nil
+	}
+	w := &where{}
+	qs := w.arg(queues)
+	w.in("m.owner", f.Owner)
+	owner := ""
+	if len(w.conds) > 0 {
+		owner = " AND " + w.conds[0]
+	}
+	t5, t1, t24, tn := w.arg(now.Add(-inflowWindows[0])), w.arg(now.Add(-inflowWindows[1])), w.arg(now.Add(-inflowWindows[2])), w.arg(now)
+	inflow := func(since string) string {
+		return `(SELECT count(*) FROM messages m WHERE m.queue = q.queue AND m.collected_at > ` + since +
+			` AND m.collected_at <= ` + tn + owner + `)`
+	}
+	rows, err := tx.Query(ctx, `SELECT q.queue, o.id, o.failed_at, `+inflow(t5)+`, `+inflow(t1)+`, `+inflow(t24)+`
+		FROM unnest(`+qs+`::text[]) WITH ORDINALITY AS q(queue, i)
+		LEFT JOIN LATERAL (
+			SELECT m.id, m.failed_at FROM messages m
+			WHERE m.queue = q.queue AND m.status = 'quarantined'`+owner+`
+			ORDER BY m.failed_at, m.id LIMIT 1) o ON true
+		ORDER BY q.i`, w.args...)
+	if err != nil {
+		return nil, err
+	}
+	i := 0
+	var queue string
+	var oldest *string
+	var oldestAt *time.Time
+	var in5, in1, in24 int64
+	_, err = pgx.ForEachRow(rows, []any{&queue, &oldest, &oldestAt, &in5, &in1, &in24}, func() error {
+		st := &out[i]
+		i++
+		if oldest != nil && oldestAt != nil {
+			at := oldestAt.UTC()
+			st.OldestID, st.OldestQuarantinedAt = *oldest, &at
+		}
+		st.Inflow5m, st.Inflow1h, st.Inflow24h = in5, in1, in24
+		return nil
+	})
+	return out, err
+}
+
+// queueStatsScan aggregates the messages matching f.
+func queueStatsScan(ctx context.Context, tx pgx.Tx, f *quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
+	w := filterWhere(f)
+	t5, t1, t24, tn := w.arg(now.Add(-inflowWindows[0])), w.arg(now.Add(-inflowWindows[1])), w.arg(now.Add(-inflowWindows[2])), w.arg(now)
+	in := func(since string) string {
+		return `count(*) FILTER (WHERE m.collected_at > ` + since + ` AND m.collected_at <= ` + tn + `)`
+	}
+	oldest := `min(to_char(m.failed_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS') || m.id COLLATE "C") FILTER (WHERE m.status = 'quarantined')`
+	rows, err := tx.Query(ctx, `SELECT m.queue, m.status, count(*),
+		min(m.failed_at) FILTER (WHERE m.status = 'quarantined'), substr(`+oldest+`, 21),
+		`+in(t5)+`, `+in(t1)+`, `+in(t24)+`
+		FROM messages m`+w.sql()+` GROUP BY m.queue, m.status ORDER BY m.queue, m.status`, w.args...)
+	if err != nil {
+		return nil, err
+	}
+	out := []quarantine.QueueStats{}
+	var queue string
+	var status quarantine.Status
+	var n, in5, in1, in24 int64
+	var oldestAt *time.Time
+	var oldestID *string
+	_, err = pgx.ForEachRow(rows, []any{&queue, &status, &n, &oldestAt, &oldestID, &in5, &in1, &in24}, func() error {
+		if len(out) == 0 || out[len(out)-1].Queue != queue {
+			out = append(out, newQueueStats(queue))
+		}
+		st := &out[len(out)-1]
+		st.Counts[status] = n
+		if oldestAt != nil && oldestID != nil {
+			at := oldestAt.UTC()
+			st.OldestQuarantinedAt, st.OldestID = &at, *oldestID
+		}
+		st.Inflow5m += in5
+		st.Inflow1h += in1
+		st.Inflow24h += in24
+		return nil
+	})
+	return out, err
+}
