@@ -28,7 +28,7 @@ run: build ## build, then serve on the embedded SQLite default (prints the login
 demo: build ## start the service on the embedded default (for now the same as run)
 	./$(BIN) serve
 
-services: ## make PostgreSQL available on 127.0.0.1 (scripts/services.sh)
+services: ## make PostgreSQL, RabbitMQ, NATS and goaws available on 127.0.0.1 (scripts/services.sh)
 	./scripts/services.sh
 
 test: services ## run every test (needs services)

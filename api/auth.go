@@ -19,9 +19,11 @@ type rule struct {
 }
 
 var (
-	ruleRead   = rule{role: quarantine.RoleViewer, requireAs: "viewer"}
-	ruleIngest = rule{role: quarantine.RoleOperator, requireAs: "operator"}
-	ruleAudit  = rule{role: quarantine.RoleViewer, unscoped: true, requireAs: "admin, or a token without owners"}
+	ruleRead    = rule{role: quarantine.RoleViewer, requireAs: "viewer"}
+	ruleIngest  = rule{role: quarantine.RoleOperator, requireAs: "operator"}
+	ruleOperate = rule{role: quarantine.RoleOperator, requireAs: "operator"}
+	ruleAudit   = rule{role: quarantine.RoleViewer, unscoped: true, requireAs: "admin, or a token without owners"}
+	ruleAdmin   = rule{role: quarantine.RoleAdmin, requireAs: "admin"}
 )
 
 func (r rule) allows(t *quarantine.Token) bool {
@@ -88,6 +90,10 @@ func (s *Server) require(rl rule) func(http.Handler) http.Handler {
 	}
 }
 
+// canSeeRedacted reports whether t sees payloads unmasked: operators and
+// admins do, viewers do not.
+func canSeeRedacted(t *quarantine.Token) bool { return t.Role.AtLeast(quarantine.RoleOperator) }
+
 // deny appends an access.denied event for the request's token and answers
 // 403. No 403 goes out unrecorded: if the audit log cannot be written, the
 // store's error is the answer.
@@ -106,4 +112,19 @@ func (s *Server) deny(w http.ResponseWriter, r *http.Request, details map[string
 		return
 	}
 	s.fail(w, r, quarantine.Errorf(quarantine.EFORBIDDEN, format, args...))
+}
+
+// denyHidden answers a write on a message outside the token's owners. The
+// answer is the 404 of a message that does not exist, so that a token
+// cannot learn which ids other teams hold; the attempt is still recorded
+// as access.denied.
+func (s *Server) denyHidden(w http.ResponseWriter, r *http.Request, id string) {
+	actor := tokenFrom(r.Context()).Actor()
+	ev := quarantine.NewAuditEvent(actor, quarantine.ActionAccessDenied, id, map[string]any{
+		"method": clip(r.Method), "path": clipPath(r.URL.Path), "reason": "the message is outside the token's owners"})
+	if _, err := s.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.fail(w, r, errNoMessage)
 }

@@ -6,15 +6,31 @@
 // validates every response the tests see against the spec.
 //
 // Requests under /api carry "Authorization: Bearer <token secret>". The
-// token's role and owners decide what it may do: viewers read, operators
-// and admins also ingest, audit routes need a token without owners (or an
-// admin). A token with owners sees only its owners' messages; a foreign
-// message is "not found". Every refusal (403) is written to the audit log
-// as access.denied.
+// token's role and owners decide what it may do: viewers read (messages,
+// versions, samples, groups, queues), operators also ingest, edit and
+// discard, admins also manage tokens; audit routes need a token without
+// owners, or an admin. A token with owners sees and acts on only its
+// owners' messages: another team's message is "not found", like one that
+// does not exist, and a write attempt on it is still audited. Every
+// refusal (403) is written to the audit log as access.denied.
 //
 // Errors are application/problem+json (RFC 9457) with a stable type per
-// error code (urn:quarantine:problem:<code>), the offending field when there
-// is one, and the request id. Internal errors are logged, never shown.
+// error code (urn:quarantine:problem:<code>), the offending field when
+// there is one (a query parameter, a header, or a JSON Pointer into the
+// body), and the request id. Internal errors are logged, never shown.
+//
+// Command bodies (sample, edit, discard, tokens) are one JSON object of at
+// most Config.MaxBodyBytes; a member the route does not know, spelled in
+// another case or given twice is refused naming it. An edit needs
+// If-Match with the payload's ETag (its SHA-256): missing is 428, stale
+// 412. It may not change the idempotency key a JSON Pointer rule reads
+// from the payload, and must satisfy the job's JSON Schema if one is
+// configured (422 with each violation's pointer).
+//
+// Payloads are shown byte-exact under "payload" when they are JSON, as
+// base64 under "payload_base64" otherwise; for viewers the values at
+// Config.RedactPointers are masked as "<redacted>" first. The stored
+// payload is never changed by what a response shows.
 //
 // POST /api/v1/ingest takes one failure envelope or a JSON array of them.
 // The envelope tolerates unknown fields at every level, so that a newer

@@ -151,3 +151,29 @@ func TestGetMessagePayloadForms(t *testing.T) {
 		t.Fatalf("message %+v", m.Message)
 	}
 }
+
+func TestListOlderThan(t *testing.T) {
+	t.Parallel()
+	now := baseTime.Add(3 * time.Hour)
+	e := newEnv(t, withNow(func() time.Time { return now }))
+	var elems [][]byte
+	for i := range 4 { // failed 3h, 2h, 1h and 0h ago
+		elems = append(elems, envelopeJSON("billing", "job", i, baseTime.Add(time.Duration(i)*time.Hour)))
+	}
+	e.ingestOK(e.operator, array(elems...))
+	for _, tc := range []struct {
+		query string
+		want  int
+	}{
+		{"older_than=90m", 2},
+		{"older_than=1h", 2}, // failed_at < now-1h: the one failed exactly 1h ago is not older
+		{"older_than=59m", 3},
+		{"older_than=1d", 0},
+		{"older_than=2h30m&queue=billing", 1},
+		{"older_than=1s", 3}, // the one failed just now is not
+	} {
+		if n := e.count(e.viewer, "&"+tc.query); n != tc.want {
+			t.Errorf("%s: %d, want %d", tc.query, n, tc.want)
+		}
+	}
+}

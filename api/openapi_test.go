@@ -48,16 +48,17 @@ func TestSpecMatchesRoutes(t *testing.T) {
 }
 
 // TestSpecOperationsAreDocumented checks what every operation of the spec
-// promises: an operationId, problem responses, and 401/403 on the
-// authenticated routes.
+// promises: an operationId, a success response (200, or 201 for a
+// creation), problem responses, and 401/403 on the authenticated routes.
 func TestSpecOperationsAreDocumented(t *testing.T) {
 	t.Parallel()
 	doc, _ := loadSpec(t)
 	id := regexp.MustCompile(`^[a-z][A-Za-z0-9]+$`)
 	for path, item := range doc.Paths.Map() {
 		for method, op := range item.Operations() {
-			if !id.MatchString(op.OperationID) || op.Responses.Default() == nil || op.Responses.Status(200) == nil {
-				t.Errorf("%s %s: operationId %q, default and 200 responses are required", method, path, op.OperationID)
+			success := op.Responses.Status(200) != nil || (method == http.MethodPost && op.Responses.Status(201) != nil)
+			if !id.MatchString(op.OperationID) || op.Responses.Default() == nil || !success {
+				t.Errorf("%s %s: operationId %q, default and 200 (or 201) responses are required", method, path, op.OperationID)
 			}
 			if strings.HasPrefix(path, "/api/") {
 				if op.Security != nil || op.Responses.Status(401) == nil || op.Responses.Status(403) == nil {

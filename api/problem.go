@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 
@@ -21,6 +22,9 @@ type Problem struct {
 	Detail    string `json:"detail"`
 	Field     string `json:"field,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
+	// Violations lists, for a payload that fails its job's JSON Schema,
+	// each violation with its JSON Pointer into the payload.
+	Violations []Violation `json:"violations,omitempty"`
 }
 
 // fail writes err as application/problem+json: the one error writer of the
@@ -39,18 +43,24 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="quarantine"`)
 	}
-	writeProblem(w, r, status, code, quarantine.ErrorMessage(err), quarantine.ErrorField(err))
+	var ve *violationsError
+	var violations []Violation
+	if errors.As(err, &ve) {
+		violations = ve.violations
+	}
+	writeProblem(w, r, status, code, quarantine.ErrorMessage(err), quarantine.ErrorField(err), violations...)
 }
 
 // writeProblem writes one problem; fail is the way in for errors.
-func writeProblem(w http.ResponseWriter, r *http.Request, status int, code, detail, field string) {
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, code, detail, field string, violations ...Violation) {
 	p := Problem{
-		Type:      ProblemTypePrefix + code,
-		Title:     http.StatusText(status),
-		Status:    status,
-		Detail:    detail,
-		Field:     field,
-		RequestID: requestIDFrom(r.Context()),
+		Type:       ProblemTypePrefix + code,
+		Title:      http.StatusText(status),
+		Status:     status,
+		Detail:     detail,
+		Field:      field,
+		RequestID:  requestIDFrom(r.Context()),
+		Violations: violations,
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -75,6 +85,13 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
 	writeProblem(w, r, http.StatusMethodNotAllowed, "method_not_allowed", "method "+clip(r.Method)+" is not allowed here", "")
+}
+
+// preconditionRequired answers 428: a write that needs If-Match came
+// without it. No domain code maps to 428, so it is written here.
+func preconditionRequired(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, r, http.StatusPreconditionRequired, "precondition_required",
+		`If-Match is required: send the message's ETag, the quoted payload_sha256 you read, like If-Match: "9f86d0…"`, "If-Match")
 }
 
 // writeJSON writes v as a JSON response.

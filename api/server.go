@@ -38,6 +38,13 @@ type Config struct {
 	// Registry receives the API's metrics and is served on /metrics. Nil
 	// gives a new registry with the Go and process collectors.
 	Registry *prometheus.Registry
+	// RedactPointers are JSON Pointers (RFC 6901) into payloads whose
+	// values viewers see as "<redacted>"; operators and admins see them.
+	// Each must pass ValidatePointer (New panics otherwise: a wiring bug).
+	RedactPointers []string
+	// Schemas holds the JSON Schema of each job name (see CompileSchema):
+	// an edited payload of that job must validate against it.
+	Schemas map[string]*Schema
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -70,6 +77,11 @@ func New(cfg Config) *Server {
 	if cfg.Preparer == nil {
 		cfg.Preparer = &collect.Preparer{Owners: cfg.Owners}
 	}
+	for _, p := range cfg.RedactPointers {
+		if err := ValidatePointer(p); err != nil {
+			panic("api: Config.RedactPointers: " + err.Error())
+		}
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -95,11 +107,26 @@ func (s *Server) routes() *chi.Mux {
 
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)
+		read, operate := r.With(s.require(ruleRead)), r.With(s.require(ruleOperate))
+		audit, admin := r.With(s.require(ruleAudit)), r.With(s.require(ruleAdmin))
+
 		r.With(s.require(ruleIngest)).Post("/api/v1/ingest", s.ingest)
-		r.With(s.require(ruleRead)).Get("/api/v1/messages", s.listMessages)
-		r.With(s.require(ruleRead)).Get("/api/v1/messages/{id}", s.getMessage)
-		r.With(s.require(ruleAudit)).Get("/api/v1/audit", s.listAudit)
-		r.With(s.require(ruleAudit)).Get("/api/v1/audit/verify", s.verifyAudit)
+		read.Get("/api/v1/messages", s.listMessages)
+		read.Post("/api/v1/messages/sample", s.sampleMessages)
+		operate.Post("/api/v1/messages/discard", s.discardMessages)
+		read.Get("/api/v1/messages/{id}", s.getMessage)
+		read.Get("/api/v1/messages/{id}/versions", s.listVersions)
+		read.Get("/api/v1/messages/{id}/versions/{version}", s.getVersion)
+		operate.Put("/api/v1/messages/{id}/payload", s.editPayload)
+		operate.Post("/api/v1/messages/{id}/discard", s.discardMessage)
+		read.Get("/api/v1/groups", s.listGroups)
+		read.Get("/api/v1/queues", s.listQueues)
+		audit.Get("/api/v1/audit", s.listAudit)
+		audit.Get("/api/v1/audit/export", s.exportAudit)
+		audit.Get("/api/v1/audit/verify", s.verifyAudit)
+		admin.Get("/api/v1/tokens", s.listTokens)
+		admin.Post("/api/v1/tokens", s.createToken)
+		admin.Delete("/api/v1/tokens/{id}", s.revokeToken)
 	})
 	return r
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,6 +25,8 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/pgtest"
 	"github.com/quarantine-dev/quarantine/store"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
@@ -50,6 +55,7 @@ func loadSpec(t *testing.T) (*openapi3.T, routers.Router) {
 			return
 		}
 		specRouter, specErr = legacy.NewRouter(specDoc)
+		openapi3filter.RegisterBodyDecoder("application/x-ndjson", ndjsonDecoder)
 	})
 	if specErr != nil {
 		t.Fatalf("openapi.yaml: %v", specErr)
@@ -72,6 +78,14 @@ type envOpt func(*api.Config)
 func withMaxBody(n int64) envOpt     { return func(c *api.Config) { c.MaxBodyBytes = n } }
 func withMaxPayload(n int) envOpt    { return func(c *api.Config) { c.MaxPayloadBytes = n } }
 func withStore(s store.Store) envOpt { return func(c *api.Config) { c.Store = s } }
+func withRedact(pointers ...string) envOpt {
+	return func(c *api.Config) { c.RedactPointers = pointers }
+}
+func withPreparer(p *collect.Preparer) envOpt { return func(c *api.Config) { c.Preparer = p } }
+func withSchemas(m map[string]*api.Schema) envOpt {
+	return func(c *api.Config) { c.Schemas = m }
+}
+func withNow(now func() time.Time) envOpt { return func(c *api.Config) { c.Now = now } }
 
 // owners gives queues payments.* and billing to team payments, orders.* to
 // team orders.
@@ -80,10 +94,21 @@ var owners = []quarantine.OwnerRule{
 	{Team: "orders", Queues: []string{"orders.*"}},
 }
 
+// envStore names the store the API tests run on: the embedded SQLite by
+// default, PostgreSQL (a fresh schema per test) with
+// QUARANTINE_API_TEST_STORE=postgres.
+const envStore = "QUARANTINE_API_TEST_STORE"
+
 func newEnv(t *testing.T, opts ...envOpt) *env {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "q.db"))
+	var st store.Store
+	var err error
+	if os.Getenv(envStore) == "postgres" {
+		st, err = store.Open(ctx, pgtest.URL(t))
+	} else {
+		st, err = sqlite.Open(ctx, filepath.Join(t.TempDir(), "q.db"))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,6 +236,76 @@ func checkResponse(t *testing.T, req *http.Request, r *resp) {
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 		t.Fatalf("%s %s → %d does not match openapi.yaml: %v\n%s", req.Method, req.URL.String(), r.status, err, clipBody(r.body))
 	}
+}
+
+// ndjsonDecoder checks a JSON Lines body: every line must be an
+// AuditEvent of the spec. The body is then validated as the string the
+// spec declares.
+func ndjsonDecoder(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		return nil, errors.New("JSON Lines body does not end with a newline")
+	}
+	schema := specDoc.Components.Schemas["AuditEvent"].Value
+	for i, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+		if len(b) == 0 {
+			break
+		}
+		var v any
+		if err := json.Unmarshal(line, &v); err != nil {
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		if err := schema.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
+			return nil, fmt.Errorf("line %d is not an AuditEvent: %w", i+1, err)
+		}
+	}
+	return string(b), nil
+}
+
+// send marshals v as the JSON body of a request (raw bytes stay as they are).
+func (e *env) json(method, target, secret string, v any, header ...string) *resp {
+	e.t.Helper()
+	b, ok := v.([]byte)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return e.do(method, target, secret, b, header...)
+}
+
+// status fails the test unless r has the status, and returns r.
+func (r *resp) want(t *testing.T, status int) *resp {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("%s %s: status %d, want %d: %s", r.req.Method, r.req.URL.Path, r.status, status, clipBody(r.body))
+	}
+	return r
+}
+
+// ingestOne stores one message of queue with the JSON payload and
+// returns its id.
+func (e *env) ingestOne(queue, job string, payload string) string {
+	e.t.Helper()
+	env := []byte(`{"envelope":"quarantine.failure/v1","job":{"name":` + strconv.Quote(job) + `,"queue":` + strconv.Quote(queue) +
+		`,"idempotency_key":"k-` + quarantine.NewID(time.Now()) + `","payload":` + payload + `},"failure":{"class":"permanent","reason":"bad"}}`)
+	return e.ingestOK(e.admin, env).Items[0].ID
+}
+
+// deniedTo returns the access.denied events whose actor is token:name.
+func (e *env) deniedTo(name string) []auditEvent {
+	e.t.Helper()
+	r := e.get("/api/v1/audit?action=access.denied&limit=1000&actor=token:"+name, e.admin)
+	if r.status != http.StatusOK {
+		e.t.Fatalf("audit: %d %s", r.status, r.body)
+	}
+	var page struct{ Items []auditEvent }
+	r.decode(e.t, &page)
+	return page.Items
 }
 
 func clipBody(b []byte) string {

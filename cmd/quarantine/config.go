@@ -6,13 +6,17 @@ import (
 	"net"
 	"os"
 	"path"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/goccy/go-yaml"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/store"
 )
@@ -30,6 +34,10 @@ const (
 	DefaultMaxBodyBytes    = 10 << 20 // 10 MiB
 	DefaultMaxPayloadBytes = 1 << 20  // 1 MiB
 	maxBodyBytesCeiling    = 1 << 30  // 1 GiB: anything above is a typo
+
+	DefaultRetention      = 720 * time.Hour // 30 days, for replayed and discarded payloads
+	DefaultRetentionEvery = time.Hour
+	minRetentionEvery     = time.Second
 )
 
 // Config is the service's configuration, resolved from defaults, the YAML
@@ -45,6 +53,15 @@ type Config struct {
 	Idempotency []collect.IdempotencyRule
 	// RedactHeaders are replaced at ingest (default Authorization, Cookie).
 	RedactHeaders []string
+	// RedactPointers are JSON Pointers into payloads whose values viewers
+	// see as "<redacted>" on the API (config redact.json_pointers).
+	RedactPointers []string
+	// Schemas holds, by job name, the compiled JSON Schema an edited
+	// payload of that job must satisfy (config schemas: {job: file}).
+	Schemas map[string]*api.Schema
+	// Retention says when replayed and discarded messages lose their
+	// payloads.
+	Retention RetentionConfig
 	// Collectors drain the brokers' failure queues.
 	Collectors []CollectorConfig
 }
@@ -77,16 +94,21 @@ func DefaultConfig() Config {
 		Limits:   Limits{MaxBodyBytes: DefaultMaxBodyBytes, MaxPayloadBytes: DefaultMaxPayloadBytes},
 		Log:      LogConfig{Level: slog.LevelInfo, Format: "text"},
 
-		Idempotency:   []collect.IdempotencyRule{},
-		RedactHeaders: collect.DefaultRedactHeaders,
-		Collectors:    []CollectorConfig{},
+		Idempotency:    []collect.IdempotencyRule{},
+		RedactHeaders:  collect.DefaultRedactHeaders,
+		RedactPointers: []string{},
+		Schemas:        map[string]*api.Schema{},
+		Retention:      RetentionConfig{Replayed: DefaultRetention, Discarded: DefaultRetention, Every: DefaultRetentionEvery},
+		Collectors:     []CollectorConfig{},
 	}
 }
 
 // LoadConfig resolves the configuration from the defaults, the YAML file
 // at path (or at $QUARANTINE_CONFIG when path is empty; no file at all is
 // fine), then QUARANTINE_DATABASE_URL and QUARANTINE_LISTEN read through
-// env. It does no other I/O than reading the file. Errors are EINVALID,
+// env. It does no other I/O than reading the file and the JSON Schema
+// files it names (compiled here, so that a bad one stops the start).
+// Errors are EINVALID,
 // name the key (Field) and say where it was set: "FILE:LINE: key: problem"
 // for the file, the variable's name for the environment.
 func LoadConfig(path string, env func(string) string) (Config, error) {
@@ -146,11 +168,20 @@ type fileConfig struct {
 
 	Idempotency []collect.IdempotencyRule `yaml:"idempotency"`
 	Redact      fileRedact                `yaml:"redact"`
+	Schemas     map[string]string         `yaml:"schemas"`
+	Retention   fileRetention             `yaml:"retention"`
 	Collectors  []map[string]any          `yaml:"collectors"`
 }
 
 type fileRedact struct {
-	Headers *[]string `yaml:"headers"`
+	Headers      *[]string `yaml:"headers"`
+	JSONPointers *[]string `yaml:"json_pointers"`
+}
+
+type fileRetention struct {
+	Replayed  any `yaml:"replayed"`
+	Discarded any `yaml:"discarded"`
+	Every     any `yaml:"every"`
 }
 
 type fileOwner struct {
@@ -221,6 +252,15 @@ func (s *configSource) decode(file string, data []byte, c *Config) error {
 	if f.Redact.Headers != nil {
 		c.RedactHeaders = *f.Redact.Headers
 	}
+	if f.Redact.JSONPointers != nil {
+		c.RedactPointers = *f.Redact.JSONPointers
+	}
+	if err := s.decodeRetention(f.Retention, &c.Retention); err != nil {
+		return err
+	}
+	if err := s.compileSchemas(f.Schemas, filepath.Dir(file), c); err != nil {
+		return err
+	}
 	collectors, err := s.decodeCollectors(f.Collectors)
 	if err != nil {
 		return err
@@ -280,6 +320,14 @@ func (c *Config) validate(src *configSource) error {
 			return src.errorf(fmt.Sprintf("redact.headers[%d]", i), "%q is not a header name", h)
 		}
 	}
+	for i, p := range c.RedactPointers {
+		if err := api.ValidatePointer(p); err != nil {
+			return src.errorf(fmt.Sprintf("redact.json_pointers[%d]", i), "%s", quarantine.ErrorMessage(err))
+		}
+	}
+	if c.Retention.Every < minRetentionEvery {
+		return src.errorf("retention.every", "%s is too often: at least 1s", c.Retention.Every)
+	}
 	switch c.Log.Format {
 	case "text", "json":
 	default:
@@ -301,4 +349,34 @@ func checkListen(s string) string {
 		return fmt.Sprintf("%q: %q is not a host name or address", s, host)
 	}
 	return ""
+}
+
+// compileSchemas compiles each job's JSON Schema file (a relative path is
+// relative to the config file's directory) into c.Schemas, in job order,
+// so that the first bad one is reported the same way every time.
+func (s *configSource) compileSchemas(files map[string]string, dir string, c *Config) error {
+	jobs := make([]string, 0, len(files))
+	for j := range files {
+		jobs = append(jobs, j)
+	}
+	sort.Strings(jobs)
+	for _, job := range jobs {
+		key := "schemas." + job
+		if strings.TrimSpace(job) == "" {
+			return s.errorf("schemas", "a schema needs a job name")
+		}
+		p := files[job]
+		if strings.TrimSpace(p) == "" {
+			return s.errorf(key, "give the path of a JSON Schema file")
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		sch, err := api.CompileSchema(p)
+		if err != nil {
+			return s.errorf(key, "not a usable JSON Schema: %s", err)
+		}
+		c.Schemas[job] = sch
+	}
+	return nil
 }

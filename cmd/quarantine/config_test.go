@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -55,9 +56,14 @@ func TestLoadConfig_Example(t *testing.T) {
 	if !reflect.DeepEqual(c.Owners, want) {
 		t.Fatalf("owners = %+v, want %+v", c.Owners, want)
 	}
-	// The example documents the defaults: apart from owners, it is them.
+	if len(c.Idempotency) != 2 || c.Idempotency[1].JSONPointer != "/order_id" || c.Idempotency[1].Prefix != "order:" {
+		t.Fatalf("idempotency = %+v", c.Idempotency)
+	}
+	// The example documents the defaults: apart from its example owners
+	// and idempotency rules, it is them.
 	d := DefaultConfig()
 	c.Owners, d.Owners = nil, nil
+	c.Idempotency, d.Idempotency = nil, nil
 	if !reflect.DeepEqual(c, d) {
 		t.Fatalf("the example's values %+v differ from the defaults %+v", c, d)
 	}
@@ -109,8 +115,21 @@ func TestLoadConfig_Errors(t *testing.T) {
 		{"idempotency without source", "idempotency:\n  - queues: [orders]\n", "idempotency[0].header", 0, "exactly one of header and json_pointer"},
 		{"idempotency bad pointer", "idempotency:\n  - queues: [orders]\n    json_pointer: order_id\n", "idempotency[0].json_pointer", 0, "not a JSON Pointer"},
 		{"redact bad header", "redact:\n  headers: [\"a b\"]\n", "redact.headers[0]", 0, "not a header name"},
-		{"redact unknown key", "redact:\n  json_pointers: [/card]\n", "redact.json_pointers", 2, `unknown key "json_pointers"`},
-		{"future key retention", "retention: {replayed: 720h}\n", "retention", 1, `unknown key "retention"`},
+		{"redact unknown key", "redact:\n  pointers: [/card]\n", "redact.pointers", 2, `unknown key "pointers"`},
+		{"unknown top key", "frobnicate: {a: 1}\n", "frobnicate", 1, `unknown key "frobnicate"`},
+		{"redact bad pointer", "redact:\n  json_pointers: [/ok, card]\n", "redact.json_pointers[1]", 0, "not a JSON Pointer"},
+		{"redact pointer escape", "redact:\n  json_pointers: [\"/a~2\"]\n", "redact.json_pointers[0]", 0, "not a JSON Pointer"},
+		{"redact pointers not a list", "redact:\n  json_pointers: /card\n", "redact.json_pointers", 2, "expected a list"},
+		{"retention unknown key", "retention:\n  refailed: 1h\n", "retention.refailed", 2, `unknown key "refailed"`},
+		{"retention word", "retention:\n  replayed: month\n", "retention.replayed", 2, `"month" is not a duration`},
+		{"retention negative", "retention:\n  discarded: -1h\n", "retention.discarded", 2, "not a duration"},
+		{"retention no unit", "retention:\n  discarded: 30\n", "retention.discarded", 2, "has no unit"},
+		{"retention a list", "retention:\n  replayed: [1h]\n", "retention.replayed", 2, "expected a duration"},
+		{"retention every zero", "retention:\n  every: 0\n", "retention.every", 2, "not a duration"},
+		{"retention every too often", "retention:\n  every: 10ms\n", "retention.every", 2, "too often"},
+		{"schemas not a mapping", "schemas: [a]\n", "schemas", 1, "expected a mapping"},
+		{"schema missing file", "schemas:\n  charge: nope.json\n", "schemas.charge", 2, "not a usable JSON Schema"},
+		{"schema empty path", "schemas:\n  charge: \"\"\n", "schemas.charge", 2, "path of a JSON Schema"},
 		{"unknown nested key", "limits:\n  max_body: 5\n", "limits.max_body", 2, `unknown key "max_body" in limits`},
 		{"unknown owner key", "owners:\n  - team: a\n    queue: [x]\n", "owners[0].queue", 3, `unknown key "queue"`},
 		{"bad glob", "owners:\n  - team: a\n    queues: [ok]\n  - team: b\n    queues: [\"[\", x]\n", "owners[1].queues[0]", 5, `bad glob pattern "["`},
@@ -163,6 +182,54 @@ func TestLoadConfig_Errors(t *testing.T) {
 				t.Fatalf("message %q leaks the password", msg)
 			}
 		})
+	}
+}
+
+func TestLoadConfig_OperationsKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "charge.json"), []byte(`{"type":"object","required":["amount"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "quarantine.yaml")
+	if err := os.WriteFile(p, []byte(`
+redact:
+  json_pointers: [/card/number, "/a~1b"]
+schemas:
+  charge_card: charge.json
+retention: {replayed: 30d, discarded: 0, every: 90s}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(p, envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c.RedactPointers, []string{"/card/number", "/a~1b"}) || !reflect.DeepEqual(c.RedactHeaders, DefaultConfig().RedactHeaders) {
+		t.Fatalf("redact: %v %v", c.RedactPointers, c.RedactHeaders)
+	}
+	if c.Retention != (RetentionConfig{Replayed: 30 * 24 * time.Hour, Discarded: 0, Every: 90 * time.Second}) {
+		t.Fatalf("retention: %+v", c.Retention)
+	}
+	sch := c.Schemas["charge_card"]
+	if len(c.Schemas) != 1 || sch == nil || sch.Path() != filepath.Join(dir, "charge.json") {
+		t.Fatalf("schemas: %v", c.Schemas)
+	}
+	if v, err := sch.Validate([]byte(`{}`)); err != nil || len(v) != 1 {
+		t.Fatalf("the compiled schema does not apply: %v %v", v, err)
+	}
+
+	// A file that is no JSON Schema names the key and the file.
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"type": 5}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("schemas:\n  refund: "+bad+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = LoadConfig(p, envOf(nil))
+	if quarantine.ErrorField(err) != "schemas.refund" || !strings.Contains(describe(err), "bad.json") || !strings.HasPrefix(describe(err), p+":2:") {
+		t.Fatalf("bad schema: %v", err)
 	}
 }
 
@@ -264,5 +331,35 @@ func TestParseSize(t *testing.T) {
 		if (problem == "") != tc.ok || got != tc.want {
 			t.Errorf("parseSize(%#v) = %d, %q; want %d ok=%v", tc.in, got, problem, tc.want, tc.ok)
 		}
+	}
+}
+
+// The example's collectors are commented out (they need brokers); the
+// commented block must still be a valid configuration.
+func TestLoadConfig_ExampleCollectors(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../quarantine.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	i, j := strings.Index(s, "# collectors:"), strings.Index(s, "\ncollectors: []")
+	if i < 0 || j < i {
+		t.Fatal("the example has no commented collectors block")
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(s[i:j], "\n") {
+		b.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "# "), "#") + "\n")
+	}
+	c, err := LoadConfig(writeConfig(t, b.String()), envOf(nil))
+	if err != nil {
+		t.Fatalf("the commented collectors do not load: %v\n%s", err, b.String())
+	}
+	kinds := map[string]int{}
+	for _, cc := range c.Collectors {
+		kinds[cc.Kind]++
+	}
+	if len(c.Collectors) != 4 || kinds["rabbitmq"] != 1 || kinds["sqs"] != 1 || kinds["nats"] != 2 {
+		t.Fatalf("collectors %+v", c.Collectors)
 	}
 }

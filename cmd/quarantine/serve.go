@@ -55,7 +55,8 @@ func (m *Main) runServe(ctx context.Context) error {
 	// One registry for the API's and the collectors' metrics, on /metrics.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	prep := &collect.Preparer{Owners: m.Config.Owners, Idempotency: m.Config.Idempotency, RedactHeaders: m.Config.RedactHeaders}
+	prep := &collect.Preparer{Owners: m.Config.Owners, Idempotency: m.Config.Idempotency,
+		RedactHeaders: m.Config.RedactHeaders, MaxPayloadBytes: m.Config.Limits.MaxPayloadBytes}
 	if err := m.startCollectors(prep, collect.NewMetrics(reg)); err != nil {
 		return err
 	}
@@ -69,7 +70,13 @@ func (m *Main) runServe(ctx context.Context) error {
 		MaxPayloadBytes: m.Config.Limits.MaxPayloadBytes,
 		Logger:          m.logger,
 		Now:             time.Now,
+		RedactPointers:  m.Config.RedactPointers,
+		Schemas:         m.Config.Schemas,
 	}).Handler()
+	m.retention = newRetention(m.store, m.Config.Retention, m.logger, reg)
+	if m.retention.enabled() {
+		m.retention.start()
+	}
 	m.server = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -189,10 +196,12 @@ func (m *Main) Close() error {
 		} else if m.ln != nil {
 			errs = append(errs, m.ln.Close())
 		}
-		// Collectors finish their batch in flight while the store is open.
+		// Collectors and the retention purge finish their batch in flight
+		// while the store is open.
 		if err := m.collectors.stop(); err != nil {
 			errs = append(errs, err)
 		}
+		m.retention.stop()
 		if m.store != nil {
 			errs = append(errs, m.store.Close())
 		}
