@@ -29,7 +29,7 @@ const EnvBinary = "QUARANTINE_TEST_BINARY"
 
 // quarantineBinary builds cmd/quarantine once per test run (or returns
 // $QUARANTINE_TEST_BINARY).
-func quarantineBinary(t *testing.T) string {
+func quarantineBinary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv(EnvBinary); p != "" {
 		return p
@@ -58,7 +58,7 @@ type collectorProcess struct {
 	done   chan error
 }
 
-func startProcess(t *testing.T, bin, config string) *collectorProcess {
+func startProcess(t testing.TB, bin, config string) *collectorProcess {
 	t.Helper()
 	p := &collectorProcess{stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, "serve", "--config", config)
