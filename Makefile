@@ -45,9 +45,11 @@ lint: ## gofmt (must list nothing) and go vet
 fmt: ## format the Go sources
 	gofmt -w $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*')
 
-bench: services ## run the benchmarks (QUARANTINE_BENCH_ROWS: rows seeded for list, default 1M on PostgreSQL)
-	$(GO) test -run '^$$' -bench 'Insert100k|List|Explain' -benchtime=1x -timeout 60m -v ./store/... | grep -v '^=== RUN'
-	$(GO) test -run '^$$' -bench 'InsertBatch' -benchmem ./store/...
+bench: services ## run the benchmarks: stores, collectors vs bare broker drains, peak RSS (see README)
+	$(GO) test -run '^$$' -bench 'Fingerprint' -benchmem .
+	$(GO) test -run '^$$' -bench 'Insert100k|List|Operations|Explain' -benchtime=1x -timeout 90m -v ./store/... | grep -v '^=== RUN'
+	$(GO) test -run '^$$' -bench 'CollectorVsBareDrain|PeakRSS' -benchtime=1x -timeout 60m ./broker/rabbitmq/
+	$(GO) test -run '^$$' -bench 'Drain' -benchtime=1x -timeout 30m ./broker/nats/ ./broker/sqs/
 
 clean: ## remove build outputs and the embedded default database
 	rm -rf bin quarantine-data
