@@ -47,7 +47,7 @@ fmt: ## format the Go sources
 
 bench: services ## run the benchmarks: stores, collectors vs bare broker drains, peak RSS (see README)
 	$(GO) test -run '^$$' -bench 'Fingerprint' -benchmem .
-	$(GO) test -run '^$$' -bench 'Insert100k|List|Operations|Explain' -benchtime=1x -timeout 90m -v ./store/... | grep -v '^=== RUN'
+	$(GO) test -run '^$$' -bench 'Insert100k|List|Operations|Explain' -benchtime=1x -timeout 90m -v ./store/...
 	$(GO) test -run '^$$' -bench 'CollectorVsBareDrain|PeakRSS' -benchtime=1x -timeout 60m ./broker/rabbitmq/
 	$(GO) test -run '^$$' -bench 'Drain' -benchtime=1x -timeout 30m ./broker/nats/ ./broker/sqs/
 
