@@ -241,14 +241,10 @@ func (s *Store) sampleStratified(ctx context.Context, tx pgx.Tx, f *quarantine.F
 		return messagesByID(ctx, tx, sampling.Stratify(members, size, seed))
 	}
 	alloc := sampling.Allocate(groups, size, seed)
-	var small []string
+	small := sampling.SmallGroups(groups, alloc, s.smallGroup, s.exact)
 	want := map[string]int{} // groups sampled by arcs, and how many each
 	for _, g := range groups {
-		switch k := alloc[g.Key]; {
-		case k == 0:
-		case g.Size <= int64(s.smallGroup):
-			small = append(small, g.Key)
-		default:
+		if k := alloc[g.Key]; k > 0 && !slices.Contains(small, g.Key) {
 			want[g.Key] = k
 		}
 	}

@@ -14,11 +14,14 @@
 // literal substring match over the reason and the current payload when it
 // is text; it scans in list order and stops at the page size.
 //
-// Groups and QueueStats group the matching messages on every call (the
-// embedded store is meant for thousands to a few hundred thousand
-// messages; the PostgreSQL store keeps counters instead). Sample works as
-// in the PostgreSQL store: exact for small sets, an arc of a random rank
-// column for large ones (see store/internal/sampling). The retention purge
-// leaves an empty blob where the payload was (the schema keeps exactly one
-// of the two payload columns set).
+// Counters: failure_groups (fingerprint, queue, owner, status -> count,
+// first and last failed_at, latest failure) is folded in by InsertBatch
+// and kept by a trigger on status changes (migration 0003), so Groups,
+// CountByQueue, QueueStats and stratified samples read a few rows per
+// group when the filter allows, and group the matching messages
+// otherwise. Sample works as in the PostgreSQL store: exact for small
+// sets, an arc of a random rank column for large ones (see
+// store/internal/sampling). The retention purge leaves an empty blob where
+// the payload was (the schema keeps exactly one of the two payload columns
+// set).
 package sqlite

@@ -107,8 +107,15 @@ func (s *Store) ListMessages(ctx context.Context, f quarantine.Filter) (quaranti
 	return page, nil
 }
 
-// countQuery returns the SQL and arguments of CountByQueue.
+// countQuery returns the SQL and arguments of CountByQueue: sums of the
+// buckets of failure_groups when they answer f, a count of the matching
+// messages otherwise.
 func countQuery(f quarantine.Filter) (string, []any) {
+	if groupable(f) {
+		w, args := groupsWhere(f)
+		return `SELECT g.queue, g.status, sum(g.n) FROM failure_groups g` + w +
+			` GROUP BY g.queue, g.status ORDER BY g.queue, g.status`, args
+	}
 	w, args := where(f, false)
 	return `SELECT m.queue, m.status, count(*) FROM messages m` + w +
 		` GROUP BY m.queue, m.status ORDER BY m.queue, m.status`, args

@@ -34,8 +34,11 @@ const collectorActor = "collector"
 
 // InsertBatch stores msgs in one transaction; see store.Store. A new
 // message whose idempotency key is that of a replayed message re-failed
-// from it: the most recently failed such message becomes refailed and
-// the new one records it in RefailOf, in the same transaction. Errors:
+// from it: as if the batch were stored one message at a time, the first
+// new message of a key links to the most recently failed replayed message
+// of that key, the second to the next one, and so on; each linked message
+// becomes refailed and the new one records it in RefailOf, in the same
+// transaction. Errors:
 // ECONFLICT when a message's ID is already taken by another message,
 // EUNAVAILABLE when the database is busy or gone or ctx ends.
 func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error) {
@@ -54,6 +57,11 @@ func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]
 			return err
 		}
 		defer ver.Close()
+		replayed, err := lockReplayed(ctx, tx, msgs)
+		if err != nil {
+			return err
+		}
+		var fresh []int
 		for i, m := range msgs {
 			if m == nil {
 				return quarantine.Errorf(quarantine.EINVALID, "message %d of the batch is missing", i)
@@ -63,17 +71,18 @@ func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]
 				return err
 			}
 			out[i] = r
-			if r.New && m.IdempotencyKey != "" {
-				old, err := refail(ctx, tx, m, now)
-				if err != nil {
+			if r.New {
+				fresh = append(fresh, i)
+			}
+			if rs := replayed[m.IdempotencyKey]; r.New && len(rs) > 0 {
+				replayed[m.IdempotencyKey] = rs[1:]
+				if err := refail(ctx, tx, m, rs[0], now); err != nil {
 					return err
 				}
-				if old != "" {
-					links[i] = old
-				}
+				links[i] = rs[0]
 			}
 		}
-		return nil
+		return foldGroups(ctx, tx, msgs, fresh)
 	})
 	if err != nil {
 		return nil, err
@@ -84,24 +93,47 @@ func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]
 	return out, nil
 }
 
-// refail links the new message m to the most recently failed replayed
-// message with its idempotency key, if any, and marks that one refailed.
-// It returns the linked ID, or "".
-func refail(ctx context.Context, tx *sql.Tx, m *quarantine.Message, now time.Time) (string, error) {
-	var old string
-	err := tx.QueryRowContext(ctx, `SELECT id FROM messages WHERE idempotency_key = ? AND status = 'replayed'
-		ORDER BY failed_at DESC, id DESC LIMIT 1`, m.IdempotencyKey).Scan(&old)
-	if err == sql.ErrNoRows {
-		return "", nil
+// lockReplayed returns, per non-empty idempotency key of msgs, the IDs of
+// the replayed messages holding it, most recently failed first (the write
+// transaction holds the database's one write lock).
+func lockReplayed(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message) (map[string][]string, error) {
+	seen := map[string]bool{}
+	var keys []string
+	for _, m := range msgs {
+		if m != nil && m.IdempotencyKey != "" && !seen[m.IdempotencyKey] {
+			seen[m.IdempotencyKey] = true
+			keys = append(keys, quarantine.SanitizeText(m.IdempotencyKey))
+		}
 	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT m.idempotency_key, m.id FROM messages m
+		WHERE m.idempotency_key IN (SELECT value FROM json_each(?)) AND m.status = 'replayed'
+		ORDER BY m.idempotency_key, m.failed_at DESC, m.id DESC`, jsonArray(keys))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var key, id string
+		if err := rows.Scan(&key, &id); err != nil {
+			return nil, err
+		}
+		out[key] = append(out[key], id)
+	}
+	return out, rows.Err()
+}
+
+// refail records that the new message m re-failed from the replayed
+// message old, which becomes refailed.
+func refail(ctx context.Context, tx *sql.Tx, m *quarantine.Message, old string, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'refailed', updated_at = ? WHERE id = ?`, micros(now), old); err != nil {
-		return "", err
+		return err
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE messages SET refail_of = ? WHERE id = ?`, old, m.ID)
-	return old, err
+	_, err := tx.ExecContext(ctx, `UPDATE messages SET refail_of = ? WHERE id = ?`, old, m.ID)
+	return err
 }
 
 func insertOne(ctx context.Context, tx *sql.Tx, ins, ver *sql.Stmt, m *quarantine.Message, now time.Time) (quarantine.InsertResult, error) {

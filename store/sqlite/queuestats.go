@@ -11,16 +11,109 @@ import (
 // QueueStats returns, per queue with messages matching f, the counts by
 // status (every status, zero included), the oldest quarantined message
 // and the inflow in (now-5m, now], (now-1h, now] and (now-24h, now] by
-// collected_at; see store.Store. Owner is left empty. One grouping of the
-// matching messages, in one snapshot. Errors: EINVALID naming the field,
+// collected_at; see store.Store. Owner is left empty. With no filter, or
+// one on queue and owner only, the counts come from failure_groups, the
+// oldest from one probe of messages_queue_status per queue and the inflow
+// from range counts of messages_inflow; any other filter groups the
+// matching messages. One snapshot. Errors: EINVALID naming the field,
 // EUNAVAILABLE.
 func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
 	f.After, f.Limit = nil, 0
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	var out []quarantine.QueueStats
+	err := s.read(ctx, "compute queue statistics", func(tx *sql.Tx) error {
+		var err error
+		if groupable(f) && len(f.Status) == 0 && len(f.JobName) == 0 && len(f.FailureClass) == 0 {
+			out, err = queueStatsKept(ctx, tx, f, now)
+		} else {
+			out, err = queueStatsScan(ctx, tx, f, now)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// inflowArgs are the bounds of the three inflow windows, each as (since,
+// now) pairs.
+func inflowArgs(now time.Time) []any {
 	n := micros(now)
-	inflow := []any{micros(now.Add(-5 * time.Minute)), n, micros(now.Add(-time.Hour)), n, micros(now.Add(-24 * time.Hour)), n}
+	return []any{micros(now.Add(-5 * time.Minute)), n, micros(now.Add(-time.Hour)), n, micros(now.Add(-24 * time.Hour)), n}
+}
+
+func newQueueStats(queue string) quarantine.QueueStats {
+	st := quarantine.QueueStats{Queue: queue, Counts: make(map[quarantine.Status]int64, len(quarantine.Statuses))}
+	for _, s := range quarantine.Statuses {
+		st.Counts[s] = 0
+	}
+	return st
+}
+
+// queueStatsKept reads the counts of failure_groups, then probes each
+// queue for its oldest quarantined message and its inflow.
+func queueStatsKept(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
+	q, args := countQuery(f)
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := []quarantine.QueueStats{}
+	for rows.Next() {
+		var queue, status string
+		var n int64
+		if err := rows.Scan(&queue, &status, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if len(out) == 0 || out[len(out)-1].Queue != queue {
+			out = append(out, newQueueStats(queue))
+		}
+		out[len(out)-1].Counts[quarantine.Status(status)] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	owner, ownerArgs := "", []any{}
+	if len(f.Owner) > 0 {
+		owner, ownerArgs = " AND m.owner IN (SELECT value FROM json_each(?))", []any{jsonArray(f.Owner)}
+	}
+	inflow := `SELECT count(*) FILTER (WHERE m.collected_at > ? AND m.collected_at <= ?),
+		count(*) FILTER (WHERE m.collected_at > ? AND m.collected_at <= ?),
+		count(*) FILTER (WHERE m.collected_at > ? AND m.collected_at <= ?)
+		FROM messages m WHERE m.queue = ? AND m.collected_at > ? AND m.collected_at <= ?` + owner
+	oldest := `SELECT m.id, m.failed_at FROM messages m WHERE m.queue = ? AND m.status = 'quarantined'` + owner +
+		` ORDER BY m.failed_at, m.id LIMIT 1`
+	for i := range out {
+		st := &out[i]
+		args := append(inflowArgs(now), st.Queue, micros(now.Add(-24*time.Hour)), micros(now))
+		if err := tx.QueryRowContext(ctx, inflow, append(args, ownerArgs...)...).Scan(&st.Inflow5m, &st.Inflow1h, &st.Inflow24h); err != nil {
+			return nil, err
+		}
+		if st.Counts[quarantine.StatusQuarantined] == 0 {
+			continue
+		}
+		var id string
+		var at int64
+		err := tx.QueryRowContext(ctx, oldest, append([]any{st.Queue}, ownerArgs...)...).Scan(&id, &at)
+		if err == sql.ErrNoRows {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		t := fromMicros(at)
+		st.OldestID, st.OldestQuarantinedAt = id, &t
+	}
+	return out, nil
+}
+
+// queueStatsScan groups the messages matching f by queue and status.
+func queueStatsScan(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
 	w, args := where(f, false)
 	q := `SELECT m.queue, m.status, count(*),
 		min(m.failed_at) FILTER (WHERE m.status = 'quarantined'),
@@ -29,42 +122,32 @@ func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Ti
 		count(*) FILTER (WHERE m.collected_at > ? AND m.collected_at <= ?),
 		count(*) FILTER (WHERE m.collected_at > ? AND m.collected_at <= ?)
 	FROM messages m` + w + ` GROUP BY m.queue, m.status ORDER BY m.queue, m.status`
-	out := []quarantine.QueueStats{}
-	err := s.read(ctx, "compute queue statistics", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, q, append(inflow, args...)...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var queue, status string
-			var count, in5, in1, in24 int64
-			var oldestAt sql.NullInt64
-			var oldestID sql.NullString
-			if err := rows.Scan(&queue, &status, &count, &oldestAt, &oldestID, &in5, &in1, &in24); err != nil {
-				return err
-			}
-			if len(out) == 0 || out[len(out)-1].Queue != queue {
-				st := quarantine.QueueStats{Queue: queue, Counts: make(map[quarantine.Status]int64, len(quarantine.Statuses))}
-				for _, s := range quarantine.Statuses {
-					st.Counts[s] = 0
-				}
-				out = append(out, st)
-			}
-			st := &out[len(out)-1]
-			st.Counts[quarantine.Status(status)] = count
-			if oldestAt.Valid && oldestID.Valid {
-				at := fromMicros(oldestAt.Int64)
-				st.OldestQuarantinedAt, st.OldestID = &at, oldestID.String
-			}
-			st.Inflow5m += in5
-			st.Inflow1h += in1
-			st.Inflow24h += in24
-		}
-		return rows.Err()
-	})
+	rows, err := tx.QueryContext(ctx, q, append(inflowArgs(now), args...)...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	defer rows.Close()
+	out := []quarantine.QueueStats{}
+	for rows.Next() {
+		var queue, status string
+		var count, in5, in1, in24 int64
+		var oldestAt sql.NullInt64
+		var oldestID sql.NullString
+		if err := rows.Scan(&queue, &status, &count, &oldestAt, &oldestID, &in5, &in1, &in24); err != nil {
+			return nil, err
+		}
+		if len(out) == 0 || out[len(out)-1].Queue != queue {
+			out = append(out, newQueueStats(queue))
+		}
+		st := &out[len(out)-1]
+		st.Counts[quarantine.Status(status)] = count
+		if oldestAt.Valid && oldestID.Valid {
+			at := fromMicros(oldestAt.Int64)
+			st.OldestQuarantinedAt, st.OldestID = &at, oldestID.String
+		}
+		st.Inflow5m += in5
+		st.Inflow1h += in1
+		st.Inflow24h += in24
+	}
+	return out, rows.Err()
 }

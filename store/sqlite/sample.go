@@ -16,8 +16,8 @@ import (
 // one by rank, reading the arc of messages_sample (sample_rank, id) after
 // the seed's offset; a stratified sample takes one arc per group (through
 // messages_fingerprint_sample for fingerprints), or reads the members of
-// groups of at most s.smallGroup messages. Group sizes come from grouping
-// the matching messages (the embedded store keeps no counters).
+// groups of at most s.smallGroup messages. Group sizes come from
+// failure_groups when it answers the filter.
 
 // and adds cond to the WHERE clause w made by where.
 func and(w, cond string) string {
@@ -182,8 +182,16 @@ func strataColumn(by string) string {
 
 func (s *Store) sampleStratified(ctx context.Context, tx *sql.Tx, f quarantine.Filter, by string, size int, seed int64) ([]*quarantine.Message, error) {
 	col := strataColumn(by)
-	w, args := where(f, false)
-	rows, err := tx.QueryContext(ctx, "SELECT m."+col+", count(*) FROM messages m"+w+" GROUP BY 1", args...)
+	var q string
+	var args []any
+	if groupable(f) {
+		w, a := groupsWhere(f)
+		q, args = "SELECT g."+col+", sum(g.n) FROM failure_groups g"+w+" GROUP BY 1", a
+	} else {
+		w, a := where(f, false)
+		q, args = "SELECT m."+col+", count(*) FROM messages m"+w+" GROUP BY 1", a
+	}
+	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -211,15 +219,10 @@ func (s *Store) sampleStratified(ctx context.Context, tx *sql.Tx, f quarantine.F
 	}
 	alloc := sampling.Allocate(groups, size, seed)
 	off := sampling.Offset(seed)
-	var small []string
+	small := sampling.SmallGroups(groups, alloc, s.smallGroup, s.exact)
 	var out []*quarantine.Message
 	for _, g := range groups {
-		k := alloc[g.Key]
-		switch {
-		case k == 0:
-		case g.Size <= int64(s.smallGroup):
-			small = append(small, g.Key)
-		default:
+		if k := alloc[g.Key]; k > 0 && !slices.Contains(small, g.Key) {
 			arc, err := readArc(ctx, tx, f, col, g.Key, off, k)
 			if err != nil {
 				return nil, err

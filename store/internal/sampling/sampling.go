@@ -76,6 +76,28 @@ func pick[T any](s []T, k int, r *rand.Rand) []T {
 	return s[:k]
 }
 
+// SmallGroups returns the keys of the groups given messages by alloc that
+// are sampled exactly, by reading their members: those of at most
+// smallGroup messages, smallest first, as long as the members read in all
+// stay within budget. The others are sampled by an arc of ranks.
+func SmallGroups(groups []Group, alloc map[string]int, smallGroup, budget int) []string {
+	gs := slices.Clone(groups)
+	slices.SortFunc(gs, func(a, b Group) int { return cmp.Or(cmp.Compare(a.Size, b.Size), cmp.Compare(a.Key, b.Key)) })
+	var out []string
+	var read int64
+	for _, g := range gs {
+		if alloc[g.Key] == 0 {
+			continue
+		}
+		if g.Size > int64(smallGroup) || read+g.Size > int64(budget) {
+			break
+		}
+		read += g.Size
+		out = append(out, g.Key)
+	}
+	return out
+}
+
 // Member is a message of a stratified set: its ID and its group key
 // (fingerprint or queue).
 type Member struct {

@@ -119,3 +119,14 @@ func TestStratifyEveryGroup(t *testing.T) {
 		}
 	}
 }
+
+func TestSmallGroupsKeepsToTheBudget(t *testing.T) {
+	t.Parallel()
+	groups := []Group{{"a", 5}, {"b", 3000}, {"c", 40}, {"d", 40}, {"e", 1}, {"f", 30}}
+	alloc := map[string]int{"a": 1, "b": 3, "c": 1, "d": 1, "f": 1} // e gets none
+	got := SmallGroups(groups, alloc, 100, 80)
+	// Smallest first: a (5), f (30), c (40) = 75; d would pass 80; b is large.
+	if want := []string{"a", "f", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("SmallGroups = %v, want %v", got, want)
+	}
+}
