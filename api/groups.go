@@ -23,6 +23,9 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := groupList{Items: []quarantine.Group{}}
+	if s.searchDenied(w, r, &f) {
+		return
+	}
 	if !scope(tokenFrom(r.Context()), &f) {
 		s.writeJSON(w, r, http.StatusOK, res)
 		return

@@ -51,6 +51,9 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page := messagePage{Items: []messageView{}}
+	if s.searchDenied(w, r, &f) {
+		return
+	}
 	if !scope(tokenFrom(r.Context()), &f) {
 		s.writeJSON(w, r, http.StatusOK, page)
 		return

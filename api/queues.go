@@ -31,6 +31,9 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := queueList{Items: []queueView{}}
+	if s.searchDenied(w, r, &f) {
+		return
+	}
 	if !scope(tokenFrom(r.Context()), &f) {
 		s.writeJSON(w, r, http.StatusOK, res)
 		return

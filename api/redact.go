@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -107,4 +108,18 @@ func maskAt(doc any, toks []string) bool {
 		}
 	}
 	return false
+}
+
+// searchDenied refuses a text search over payloads to a token that may
+// not see redacted values, while values are redacted: matching search
+// terms against the hidden values would reveal them one guess at a time.
+// The refusal is a 403, audited like every other; it reports whether it
+// answered.
+func (s *Server) searchDenied(w http.ResponseWriter, r *http.Request, f *quarantine.Filter) bool {
+	if f.Text == "" || len(s.cfg.RedactPointers) == 0 || canSeeRedacted(tokenFrom(r.Context())) {
+		return false
+	}
+	s.deny(w, r, map[string]any{"required_role": string(quarantine.RoleOperator), "reason": "text search over redacted payloads"},
+		"text search (q) is not available to viewers while payload fields are redacted (redact.json_pointers): it would reveal them")
+	return true
 }

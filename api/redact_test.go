@@ -87,3 +87,34 @@ func TestRedaction(t *testing.T) {
 		t.Fatalf("ETag %q", r.header.Get("ETag"))
 	}
 }
+
+// TestRedactionRefusesViewerSearch: while payload fields are redacted, a
+// viewer's text search could find the hidden values by guessing, so it is
+// refused (403, audited) on every route that takes q; operators search.
+func TestRedactionRefusesViewerSearch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withRedact("/card/number"))
+	e.ingestOne("billing", "charge", `{"card": {"number": "4111111111111111"}}`)
+	before := len(e.denials())
+	routes := []struct{ method, target, body string }{
+		{http.MethodGet, "/api/v1/messages?q=4111", ""},
+		{http.MethodGet, "/api/v1/groups?q=4111", ""},
+		{http.MethodGet, "/api/v1/queues?q=4111", ""},
+		{http.MethodPost, "/api/v1/messages/sample", `{"filter":{"q":"4111"},"size":5,"seed":1}`},
+	}
+	for _, rt := range routes {
+		var body []byte
+		if rt.body != "" {
+			body = []byte(rt.body)
+		}
+		e.do(rt.method, rt.target, e.viewer, body).want(t, http.StatusForbidden)
+		e.do(rt.method, rt.target, e.operator, body).want(t, http.StatusOK)
+	}
+	if got := len(e.denials()) - before; got != len(routes) {
+		t.Fatalf("%d denials audited, want %d", got, len(routes))
+	}
+	if n := e.count(e.operator, "&q=4111"); n != 1 {
+		t.Fatalf("operator search found %d", n)
+	}
+	e.get("/api/v1/messages", e.viewer).want(t, http.StatusOK)
+}

@@ -64,6 +64,9 @@ func (s *Server) sampleMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := sampleResult{Seed: req.Seed, Size: req.Size, StratifyBy: req.StratifyBy, Items: []messageView{}}
+	if s.searchDenied(w, r, &req.Filter) {
+		return
+	}
 	if !scope(tokenFrom(r.Context()), &req.Filter) {
 		s.writeJSON(w, r, http.StatusOK, res)
 		return
