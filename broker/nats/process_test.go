@@ -16,50 +16,15 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quarantine-dev/quarantine/internal/testbin"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// TestMain removes the binary that quarantineBinary built.
+// TestMain removes the binary that testbin.Path built.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binPath))
-	}
+	testbin.Remove()
 	os.Exit(code)
-}
-
-// quarantineBinary builds cmd/quarantine once per test run.
-func quarantineBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		root := filepath.Dir(strings.TrimSpace(string(out)))
-		dir, err := os.MkdirTemp("", "quarantine-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "quarantine")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/quarantine")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		skipOrFail(t, "cannot build the quarantine binary: %v", buildErr)
-	}
-	return binPath
 }
 
 // skipOrFail skips t, or fails it under CI=true, where the binary must
@@ -214,7 +179,7 @@ func TestSIGKILLCollectorProcess(t *testing.T) {
 		t.Skip("builds and kills the quarantine binary")
 	}
 	t.Parallel()
-	bin := quarantineBinary(t)
+	bin := testbin.Path(t)
 	srv := startEmbedded(t)
 	_, js := jsClient(t, srv.url())
 

@@ -9,47 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/quarantine-dev/quarantine/internal/testbin"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildOut  []byte
-)
-
-// EnvBinary names a prebuilt quarantine binary for the process tests.
-const EnvBinary = "QUARANTINE_TEST_BINARY"
-
-// quarantineBinary builds cmd/quarantine once per test run (or returns
-// $QUARANTINE_TEST_BINARY).
-func quarantineBinary(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv(EnvBinary); p != "" {
-		return p
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "quarantine-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "quarantine")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/quarantine")
-		cmd.Dir = filepath.Join("..", "..")
-		buildOut, buildErr = cmd.CombinedOutput()
-	})
-	if buildErr != nil {
-		t.Fatalf("go build ./cmd/quarantine: %v\n%s", buildErr, buildOut)
-	}
-	return binPath
-}
 
 // collectorProcess is one `quarantine serve` run.
 type collectorProcess struct {
@@ -96,7 +62,7 @@ func TestCollectorProcessSIGKILL(t *testing.T) {
 	dlq := b.failureQueue(nil)
 	published := numbered("kill", n, nil)
 	b.publish(dlq, published...)
-	bin := quarantineBinary(t)
+	bin := testbin.Path(t)
 
 	dir := t.TempDir()
 	db := filepath.Join(dir, "q.db")
@@ -176,4 +142,11 @@ collectors:
 	defer st.Close()
 	exactlyOnce(t, st, "killme", bodiesOf(published))
 	t.Logf("%d kills left committed but unacknowledged messages to redeliver", inWindow)
+}
+
+// TestMain removes the binary that testbin.Path built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
+	"github.com/quarantine-dev/quarantine/internal/testbin"
 	"github.com/quarantine-dev/quarantine/store/postgres"
 )
 
@@ -45,7 +46,7 @@ func BenchmarkPeakRSS(b *testing.B) {
 	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	bin := quarantineBinary(b)
+	bin := testbin.Path(b)
 	body := make([]byte, 1024)
 	for i := range body {
 		body[i] = 'a' + byte(i%26)

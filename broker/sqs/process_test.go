@@ -8,50 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/testbin"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
-
-// envBinary names a prebuilt quarantine binary to use instead of building
-// ./cmd/quarantine.
-const envBinary = "QUARANTINE_TEST_BINARY"
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// quarantineBinary builds ./cmd/quarantine once per test run (or takes
-// QUARANTINE_TEST_BINARY).
-func quarantineBinary(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv(envBinary); p != "" {
-		return p
-	}
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "quarantine-sqs-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "quarantine")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/quarantine")
-		cmd.Dir = filepath.Join("..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/quarantine: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
 
 // serveProcess is one `quarantine serve` run.
 type serveProcess struct {
@@ -113,7 +77,7 @@ func TestSIGKILLMidDrainLosesAndDuplicatesNothing(t *testing.T) {
 	e := newEnv(t)
 	_, url := e.queue("sigkill", map[string]string{"VisibilityTimeout": "2"})
 	ids := e.send(url, bodies(n, "sigkill"), nil)
-	bin := quarantineBinary(t)
+	bin := testbin.Path(t)
 
 	dir := t.TempDir()
 	dbPath := filepath.Join(dir, "q.db")
@@ -176,4 +140,11 @@ collectors:
 	msgs := allMessages(t, st, false)
 	exactlyOnce(t, msgs, ids, func(m *quarantine.Message) string { return m.MessageID })
 	t.Logf("%d kills mid-drain; %d messages stored once each", killedMidDrain, len(msgs))
+}
+
+// TestMain removes the binary that testbin.Path built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
 }
