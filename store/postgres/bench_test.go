@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"testing"
 
@@ -12,18 +11,7 @@ import (
 )
 
 // benchRows returns QUARANTINE_BENCH_ROWS (default 1,000,000).
-func benchRows(tb testing.TB) int {
-	tb.Helper()
-	v := os.Getenv("QUARANTINE_BENCH_ROWS")
-	if v == "" {
-		return 1_000_000
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1000 {
-		tb.Fatalf("QUARANTINE_BENCH_ROWS=%q: want a number of at least 1000", v)
-	}
-	return n
-}
+func benchRows(tb testing.TB) int { return storetest.EnvCount(tb, "QUARANTINE_BENCH_ROWS", 1_000_000) }
 
 // benchStore opens the persistent schema bench_<rows>, migrated and seeded
 // with rows messages (only the missing ones are inserted, so a machine
@@ -63,14 +51,7 @@ func BenchmarkList(b *testing.B) {
 // 1000 (QUARANTINE_BENCH_INSERTS overrides the count) into a fresh schema
 // and reports the rates and their ratio. Run with -benchtime=1x.
 func BenchmarkInsert100k(b *testing.B) {
-	n := 100_000
-	if v := os.Getenv("QUARANTINE_BENCH_INSERTS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1000 {
-			b.Fatalf("QUARANTINE_BENCH_INSERTS=%q: want a number of at least 1000", v)
-		}
-	}
-	storetest.BenchInsertRatio(b, openStore(b), n)
+	storetest.BenchInsertRatio(b, openStore(b), storetest.EnvCount(b, "QUARANTINE_BENCH_INSERTS", 100_000))
 }
 
 // BenchmarkOperations measures list, deep and filtered pages, sample(100),

@@ -2,7 +2,9 @@ package storetest
 
 import (
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -226,4 +228,18 @@ func BenchInsertRatio(b *testing.B, s store.Store, total int) {
 	if rates[1] > 0 {
 		b.ReportMetric(rates[1000]/rates[1], "b1000/b1")
 	}
+}
+
+// EnvCount returns the integer in the environment variable name, or def
+// when it is unset; a value that is not a number of at least 1000 fails tb.
+func EnvCount(tb testing.TB, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1000 {
+		tb.Fatalf("%s=%q: want a number of at least 1000", name, v)
+	}
+	return n
 }
