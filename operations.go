@@ -174,3 +174,56 @@ type QueueStats struct {
 type PurgeResult struct {
 	Purged []string `json:"purged"` // ids whose payloads were removed
 }
+
+// Selected is one message a bulk action selected, as the store found it
+// inside its transaction. Found is false for an ID that names no message.
+type Selected struct {
+	ID     string
+	Status Status
+	Found  bool
+}
+
+// Plan decides what d does to the selected messages: the result, and one
+// message.discard audit event per message that changes. With ExpectCount
+// set, a selection of another size is ECONFLICT and nothing changes.
+// Stores call it inside the transaction that locked the selection, then
+// apply the result and append the events.
+func (d *Discard) Plan(sel []Selected) (BulkResult, []*AuditEvent, error) {
+	res := BulkResult{Changed: []string{}, Skipped: []BulkSkipped{}}
+	for _, m := range sel {
+		if m.Found {
+			res.Matched++
+		}
+	}
+	if d.ExpectCount != nil && *d.ExpectCount != res.Matched {
+		return res, nil, FieldErrorf(ECONFLICT, "expect_count",
+			"the selection matches %d messages now, not the %d expected; nothing was discarded", res.Matched, *d.ExpectCount)
+	}
+	var events []*AuditEvent
+	for _, m := range sel {
+		if reason := m.skipReason(StatusDiscarded); reason != "" {
+			res.Skipped = append(res.Skipped, BulkSkipped{ID: m.ID, Reason: reason})
+			continue
+		}
+		res.Changed = append(res.Changed, m.ID)
+		ev := NewAuditEvent(d.Actor, ActionDiscard, m.ID, map[string]string{
+			"reason": d.Reason, "previous_status": string(m.Status),
+		})
+		events = append(events, &ev)
+	}
+	return res, events, nil
+}
+
+// skipReason says why m cannot become next, or "" when it can.
+func (m Selected) skipReason(next Status) string {
+	switch {
+	case !m.Found:
+		return "not found"
+	case m.Status == next:
+		return "already " + string(next)
+	}
+	if err := m.Status.Transition(next); err != nil {
+		return ErrorMessage(err)
+	}
+	return ""
+}

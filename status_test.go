@@ -104,3 +104,37 @@ func TestErrorStatus(t *testing.T) {
 type errSecret struct{}
 
 func (errSecret) Error() string { return "password=hunter2" }
+
+func TestDiscardPlan(t *testing.T) {
+	t.Parallel()
+	sel := []quarantine.Selected{
+		{ID: "a", Status: quarantine.StatusQuarantined, Found: true},
+		{ID: "b", Status: quarantine.StatusDiscarded, Found: true},
+		{ID: "c", Status: quarantine.StatusReplaying, Found: true},
+		{ID: "d"},
+	}
+	d := quarantine.Discard{Reason: "bad data", Actor: "token:ops"}
+	res, events, err := d.Plan(sel)
+	if err != nil || res.Matched != 3 || len(res.Changed) != 1 || res.Changed[0] != "a" || len(res.Skipped) != 3 {
+		t.Fatalf("plan: %+v %v", res, err)
+	}
+	reasons := map[string]string{}
+	for _, s := range res.Skipped {
+		reasons[s.ID] = s.Reason
+	}
+	if reasons["b"] != "already discarded" || reasons["d"] != "not found" || reasons["c"] == "" {
+		t.Fatalf("skip reasons %v", reasons)
+	}
+	if len(events) != 1 || events[0].Subject != "a" || events[0].Action != quarantine.ActionDiscard || events[0].Actor != "token:ops" {
+		t.Fatalf("events %+v", events)
+	}
+	three, two := 3, 2
+	d.ExpectCount = &three
+	if _, _, err := d.Plan(sel); err != nil {
+		t.Fatalf("matching count refused: %v", err)
+	}
+	d.ExpectCount = &two
+	if _, ev, err := d.Plan(sel); quarantine.ErrorCode(err) != quarantine.ECONFLICT || quarantine.ErrorField(err) != "expect_count" || ev != nil {
+		t.Fatalf("pinned count: %v %v", ev, err)
+	}
+}

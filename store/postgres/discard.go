@@ -27,9 +27,8 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 	}
 	var res quarantine.BulkResult
 	err := s.inTx(ctx, "discard messages", func(tx pgx.Tx) error {
-		var sel []selected
+		var sel []quarantine.Selected
 		var err error
-		res = quarantine.BulkResult{Changed: []string{}, Skipped: []quarantine.BulkSkipped{}}
 		if d.Filter != nil {
 			sel, err = lockFilter(ctx, tx, *d.Filter)
 		} else {
@@ -38,26 +37,9 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 		if err != nil {
 			return err
 		}
-		for _, m := range sel {
-			if m.found {
-				res.Matched++
-			}
-		}
-		if d.ExpectCount != nil && *d.ExpectCount != res.Matched {
-			return quarantine.FieldErrorf(quarantine.ECONFLICT, "expect_count",
-				"the selection matches %d messages now, not the %d expected; nothing was discarded", res.Matched, *d.ExpectCount)
-		}
 		var events []*quarantine.AuditEvent
-		for _, m := range sel {
-			if reason := skipReason(m, quarantine.StatusDiscarded); reason != "" {
-				res.Skipped = append(res.Skipped, quarantine.BulkSkipped{ID: m.id, Reason: reason})
-				continue
-			}
-			res.Changed = append(res.Changed, m.id)
-			ev := quarantine.NewAuditEvent(d.Actor, quarantine.ActionDiscard, m.id, map[string]string{
-				"reason": d.Reason, "previous_status": string(m.status),
-			})
-			events = append(events, &ev)
+		if res, events, err = d.Plan(sel); err != nil {
+			return err
 		}
 		if len(res.Changed) == 0 {
 			return nil
@@ -74,30 +56,9 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 	return res, nil
 }
 
-// selected is a message a bulk action selected, as locked.
-type selected struct {
-	id     string
-	status quarantine.Status
-	found  bool
-}
-
-// skipReason says why m cannot become next, or "" when it can.
-func skipReason(m selected, next quarantine.Status) string {
-	switch {
-	case !m.found:
-		return "not found"
-	case m.status == next:
-		return "already " + string(next)
-	}
-	if err := m.status.Transition(next); err != nil {
-		return quarantine.ErrorMessage(err)
-	}
-	return ""
-}
-
 // lockIDs locks the messages with the given IDs, in id order, and returns
 // one entry per distinct ID in the order given (found false when none).
-func lockIDs(ctx context.Context, tx pgx.Tx, ids []string) ([]selected, error) {
+func lockIDs(ctx context.Context, tx pgx.Tx, ids []string) ([]quarantine.Selected, error) {
 	var valid []string
 	for _, id := range ids {
 		if quarantine.ValidID(id) {
@@ -120,21 +81,21 @@ func lockIDs(ctx context.Context, tx pgx.Tx, ids []string) ([]selected, error) {
 		}
 	}
 	seen := map[string]bool{}
-	var out []selected
+	var out []quarantine.Selected
 	for _, id := range ids {
 		if seen[id] {
 			continue
 		}
 		seen[id] = true
 		st, ok := status[id]
-		out = append(out, selected{id: quarantine.SanitizeText(id), status: st, found: ok})
+		out = append(out, quarantine.Selected{ID: quarantine.SanitizeText(id), Status: st, Found: ok})
 	}
 	return out, nil
 }
 
 // lockFilter locks the messages matching f, in id order, refusing a
 // filter that matches more than quarantine.MaxBulk of them.
-func lockFilter(ctx context.Context, tx pgx.Tx, f quarantine.Filter) ([]selected, error) {
+func lockFilter(ctx context.Context, tx pgx.Tx, f quarantine.Filter) ([]quarantine.Selected, error) {
 	f.After, f.Limit = nil, 1
 	if err := f.Validate(); err != nil {
 		return nil, err
@@ -145,10 +106,10 @@ func lockFilter(ctx context.Context, tx pgx.Tx, f quarantine.Filter) ([]selected
 	if err != nil {
 		return nil, err
 	}
-	var out []selected
-	var m selected
-	if _, err := pgx.ForEachRow(rows, []any{&m.id, &m.status}, func() error {
-		m.found = true
+	var out []quarantine.Selected
+	var m quarantine.Selected
+	if _, err := pgx.ForEachRow(rows, []any{&m.ID, &m.Status}, func() error {
+		m.Found = true
 		out = append(out, m)
 		return nil
 	}); err != nil {

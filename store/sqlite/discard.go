@@ -25,8 +25,7 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 	}
 	var res quarantine.BulkResult
 	err := s.write(ctx, "discard messages", func(tx *sql.Tx) error {
-		res = quarantine.BulkResult{Changed: []string{}, Skipped: []quarantine.BulkSkipped{}}
-		var sel []selected
+		var sel []quarantine.Selected
 		var err error
 		if d.Filter != nil {
 			sel, err = selectFilter(ctx, tx, *d.Filter)
@@ -36,26 +35,9 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 		if err != nil {
 			return err
 		}
-		for _, m := range sel {
-			if m.found {
-				res.Matched++
-			}
-		}
-		if d.ExpectCount != nil && *d.ExpectCount != res.Matched {
-			return quarantine.FieldErrorf(quarantine.ECONFLICT, "expect_count",
-				"the selection matches %d messages now, not the %d expected; nothing was discarded", res.Matched, *d.ExpectCount)
-		}
 		var events []*quarantine.AuditEvent
-		for _, m := range sel {
-			if reason := skipReason(m, quarantine.StatusDiscarded); reason != "" {
-				res.Skipped = append(res.Skipped, quarantine.BulkSkipped{ID: m.id, Reason: reason})
-				continue
-			}
-			res.Changed = append(res.Changed, m.id)
-			ev := quarantine.NewAuditEvent(d.Actor, quarantine.ActionDiscard, m.id, map[string]string{
-				"reason": d.Reason, "previous_status": string(m.status),
-			})
-			events = append(events, &ev)
+		if res, events, err = d.Plan(sel); err != nil {
+			return err
 		}
 		if len(res.Changed) == 0 {
 			return nil
@@ -78,29 +60,8 @@ func jsonArray(ids []string) string {
 	return string(b)
 }
 
-// selected is a message a bulk action selected.
-type selected struct {
-	id     string
-	status quarantine.Status
-	found  bool
-}
-
-// skipReason says why m cannot become next, or "" when it can.
-func skipReason(m selected, next quarantine.Status) string {
-	switch {
-	case !m.found:
-		return "not found"
-	case m.status == next:
-		return "already " + string(next)
-	}
-	if err := m.status.Transition(next); err != nil {
-		return quarantine.ErrorMessage(err)
-	}
-	return ""
-}
-
 // selectIDs returns one entry per distinct ID, in the order given.
-func selectIDs(ctx context.Context, tx *sql.Tx, ids []string) ([]selected, error) {
+func selectIDs(ctx context.Context, tx *sql.Tx, ids []string) ([]quarantine.Selected, error) {
 	var valid []string
 	for _, id := range ids {
 		if quarantine.ValidID(id) {
@@ -126,21 +87,21 @@ func selectIDs(ctx context.Context, tx *sql.Tx, ids []string) ([]selected, error
 		}
 	}
 	seen := map[string]bool{}
-	var out []selected
+	var out []quarantine.Selected
 	for _, id := range ids {
 		if seen[id] {
 			continue
 		}
 		seen[id] = true
 		st, ok := status[id]
-		out = append(out, selected{id: quarantine.SanitizeText(id), status: st, found: ok})
+		out = append(out, quarantine.Selected{ID: quarantine.SanitizeText(id), Status: st, Found: ok})
 	}
 	return out, nil
 }
 
 // selectFilter returns the messages matching f in id order, refusing a
 // filter that matches more than quarantine.MaxBulk of them.
-func selectFilter(ctx context.Context, tx *sql.Tx, f quarantine.Filter) ([]selected, error) {
+func selectFilter(ctx context.Context, tx *sql.Tx, f quarantine.Filter) ([]quarantine.Selected, error) {
 	f.After, f.Limit = nil, 1
 	if err := f.Validate(); err != nil {
 		return nil, err
@@ -152,14 +113,14 @@ func selectFilter(ctx context.Context, tx *sql.Tx, f quarantine.Filter) ([]selec
 		return nil, err
 	}
 	defer rows.Close()
-	var out []selected
+	var out []quarantine.Selected
 	for rows.Next() {
-		var m selected
+		var m quarantine.Selected
 		var st string
-		if err := rows.Scan(&m.id, &st); err != nil {
+		if err := rows.Scan(&m.ID, &st); err != nil {
 			return nil, err
 		}
-		m.status, m.found = quarantine.Status(st), true
+		m.Status, m.Found = quarantine.Status(st), true
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
