@@ -119,3 +119,16 @@ func (k SourceKind) Valid() bool {
 	}
 	return false
 }
+
+// Editable returns nil when a message in status s may have its payload
+// edited, and ECONFLICT otherwise: not while it is being replayed, and not
+// once it is discarded.
+func (s Status) Editable() error {
+	switch s {
+	case StatusReplaying:
+		return Errorf(ECONFLICT, "the message is being replayed: edit it once the replay is done")
+	case StatusDiscarded:
+		return Errorf(ECONFLICT, "the message was discarded: it cannot be edited")
+	}
+	return nil
+}

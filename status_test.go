@@ -138,3 +138,14 @@ func TestDiscardPlan(t *testing.T) {
 		t.Fatalf("pinned count: %v %v", ev, err)
 	}
 }
+
+func TestEditable(t *testing.T) {
+	t.Parallel()
+	for _, s := range quarantine.Statuses {
+		err := s.Editable()
+		blocked := s == quarantine.StatusReplaying || s == quarantine.StatusDiscarded
+		if blocked != (quarantine.ErrorCode(err) == quarantine.ECONFLICT) || !blocked && err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+}

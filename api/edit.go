@@ -129,14 +129,12 @@ func (b *editBody) edit(ifMatch, actor string) (quarantine.PayloadEdit, error) {
 // a status that cannot be edited, a payload that would change the
 // idempotency key, or one that violates its job's JSON Schema.
 func (s *Server) checkEdit(m *quarantine.Message, e quarantine.PayloadEdit) error {
-	switch {
-	case m.PayloadSHA256 != e.IfMatch:
+	if m.PayloadSHA256 != e.IfMatch {
 		return quarantine.FieldErrorf(quarantine.EPRECONDITION, "If-Match",
 			"the payload changed since it was read: its payload_sha256 is now %s; read it again", m.PayloadSHA256)
-	case m.Status == quarantine.StatusReplaying:
-		return quarantine.Errorf(quarantine.ECONFLICT, "the message is being replayed: edit it once the replay is done")
-	case m.Status == quarantine.StatusDiscarded:
-		return quarantine.Errorf(quarantine.ECONFLICT, "the message was discarded: it cannot be edited")
+	}
+	if err := m.Status.Editable(); err != nil {
+		return err
 	}
 	// The key a JSON Pointer rule reads from the payload must stay the
 	// stored one (or, when the stored key came from elsewhere, what the

@@ -35,8 +35,8 @@ func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*qua
 		if err != nil {
 			return err
 		}
-		if status == quarantine.StatusReplaying || status == quarantine.StatusDiscarded {
-			return quarantine.Errorf(quarantine.ECONFLICT, "a %s message cannot be edited", status)
+		if err := status.Editable(); err != nil {
+			return err
 		}
 		if sha != e.IfMatch {
 			return quarantine.Errorf(quarantine.EPRECONDITION, "the payload changed: its SHA-256 is no longer %s", e.IfMatch)
