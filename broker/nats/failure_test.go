@@ -279,7 +279,9 @@ func TestGracefulStop(t *testing.T) {
 	eventually(t, 30*time.Second, "some stored", func() bool { return storedCount(t, st, "stop") >= 100 })
 	r.stop()
 	if got := storedCount(t, st, "stop"); got >= n {
-		t.Skipf("the drain finished before the stop (%d)", got)
+		// Rare: the stop came too late to leave work for the second
+		// collector; exactly-once is still checked below.
+		t.Logf("the drain finished before the stop (%d)", got)
 	}
 	r2 := runCollector(t, "stop", cfg, st, nil, 20)
 	eventually(t, 60*time.Second, "drained", func() bool {

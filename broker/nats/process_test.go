@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -25,16 +24,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	testbin.Remove()
 	os.Exit(code)
-}
-
-// skipOrFail skips t, or fails it under CI=true, where the binary must
-// build and wire this collector kind.
-func skipOrFail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
 }
 
 // process is one run of `quarantine serve`.
@@ -131,11 +120,7 @@ func killRepeatedly(t *testing.T, bin, config string, progress func() uint64, to
 			time.Sleep(5 * time.Millisecond)
 		}
 		if !p.running() {
-			out := p.stderr.String()
-			if strings.Contains(out, `unknown kind "nats"`) {
-				skipOrFail(t, "cmd/quarantine does not wire the nats collector kind yet:\n%s", out)
-			}
-			t.Fatalf("round %d: the process exited:\n%s", round, out)
+			t.Fatalf("round %d: the process exited:\n%s", round, p.stderr.String())
 		}
 		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
 		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
