@@ -22,6 +22,7 @@ const (
 	DefaultMinBackoff    = 100 * time.Millisecond
 	DefaultMaxBackoff    = 30 * time.Second
 	DefaultCommitTimeout = 30 * time.Second
+	DefaultCommits       = 2
 )
 
 // Config wires one collector.
@@ -39,9 +40,14 @@ type Config struct {
 	MinBackoff, MaxBackoff time.Duration
 	// CommitTimeout bounds one InsertBatch attempt.
 	CommitTimeout time.Duration
-	Logger        *slog.Logger
-	Metrics       *Metrics // nil: no Prometheus metrics
-	Now           func() time.Time
+	// Commits is how many batches may be committing at once, each in its
+	// own transaction (default 2). While one transaction waits for its
+	// WAL flush or its locks, the next one does its inserts; each batch is
+	// acknowledged when its own commit returns, whatever the order.
+	Commits int
+	Logger  *slog.Logger
+	Metrics *Metrics // nil: no Prometheus metrics
+	Now     func() time.Time
 }
 
 // Collector drains one Source into the store: receive a batch, prepare
@@ -94,6 +100,9 @@ func New(cfg Config) *Collector {
 	if cfg.CommitTimeout <= 0 {
 		cfg.CommitTimeout = DefaultCommitTimeout
 	}
+	if cfg.Commits <= 0 {
+		cfg.Commits = DefaultCommits
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -125,29 +134,83 @@ func (c *Collector) Stats() Stats {
 // already received (and acknowledges what committed, if the store
 // answers) and returns nil. The source is not closed; its owner closes it.
 //
-// Receiving and committing overlap: while one batch is being committed,
-// the next is received, so the broker's round trip is hidden behind the
-// store's. At most one batch waits ahead, and it is kept from expiring
-// like the batch being committed.
+// Receiving and committing overlap: while Commits batches are being
+// committed, the next is received, so the broker's round trip is hidden
+// behind the store's. At most one batch waits ahead, and it is kept from
+// expiring like the batches being committed. A source therefore holds up
+// to Commits+1 batches unacknowledged (see Windowed).
 func (c *Collector) Run(ctx context.Context) error {
-	c.log.Info("collector started", "batch_size", c.cfg.BatchSize, "linger", c.cfg.Linger)
+	c.log.Info("collector started", "batch_size", c.cfg.BatchSize, "linger", c.cfg.Linger, "commits", c.cfg.Commits)
 	defer c.log.Info("collector stopped")
-	batches := make(chan []Delivery)
-	go c.receive(ctx, batches)
-	for ds := range batches {
-		c.commit(ctx, ds)
+	if w, ok := c.cfg.Source.(Windowed); ok {
+		w.SetWindow((c.cfg.Commits + 1) * c.cfg.BatchSize)
 	}
+	batches := make(chan batch)
+	go c.receive(ctx, batches)
+	order := newTurns()
+	var wg sync.WaitGroup
+	for range c.cfg.Commits {
+		wg.Go(func() {
+			for b := range batches {
+				c.commit(ctx, b, order)
+			}
+		})
+	}
+	wg.Wait()
 	return nil
 }
 
-// receive feeds batches until ctx ends, then closes the channel.
-func (c *Collector) receive(ctx context.Context, batches chan<- []Delivery) {
+// batch is a received batch and its place in the order of receipt.
+type batch struct {
+	seq uint64
+	ds  []Delivery
+}
+
+// turns passes the turn to acknowledge from batch to batch in the order
+// they were received, so that concurrent commits still acknowledge in
+// order: a RabbitMQ source then acknowledges each batch with one multiple
+// ack instead of one ack per message. A committed batch waits only for
+// the commits of the batches received before it.
+type turns struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	next uint64 // the batch whose turn it is
+}
+
+func newTurns() *turns {
+	t := &turns{}
+	t.cond = sync.NewCond(&t.mu)
+	return t
+}
+
+// take waits for batch seq's turn.
+func (t *turns) take(seq uint64) {
+	t.mu.Lock()
+	for t.next != seq {
+		t.cond.Wait()
+	}
+	t.mu.Unlock()
+}
+
+// pass gives the turn to the batch after seq.
+func (t *turns) pass(seq uint64) {
+	t.mu.Lock()
+	t.next = seq + 1
+	t.cond.Broadcast()
+	t.mu.Unlock()
+}
+
+// receive feeds batches, numbered in order, until ctx ends, then closes
+// the channel.
+func (c *Collector) receive(ctx context.Context, batches chan<- batch) {
 	defer close(batches)
 	failures := 0
+	var seq uint64
 	for ctx.Err() == nil {
 		ds, err := c.cfg.Source.Receive(ctx, c.cfg.BatchSize, c.cfg.Linger)
 		if len(ds) > 0 {
-			c.handOver(ctx, batches, ds)
+			c.handOver(ctx, batches, batch{seq, ds})
+			seq++
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -162,61 +225,72 @@ func (c *Collector) receive(ctx context.Context, batches chan<- []Delivery) {
 	}
 }
 
-// handOver waits until the committer takes ds, extending ds meanwhile
+// handOver waits until a committer takes b, extending it meanwhile
 // when the source needs it. A received batch is always handed over, even
 // after ctx ends: the committer commits it before Run returns.
-func (c *Collector) handOver(ctx context.Context, batches chan<- []Delivery, ds []Delivery) {
+func (c *Collector) handOver(ctx context.Context, batches chan<- batch, b batch) {
 	ex, ok := c.cfg.Source.(Extender)
 	if !ok || ex.ExtendEvery() <= 0 {
-		batches <- ds
+		batches <- b
 		return
 	}
 	t := time.NewTicker(ex.ExtendEvery())
 	defer t.Stop()
 	for {
 		select {
-		case batches <- ds:
+		case batches <- b:
 			return
 		case <-t.C:
-			if err := ex.Extend(context.WithoutCancel(ctx), ds); err != nil {
+			if err := ex.Extend(context.WithoutCancel(ctx), b.ds); err != nil {
 				c.log.Warn("could not extend held deliveries", "err", err)
 			}
 		}
 	}
 }
 
-// commit stores ds and acknowledges them, retrying the insert until it
-// succeeds or ctx ends. After ctx ends it still makes one attempt: a batch
-// that was received is committed and acknowledged if the store answers,
-// and otherwise left to the broker to redeliver.
-func (c *Collector) commit(ctx context.Context, ds []Delivery) {
+// commit stores b and acknowledges it in its turn, retrying the insert
+// until it succeeds or ctx ends. After ctx ends it still makes one
+// attempt: a batch that was received is committed and acknowledged if the
+// store answers, and otherwise left to the broker to redeliver. Either
+// way it passes the turn on.
+func (c *Collector) commit(ctx context.Context, b batch, order *turns) {
+	defer order.pass(b.seq)
 	work := context.WithoutCancel(ctx)
-	msgs := make([]*quarantine.Message, len(ds))
-	for i, d := range ds {
+	msgs := make([]*quarantine.Message, len(b.ds))
+	for i, d := range b.ds {
 		c.cfg.Preparer.Prepare(d.Message)
 		msgs[i] = d.Message
 	}
-	c.count(func(s *Stats) { s.Received += uint64(len(ds)) })
-	c.cfg.Metrics.received(c.cfg.Name, len(ds))
+	c.count(func(s *Stats) { s.Received += uint64(len(b.ds)) })
+	c.cfg.Metrics.received(c.cfg.Name, len(b.ds))
 
-	stopExtend := c.extend(work, ds)
+	stopExtend := c.extend(work, b.ds) // until acknowledged, the wait for the turn included
 	defer stopExtend()
+	res, took, ok := c.insert(ctx, msgs)
+	order.take(b.seq)
+	if ok {
+		c.committed(work, b.ds, res, took)
+	}
+}
 
+// insert stores msgs, retrying until it succeeds (ok) or ctx ends (one
+// attempt is still made after that).
+func (c *Collector) insert(ctx context.Context, msgs []*quarantine.Message) (res []quarantine.InsertResult, took time.Duration, ok bool) {
+	work := context.WithoutCancel(ctx)
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		ictx, cancel := context.WithTimeout(work, c.cfg.CommitTimeout)
 		res, err := c.cfg.Store.InsertBatch(ictx, msgs)
 		cancel()
 		if err == nil {
-			c.committed(work, ds, res, time.Since(start))
-			return
+			return res, time.Since(start), true
 		}
 		c.fail(ErrStore, err)
 		if ctx.Err() != nil {
-			c.log.Warn("stopping with an uncommitted batch: the broker will redeliver it", "messages", len(ds))
-			return
+			c.log.Warn("stopping with an uncommitted batch: the broker will redeliver it", "messages", len(msgs))
+			return nil, 0, false
 		}
-		c.log.Warn("store failed: nothing acknowledged, retrying the batch", "messages", len(ds), "attempt", attempt, "err", err)
+		c.log.Warn("store failed: nothing acknowledged, retrying the batch", "messages", len(msgs), "attempt", attempt, "err", err)
 		c.sleep(ctx, attempt)
 	}
 }

@@ -3,7 +3,9 @@ package collect_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,6 +42,23 @@ func (f *flakyStore) InsertBatch(ctx context.Context, msgs []*quarantine.Message
 		return nil, quarantine.Errorf(quarantine.EUNAVAILABLE, "database is down")
 	}
 	return f.Inserter.InsertBatch(ctx, msgs)
+}
+
+// gatedStore holds every InsertBatch until open is closed, counting the
+// calls inside at once.
+type gatedStore struct {
+	collect.Inserter
+	open        chan struct{}
+	inside, max atomic.Int64
+}
+
+func (g *gatedStore) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error) {
+	n := g.inside.Add(1)
+	for m := g.max.Load(); n > m && !g.max.CompareAndSwap(m, n); m = g.max.Load() {
+	}
+	defer g.inside.Add(-1)
+	<-g.open
+	return g.Inserter.InsertBatch(ctx, msgs)
 }
 
 func countStored(t *testing.T, s *sqlite.Store) (total int, keys map[string]int) {
@@ -134,17 +153,22 @@ func TestCollectorStoreOutageAcksNothingAndResumes(t *testing.T) {
 	fl := &flakyStore{Inserter: st}
 	fl.down.Store(true)
 	src := newMemSource(200)
-	c, stop := start(t, collect.Config{Name: "mem", Source: src, Store: fl, BatchSize: 50})
+	c, stop := start(t, collect.Config{Name: "mem", Source: src, Store: fl, BatchSize: 50, Commits: 2})
 	waitFor(t, "retries", func() bool { return fl.fails.Load() >= 5 })
-	// One batch is being retried and one was received ahead: no more.
-	if _, inflight, acked := src.state(); acked != 0 || inflight != 100 {
-		t.Fatalf("during the outage: %d acked, %d in flight; want 0 and two batches held", acked, inflight)
+	// Two batches are being retried and one was received ahead: no more.
+	if _, inflight, acked := src.state(); acked != 0 || inflight != 150 {
+		t.Fatalf("during the outage: %d acked, %d in flight; want 0 and three batches held", acked, inflight)
 	}
-	src.mu.Lock()
-	extended := src.extended
-	src.mu.Unlock()
-	if extended == 0 {
-		t.Fatal("held deliveries were never extended")
+	if w := src.window.Load(); w != 150 {
+		t.Fatalf("window told to the source: %d, want (commits+1) × batch size = 150", w)
+	}
+	waitFor(t, "held deliveries extended", func() bool {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return src.extended > 0
+	})
+	if _, _, acked := src.state(); acked != 0 {
+		t.Fatalf("%d acked while the store is down", acked)
 	}
 	fl.down.Store(false)
 	waitFor(t, "all acked", func() bool { _, _, a := src.state(); return a == 200 })
@@ -154,6 +178,69 @@ func TestCollectorStoreOutageAcksNothingAndResumes(t *testing.T) {
 	}
 	if c.Stats().Errors[collect.ErrStore] < 5 {
 		t.Fatalf("store errors not counted: %+v", c.Stats())
+	}
+}
+
+// TestCollectorCommitsConcurrently holds the store inside InsertBatch until
+// Commits are running, checks that no more run and that the source holds
+// Commits+1 batches, then that every message is stored and acknowledged
+// exactly once.
+func TestCollectorCommitsConcurrently(t *testing.T) {
+	t.Parallel()
+	for _, commits := range []int{1, 3} {
+		t.Run(fmt.Sprint(commits), func(t *testing.T) {
+			t.Parallel()
+			st := openStore(t)
+			gate := &gatedStore{Inserter: st, open: make(chan struct{})}
+			src := newMemSource(1000)
+			c, stop := start(t, collect.Config{Name: "mem", Source: src, Store: gate, BatchSize: 20, Commits: commits})
+			waitFor(t, "commits in flight", func() bool { return gate.inside.Load() == int64(commits) })
+			time.Sleep(20 * time.Millisecond) // no further commit may start
+			if n := gate.inside.Load(); n != int64(commits) {
+				t.Fatalf("%d commits at once, want %d", n, commits)
+			}
+			if _, inflight, acked := src.state(); acked != 0 || inflight != 20*(commits+1) {
+				t.Fatalf("%d acked, %d held; want 0 and %d", acked, inflight, 20*(commits+1))
+			}
+			close(gate.open)
+			waitFor(t, "all acked", func() bool { _, _, a := src.state(); return a == 1000 })
+			stop()
+			if total, keys := countStored(t, st); total != 1000 || len(keys) != 1000 {
+				t.Fatalf("stored %d (%d distinct), want 1000", total, len(keys))
+			}
+			if s := c.Stats(); s.Stored != 1000 || s.Duplicates != 0 || s.Errors[collect.ErrAck] != 0 {
+				t.Fatalf("stats %+v", s)
+			}
+			if max := gate.max.Load(); max > int64(commits) {
+				t.Fatalf("up to %d commits ran at once, want at most %d", max, commits)
+			}
+		})
+	}
+}
+
+// slowFirst delays the insert of the batch that holds message 0.
+type slowFirst struct{ collect.Inserter }
+
+func (s slowFirst) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error) {
+	if msgs[0].MessageID == "0" {
+		time.Sleep(150 * time.Millisecond)
+	}
+	return s.Inserter.InsertBatch(ctx, msgs)
+}
+
+// TestCollectorAcknowledgesInReceiveOrder commits the first batch slowly:
+// the second commits first but is acknowledged after it.
+func TestCollectorAcknowledgesInReceiveOrder(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	src := newMemSource(200)
+	start(t, collect.Config{Name: "mem", Source: src, Store: slowFirst{st}, BatchSize: 10, Commits: 3})
+	waitFor(t, "all acked", func() bool { _, _, a := src.state(); return a == 200 })
+	src.mu.Lock()
+	order := slices.Clone(src.ackFirst)
+	src.mu.Unlock()
+	if len(order) != 20 || !slices.IsSorted(order) || order[0] != 0 {
+		t.Fatalf("batches acknowledged in the order %v; want 0, 10, 20, ...", order)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
@@ -24,7 +25,11 @@ type memSource struct {
 	ackErr   error
 	notify   chan struct{}
 	extended int
+	window   atomic.Int64 // set by SetWindow
+	ackFirst []int        // the first message of each Ack call, in order
 }
+
+func (s *memSource) SetWindow(n int) { s.window.Store(int64(n)) }
 
 func newMemSource(n int) *memSource {
 	s := &memSource{inflight: map[int]bool{}, acked: map[int]int{}, notify: make(chan struct{}, 1)}
@@ -76,6 +81,9 @@ func (s *memSource) Ack(_ context.Context, ds []collect.Delivery) error {
 	defer s.mu.Unlock()
 	if s.ackErr != nil {
 		return s.ackErr
+	}
+	if len(ds) > 0 {
+		s.ackFirst = append(s.ackFirst, ds[0].Handle.(int))
 	}
 	for _, d := range ds {
 		i := d.Handle.(int)

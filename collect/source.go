@@ -49,3 +49,12 @@ type Extender interface {
 	Extend(ctx context.Context, ds []Delivery) error
 	ExtendEvery() time.Duration
 }
+
+// Windowed is implemented by sources whose broker sends deliveries ahead
+// only up to a window (RabbitMQ's prefetch). Before its first Receive the
+// collector tells the source how many deliveries it holds at most,
+// (Commits+1) × BatchSize, so that a window left to its default lets the
+// broker send the batch received while the others commit.
+type Windowed interface {
+	SetWindow(messages int)
+}

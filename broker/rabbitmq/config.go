@@ -24,8 +24,8 @@ type Config struct {
 	URL string `yaml:"url"`
 	// Queue is the failure queue to drain.
 	Queue string `yaml:"queue"`
-	// Prefetch is the channel's basic.qos prefetch count; 0 means twice the
-	// collector's batch size.
+	// Prefetch is the channel's basic.qos prefetch count; 0 means what the
+	// collector holds at most: (commits + 1) × batch_size.
 	Prefetch int `yaml:"prefetch"`
 	// Declare creates Queue (durable, classic, no arguments) when it does
 	// not exist. By default the queue is only checked (passively declared)
@@ -59,7 +59,7 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if c.Prefetch < 0 || c.Prefetch > math.MaxUint16 {
-		return quarantine.FieldErrorf(quarantine.EINVALID, "prefetch", "prefetch must be between 0 (twice the batch size) and %d, got %d", math.MaxUint16, c.Prefetch)
+		return quarantine.FieldErrorf(quarantine.EINVALID, "prefetch", "prefetch must be between 0 ((commits + 1) × batch_size) and %d, got %d", math.MaxUint16, c.Prefetch)
 	}
 	return nil
 }

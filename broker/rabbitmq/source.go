@@ -23,8 +23,17 @@ type Source struct {
 	log  *slog.Logger
 	dec  decoder
 
-	mu   sync.Mutex
-	sess *session // nil until dialled, and after a loss
+	mu     sync.Mutex
+	sess   *session // nil until dialled, and after a loss
+	window int      // what the collector holds at most (SetWindow), 0 if unknown
+}
+
+// SetWindow is how many deliveries the collector holds at most; it is the
+// prefetch when Config.Prefetch is 0. It applies from the next dial.
+func (s *Source) SetWindow(messages int) {
+	s.mu.Lock()
+	s.window = messages
+	s.mu.Unlock()
 }
 
 // NewSource returns a Source for the collector called name. It validates c
@@ -48,7 +57,7 @@ func NewSource(name string, c Config, logger *slog.Logger) (*Source, error) {
 // Receive blocks until a delivery arrives or ctx ends, then returns up to
 // max decoded deliveries, waiting at most linger after the first for more.
 // It dials first when there is no live connection, with the configured
-// prefetch (or max). A lost connection, channel or consumer is an
+// prefetch (see Config.Prefetch). A lost connection, channel or consumer is an
 // EUNAVAILABLE error; the deliveries already taken from it are dropped (the
 // broker redelivers them) and the next call dials again. When ctx ends after
 // the first delivery, what was received is returned without error.
@@ -205,9 +214,13 @@ func (s *Source) session(max int) (*session, error) {
 	}
 	prefetch := s.cfg.Prefetch
 	if prefetch == 0 {
-		// Two batches: the collector receives the next batch while it
-		// commits one, and the broker must be allowed to send it.
-		prefetch = min(2*max, 65535)
+		// What the collector holds: the batches it commits and the one it
+		// receives meanwhile, which the broker must be allowed to send.
+		prefetch = s.window
+		if prefetch == 0 {
+			prefetch = (collect.DefaultCommits + 1) * max
+		}
+		prefetch = min(prefetch, 65535)
 	}
 	sess, err := dial(s.cfg, s.name, prefetch)
 	if err != nil {

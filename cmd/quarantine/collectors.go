@@ -23,6 +23,7 @@ type CollectorConfig struct {
 	Kind      string
 	BatchSize int
 	Linger    time.Duration
+	Commits   int
 	// open builds the broker source (it does not dial: the first Receive
 	// does). Set when the entry was decoded and validated.
 	open func(deps collectorDeps) (collect.Source, error)
@@ -76,7 +77,7 @@ func firstLine(s string) string {
 }
 
 // sharedCollectorKeys are decoded by the wiring, not by the broker.
-var sharedCollectorKeys = []string{"name", "kind", "batch_size", "linger"}
+var sharedCollectorKeys = []string{"name", "kind", "batch_size", "linger", "commits"}
 
 // decodeCollectors turns the raw `collectors:` entries into validated
 // configs. Errors name collectors[i].key.
@@ -85,7 +86,7 @@ func (s *configSource) decodeCollectors(raw []map[string]any) ([]CollectorConfig
 	seen := map[string]bool{}
 	for i, entry := range raw {
 		key := fmt.Sprintf("collectors[%d]", i)
-		c := CollectorConfig{BatchSize: collect.DefaultBatchSize, Linger: collect.DefaultLinger}
+		c := CollectorConfig{BatchSize: collect.DefaultBatchSize, Linger: collect.DefaultLinger, Commits: collect.DefaultCommits}
 		name, _ := entry["name"].(string)
 		if strings.TrimSpace(name) == "" || len(name) > 100 || strings.ContainsAny(name, "\x00\r\n") {
 			return nil, s.errorf(key+".name", "every collector needs a name (one line, at most 100 bytes)")
@@ -108,6 +109,13 @@ func (s *configSource) decodeCollectors(raw []map[string]any) ([]CollectorConfig
 				return nil, s.errorf(key+".linger", "linger must be a duration between 1ms and 1m, like 200ms")
 			}
 			c.Linger = d
+		}
+		if v, ok := entry["commits"]; ok {
+			n, isInt := toInt(v)
+			if !isInt || n < 1 || n > 16 {
+				return nil, s.errorf(key+".commits", "commits must be an integer between 1 and 16")
+			}
+			c.Commits = n
 		}
 		c.Kind, _ = entry["kind"].(string)
 		kind, ok := brokerKinds[c.Kind]
@@ -193,7 +201,7 @@ func (m *Main) startCollectors(prep *collect.Preparer, metrics *collect.Metrics)
 		}
 		c := collect.New(collect.Config{
 			Name: cc.Name, Source: src, Store: m.store, Preparer: prep,
-			BatchSize: cc.BatchSize, Linger: cc.Linger, Logger: m.logger, Metrics: metrics,
+			BatchSize: cc.BatchSize, Linger: cc.Linger, Commits: cc.Commits, Logger: m.logger, Metrics: metrics,
 		})
 		rc.sources = append(rc.sources, src)
 		rc.collectors = append(rc.collectors, c)

@@ -112,6 +112,7 @@ func TestLoadConfig_Errors(t *testing.T) {
 		{"collector without name", "collectors:\n  - kind: rabbitmq\n", "collectors[0].name", 0, "needs a name"},
 		{"collector of unknown kind", "collectors:\n  - name: a\n    kind: kafka\n", "collectors[0].kind", 0, `unknown kind "kafka"`},
 		{"collector batch size", "collectors:\n  - name: a\n    kind: rabbitmq\n    batch_size: 0\n", "collectors[0].batch_size", 0, "between 1 and 10000"},
+		{"collector commits", "collectors:\n  - name: a\n    kind: rabbitmq\n    commits: 17\n", "collectors[0].commits", 0, "between 1 and 16"},
 		{"idempotency without source", "idempotency:\n  - queues: [orders]\n", "idempotency[0].header", 0, "exactly one of header and json_pointer"},
 		{"idempotency bad pointer", "idempotency:\n  - queues: [orders]\n    json_pointer: order_id\n", "idempotency[0].json_pointer", 0, "not a JSON Pointer"},
 		{"redact bad header", "redact:\n  headers: [\"a b\"]\n", "redact.headers[0]", 0, "not a header name"},
