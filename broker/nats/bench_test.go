@@ -12,6 +12,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
+	"github.com/quarantine-dev/quarantine/internal/procstat"
 	"github.com/quarantine-dev/quarantine/store/postgres"
 )
 
@@ -34,7 +35,8 @@ func benchMsgs(b *testing.B) int {
 // the collector (JetStream -> decode -> PostgreSQL with synchronous_commit
 // on -> double ack) with a bare drain of the same stream (pull the same
 // batch, double ack each message the same way, no store). It reports both
-// rates and their ratio.
+// rates, their ratio, the rate of InsertBatch alone, and (on Linux) the
+// CPU each message cost nats-server, PostgreSQL and this process.
 //
 //	go test ./broker/nats -run '^$' -bench Drain -benchtime 1x
 func BenchmarkDrain(b *testing.B) {
@@ -51,6 +53,7 @@ func BenchmarkDrain(b *testing.B) {
 		b.Fatal(err)
 	}
 	var bare, coll, store time.Duration
+	var bareCPU, collCPU procstat.Usage
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		s1 := uniq("BENCH_BARE")
@@ -61,17 +64,21 @@ func BenchmarkDrain(b *testing.B) {
 		publishEnvelopes(b, js, s2+".jobs", "billing", 0, n)
 		b.StartTimer()
 
+		cpu := procstat.Read("nats-server")
 		start := time.Now()
 		bareDrain(b, js, s1, n)
 		bare += time.Since(start)
+		bareCPU = bareCPU.Add(procstat.Read("nats-server").Sub(cpu))
 
 		name := uniq("bench")
+		cpu = procstat.Read("nats-server")
 		start = time.Now()
 		r := runCollector(b, name, Config{URL: url, Stream: s2}, st, nil, benchBatch)
 		for r.col.Stats().Stored < uint64(n) {
 			time.Sleep(time.Millisecond)
 		}
 		coll += time.Since(start)
+		collCPU = collCPU.Add(procstat.Read("nats-server").Sub(cpu))
 		r.stop()
 		b.StopTimer()
 		if got := storedCount(b, st, name); got != n {
@@ -88,6 +95,10 @@ func BenchmarkDrain(b *testing.B) {
 	// The store alone (InsertBatch of the same decoded messages, same
 	// batch, no broker) bounds what any collector can reach.
 	b.ReportMetric(total/store.Seconds(), "store-only-msgs/s")
+	// Where each message's CPU went (Linux): what bounds the rates on a
+	// machine whose cores the broker, PostgreSQL and the collector share.
+	bareCPU.Report(b, "bare", n*b.N)
+	collCPU.Report(b, "collector", n*b.N)
 }
 
 // storeOnly times InsertBatch of n decoded envelopes in batches.

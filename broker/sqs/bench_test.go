@@ -17,6 +17,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
+	"github.com/quarantine-dev/quarantine/internal/procstat"
 	"github.com/quarantine-dev/quarantine/store/postgres"
 )
 
@@ -67,6 +68,7 @@ func BenchmarkDrain(b *testing.B) {
 	// the run weighs on both sides alike.
 	half := payloads[:n/2]
 	var bareTime, collTime time.Duration
+	var bareCPU, collCPU procstat.Usage
 	for i := 0; b.Loop(); i++ {
 		for k, bare := range []bool{true, false, false, true} {
 			// Each drain starts from a full queue with no other queue
@@ -75,13 +77,16 @@ func BenchmarkDrain(b *testing.B) {
 			_, qurl := e.queue("bench", nil)
 			fill(b, e, qurl, half)
 			b.StartTimer()
+			cpu := procstat.Read("goaws")
 			if bare {
 				bareTime += bareDrain(b, e, qurl, len(half), DefaultReceivers)
+				bareCPU = bareCPU.Add(procstat.Read("goaws").Sub(cpu))
 				continue
 			}
 			cfg := testConfig(e.endpoint, qurl)
 			cfg.Receivers = DefaultReceivers
 			collTime += collectorDrain(b, cfg, st, len(half), fmt.Sprintf("bench-%d-%d", i, k))
+			collCPU = collCPU.Add(procstat.Read("goaws").Sub(cpu))
 		}
 	}
 	total := float64(2 * len(half) * b.N)
@@ -90,6 +95,9 @@ func BenchmarkDrain(b *testing.B) {
 	b.ReportMetric(bare, "bare_msgs/s")
 	b.ReportMetric(coll, "collector_msgs/s")
 	b.ReportMetric(coll/bare, "ratio")
+	// Where each message's CPU went (Linux): goaws, PostgreSQL, this process.
+	bareCPU.Report(b, "bare", 2*len(half)*b.N)
+	collCPU.Report(b, "collector", 2*len(half)*b.N)
 }
 
 // fill sends bodies to the queue with 8 concurrent batch senders.

@@ -41,7 +41,7 @@ ensure_goaws() {
 	local root dir bin
 	root="$(cd "$SERVICES_DIR/../.." && pwd)"
 	dir="$root/.tools/goaws/$GOAWS_VERSION"
-	bin="$dir/cmd"
+	bin="$dir/goaws" # named goaws (go install names it cmd), so that ps and benchmarks find it
 	mkdir -p "$dir" || { fail "cannot create $dir"; return 1; }
 	if [[ ! -x "$bin" ]]; then
 		if ! command -v go >/dev/null 2>&1; then
@@ -49,7 +49,8 @@ ensure_goaws() {
 			return 1
 		fi
 		log "installing goaws $GOAWS_VERSION into $dir"
-		GOBIN="$dir" GOFLAGS=-buildvcs=false go install "github.com/Admiral-Piett/goaws/app/cmd@$GOAWS_VERSION" ||
+		GOBIN="$dir" GOFLAGS=-buildvcs=false go install "github.com/Admiral-Piett/goaws/app/cmd@$GOAWS_VERSION" &&
+			mv "$dir/cmd" "$bin" ||
 			{ fail "could not install goaws $GOAWS_VERSION"; return 1; }
 	fi
 	goaws_write_config "$dir/goaws.yaml" || { fail "cannot write $dir/goaws.yaml"; return 1; }
