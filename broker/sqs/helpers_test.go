@@ -168,6 +168,25 @@ func (e *env) depth(url string) int {
 	return n
 }
 
+// held returns how many messages the queue still holds: visible ones and
+// those received but not deleted (in flight, invisible until their
+// visibility timeout ends).
+func (e *env) held(url string) int {
+	e.tb.Helper()
+	visible, inflight := types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible
+	out, err := e.client.GetQueueAttributes(context.Background(), &awssqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{visible, inflight}})
+	if err != nil {
+		e.tb.Fatalf("queue attributes: %v", err)
+	}
+	a, errA := strconv.Atoi(out.Attributes[string(visible)])
+	b, errB := strconv.Atoi(out.Attributes[string(inflight)])
+	if errA != nil || errB != nil {
+		e.tb.Fatalf("queue attributes without both counts: %v", out.Attributes)
+	}
+	return a + b
+}
+
 // bodies returns n JSON job bodies numbered from 0.
 func bodies(n int, prefix string) []string {
 	out := make([]string, n)
