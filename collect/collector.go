@@ -42,8 +42,9 @@ type Config struct {
 	CommitTimeout time.Duration
 	// Commits is how many batches may be committing at once, each in its
 	// own transaction (default 2). While one transaction waits for its
-	// WAL flush or its locks, the next one does its inserts; each batch is
-	// acknowledged when its own commit returns, whatever the order.
+	// WAL flush or its locks, the next one does its inserts. Batches are
+	// still acknowledged in the order they were received: a batch whose
+	// commit returns first waits for the commits received before it.
 	Commits int
 	Logger  *slog.Logger
 	Metrics *Metrics // nil: no Prometheus metrics
