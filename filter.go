@@ -32,6 +32,7 @@ type Filter struct {
 	Owner          []string
 	Source         []string
 	IdempotencyKey []string
+	Fingerprint    []string  // failure groups
 	FailedAfter    time.Time // failed_at >= FailedAfter
 	FailedBefore   time.Time // failed_at < FailedBefore
 	Text           string    // substring of the reason or the payload, case-insensitive
@@ -91,7 +92,7 @@ func (f *Filter) Validate() error {
 	for _, s := range []struct {
 		name string
 		vals []string
-	}{{"queue", f.Queue}, {"job_name", f.JobName}, {"owner", f.Owner}, {"source", f.Source}, {"idempotency_key", f.IdempotencyKey}} {
+	}{{"queue", f.Queue}, {"job_name", f.JobName}, {"owner", f.Owner}, {"source", f.Source}, {"idempotency_key", f.IdempotencyKey}, {"fingerprint", f.Fingerprint}} {
 		if err := validateValues(s.name, s.vals); err != nil {
 			return err
 		}

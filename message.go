@@ -29,13 +29,19 @@ const (
 // Payload holds the bytes exactly as received (or as last edited); the API
 // shows them as JSON when they are JSON and as base64 otherwise.
 type Message struct {
-	ID             string            `json:"id"`
-	Source         string            `json:"source"`
-	SourceKind     SourceKind        `json:"source_kind"`
-	Queue          string            `json:"queue"`
-	JobName        string            `json:"job_name"`
-	MessageID      string            `json:"message_id"`
-	IdempotencyKey string            `json:"idempotency_key"`
+	ID             string     `json:"id"`
+	Source         string     `json:"source"`
+	SourceKind     SourceKind `json:"source_kind"`
+	Queue          string     `json:"queue"`
+	JobName        string     `json:"job_name"`
+	MessageID      string     `json:"message_id"`
+	IdempotencyKey string     `json:"idempotency_key"`
+	// KeyRule says which rule produced IdempotencyKey when it was
+	// collected: "envelope", "header:NAME", "pointer:PTR" (with
+	// " prefix:P" when the rule has a prefix), or "" (none). A replay
+	// refuses the message when the rule configured for its queue now
+	// describes itself differently (see ReplayRequest.Plan).
+	KeyRule        string            `json:"key_rule"`
 	SchemaVersion  string            `json:"schema_version"`
 	Attempts       int               `json:"attempts"`
 	FailureClass   FailureClass      `json:"failure_class"`
@@ -119,7 +125,7 @@ func (m *Message) Normalize(now time.Time) {
 		m.FailureClass = ClassUnknown
 	}
 	for _, p := range []*string{&m.Source, &m.Queue, &m.JobName, &m.MessageID, &m.IdempotencyKey,
-		&m.SchemaVersion, &m.ContentType, &m.Owner, &m.DedupeKey} {
+		&m.SchemaVersion, &m.ContentType, &m.Owner, &m.DedupeKey, &m.KeyRule} {
 		*p = SanitizeText(*p)
 	}
 	if !utf8.ValidString(m.Reason) || strings.ContainsRune(m.Reason, 0) {

@@ -21,6 +21,8 @@ import (
 // when the database cannot be reached, EINTERNAL otherwise. No method
 // returns (nil, nil) for "not found".
 type Store interface {
+	Replays
+
 	// InsertBatch stores msgs in one transaction, in order. Each message is
 	// normalised first (msg.Normalize with the store's clock), which fills
 	// ID, hash, status and the like in place. (Source, DedupeKey) is unique:
@@ -34,7 +36,9 @@ type Store interface {
 	// Re-failure link: a new message whose non-empty idempotency key equals
 	// that of a stored message in status replayed marks that message
 	// refailed and records its ID in the new message's RefailOf, in the same
-	// transaction (the most recently failed one, if several).
+	// transaction (the most recently failed one, if several), and marks
+	// the latest published or deduplicated replay item of that message
+	// refailed with RefailID the new message's ID.
 	InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error)
 
 	// GetMessage returns one message with its current payload, or ENOTFOUND.
@@ -156,4 +160,89 @@ type Store interface {
 
 	// Close releases the connections.
 	Close() error
+}
+
+// Replays is the durable state of replay batches. The replay engine uses
+// the part it declares in package replay (replay.Store); the API the rest.
+// Every state change appends its audit event in its own transaction.
+type Replays interface {
+	// CreateReplay pins the messages r selects (IDs in the order given, a
+	// filter in id order; at most quarantine.MaxBulk, EUNPROCESSABLE above)
+	// as the items of a new batch, through r.Plan with keyRule (may be nil).
+	// Owners, when set, hide other owners' messages (a filter is narrowed
+	// to them; an ID of another owner is "not found"). With r.DryRun the
+	// batch is a draft expiring after r.DraftTTL and no message changes;
+	// otherwise it starts at once: each pending item's message becomes
+	// replaying. Appends replay.create (details: reason, dry_run, total,
+	// skipped, destination, rate, and the force flags given) in the same
+	// transaction, and replay.start too when it started. ECONFLICT when
+	// ExpectCount does not hold. Returns the batch with its counts.
+	CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error)
+
+	// GetReplay returns one batch with its counts, or ENOTFOUND.
+	GetReplay(ctx context.Context, id string) (*quarantine.ReplayBatch, error)
+
+	// ListReplays returns batches matching f, newest first, and the id to
+	// pass as After for the next page ("" on the last page).
+	ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*quarantine.ReplayBatch, string, error)
+
+	// ListReplayItems returns items of one batch in Seq order after
+	// f.After, and whether more follow. ENOTFOUND for an unknown batch.
+	ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilter) ([]quarantine.ReplayItem, bool, error)
+
+	// ChangeReplay applies c.Action (quarantine.ReplayTransition decides
+	// whether the batch's state allows it: ECONFLICT otherwise) and
+	// appends its audit event (details: reason, from, to), in one
+	// transaction. The batch's StateReason becomes c.Reason.
+	//   start: each pending item whose message is no longer quarantined is
+	//     skipped (quarantine.StartSkipReason); the others' messages become
+	//     replaying. A draft past its expiry is ECONFLICT (and expires).
+	//   cancel: pending items are skipped ("cancelled"), their messages
+	//     (replaying) become quarantined again; leased items too: a result
+	//     recorded for them later is refused.
+	//   pause, resume, halt: the state only; messages stay replaying.
+	//   complete: only when no item is pending (ECONFLICT otherwise).
+	//   expire: a draft only.
+	ChangeReplay(ctx context.Context, c quarantine.ReplayChange) (*quarantine.ReplayBatch, error)
+
+	// RunnableReplays returns every batch in state running, oldest first,
+	// and every draft whose expiry is before now (so that the engine
+	// expires them).
+	RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error)
+
+	// LeaseReplayItems leases up to n items of a running batch to owner
+	// until now+ttl, in Seq order, only items with Seq < maxSeq when
+	// maxSeq > 0 (the canary): pending items not leased, or whose lease
+	// expired. Each lease increments the item's fence and attempts; the
+	// message comes with its current payload (latest version). A batch
+	// that is not running gives no items (and no error). On PostgreSQL
+	// concurrent engines never get the same item (FOR UPDATE SKIP LOCKED).
+	LeaseReplayItems(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int) ([]quarantine.ReplayLease, error)
+
+	// ReleaseReplayItems gives leased items back (pending, not leased)
+	// when their fence still matches, for a publish that did not happen
+	// (broker down, shutdown, pause). Others are ignored.
+	ReleaseReplayItems(ctx context.Context, leases []quarantine.ReplayLease) error
+
+	// RecordReplayResults records the outcome of leased items, in one
+	// transaction. A result whose fence is not the item's current one (its
+	// lease was taken over, or the batch was cancelled) is not recorded:
+	// its index is returned in stale. published/deduplicated: the message
+	// becomes replayed and its replay_count grows by one; failed/skipped:
+	// the message becomes quarantined again. When no item of the batch is
+	// pending afterwards, the batch completes (replay.complete by system).
+	RecordReplayResults(ctx context.Context, results []quarantine.ReplayResult) (stale []int, err error)
+
+	// SetReplayCanary records the canary's verdict and, for observing,
+	// until when it observes; a no-op returning the batch when the verdict
+	// is already verdict.
+	SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error)
+
+	// TakeReplayTokens takes up to want tokens from every bucket at once
+	// (the same number from each: the smallest available), refilling each
+	// at its rate up to its burst since it was last taken from, in one
+	// transaction, so that engines sharing the database share the budget.
+	// A bucket seen for the first time starts full. Returns the number
+	// taken and, when 0, how long until one token is available.
+	TakeReplayTokens(ctx context.Context, buckets []quarantine.RateBucket, want int) (int, time.Duration, error)
 }
