@@ -37,10 +37,12 @@ type Message struct {
 	MessageID      string     `json:"message_id"`
 	IdempotencyKey string     `json:"idempotency_key"`
 	// KeyRule says which rule produced IdempotencyKey when it was
-	// collected: "envelope", "header:NAME", "pointer:PTR" (with
-	// " prefix:P" when the rule has a prefix), or "" (none). A replay
-	// refuses the message when the rule configured for its queue now
-	// describes itself differently (see ReplayRequest.Plan).
+	// collected: "envelope" (the message carried it), "header:NAME",
+	// "pointer:PTR" (each with " prefix:P" when the rule has a prefix),
+	// "none" (no rule applied to its queue), or "" (unknown: collected
+	// before rules were recorded). A replay refuses a message whose rule
+	// (other than envelope or unknown) differs from the rule configured
+	// for its queue now (see ReplayRequest.Plan).
 	KeyRule        string            `json:"key_rule"`
 	SchemaVersion  string            `json:"schema_version"`
 	Attempts       int               `json:"attempts"`

@@ -451,6 +451,12 @@ type ReplayCandidate struct {
 	KeyRule        string
 }
 
+// KeyRuleEnvelope is the KeyRule of a key the message carried itself.
+const KeyRuleEnvelope = "envelope"
+
+// KeyRuleNone is the KeyRule of a message no rule applied to.
+const KeyRuleNone = "none"
+
 // KeyRuleFunc returns the description of the idempotency rule configured
 // now for queue (see Message.KeyRule).
 type KeyRuleFunc func(queue string) string
@@ -491,7 +497,7 @@ func (r *ReplayRequest) skipReason(c ReplayCandidate, keyRule KeyRuleFunc) strin
 	case c.IdempotencyKey == "" && !r.ForceWithoutKey:
 		return "the message has no idempotency key: a repeat could not be recognised (force_without_key replays it anyway)"
 	}
-	if keyRule != nil && !r.AcceptKeyRuleChange {
+	if keyRule != nil && !r.AcceptKeyRuleChange && c.KeyRule != "" && c.KeyRule != KeyRuleEnvelope {
 		if now := keyRule(c.Queue); now != c.KeyRule {
 			return "the idempotency key rule of queue " + c.Queue + " changed since collection (" +
 				describeRule(c.KeyRule) + " then, " + describeRule(now) + " now): restore it, or accept_key_rule_change"
@@ -514,7 +520,7 @@ func StartSkipReason(found bool, st Status) string {
 
 func describeRule(r string) string {
 	if r == "" {
-		return "none"
+		return KeyRuleNone
 	}
 	return r
 }

@@ -49,6 +49,33 @@ func (r *IdempotencyRule) Validate() error {
 	return nil
 }
 
+// Describe names the rule as Message.KeyRule records it: "header:NAME"
+// or "pointer:PTR", with " prefix:P" when it has a prefix.
+func (r *IdempotencyRule) Describe() string {
+	d := "pointer:" + r.JSONPointer
+	if r.Header != "" {
+		d = "header:" + strings.ToLower(r.Header)
+	}
+	if r.Prefix != "" {
+		d += " prefix:" + r.Prefix
+	}
+	return d
+}
+
+// KeyRule describes the rule that applies to queue now (the first that
+// matches), or quarantine.KeyRuleNone. It is a quarantine.KeyRuleFunc: a
+// replay compares it with the rule recorded on each message.
+func (p *Preparer) KeyRule(queue string) string {
+	if p != nil {
+		for i := range p.Idempotency {
+			if p.Idempotency[i].matches(queue) {
+				return p.Idempotency[i].Describe()
+			}
+		}
+	}
+	return quarantine.KeyRuleNone
+}
+
 func (r *IdempotencyRule) matches(queue string) bool {
 	for _, p := range r.Queues {
 		if ok, _ := path.Match(p, queue); ok {
@@ -78,8 +105,14 @@ func (p *Preparer) Prepare(m *quarantine.Message) {
 	if p == nil {
 		return
 	}
-	if m.IdempotencyKey == "" {
+	switch {
+	case m.IdempotencyKey != "":
+		if m.KeyRule == "" {
+			m.KeyRule = quarantine.KeyRuleEnvelope
+		}
+	default:
 		m.IdempotencyKey = p.idempotencyKey(m)
+		m.KeyRule = p.KeyRule(m.Queue)
 	}
 	redact := p.RedactHeaders
 	if redact == nil {

@@ -22,22 +22,29 @@ func TestPreparer(t *testing.T) {
 		payload          string
 		headers          map[string]string
 		want, owner      string
+		rule             string
 	}{
-		{"header rule, any case", "reports", "", ``, map[string]string{"X-Idempotency-Key": "r-1"}, "r-1", ""},
-		{"pointer with prefix", "orders", "", `{"order":{"id":"A7"}}`, nil, "order:A7", "payments"},
-		{"pointer to a number", "orders", "", `{"order":{"id":12345678901234567890}}`, nil, "order:12345678901234567890", "payments"},
-		{"escaped pointer", "tilde", "", `{"a/b":{"m~n":"x"}}`, nil, "x", ""},
-		{"missing member", "orders", "", `{"order":{}}`, nil, "", "payments"},
-		{"object is not a key", "orders", "", `{"order":{"id":{"x":1}}}`, nil, "", "payments"},
-		{"payload not JSON", "orders", "", "\xff\x00", nil, "", "payments"},
-		{"envelope key wins", "orders", "given", `{"order":{"id":"A7"}}`, nil, "given", "payments"},
-		{"no rule", "other", "", `{"order":{"id":"A7"}}`, nil, "", ""},
+		{"header rule, any case", "reports", "", ``, map[string]string{"X-Idempotency-Key": "r-1"}, "r-1", "", "header:x-idempotency-key"},
+		{"pointer with prefix", "orders", "", `{"order":{"id":"A7"}}`, nil, "order:A7", "payments", "pointer:/order/id prefix:order:"},
+		{"pointer to a number", "orders", "", `{"order":{"id":12345678901234567890}}`, nil, "order:12345678901234567890", "payments", "pointer:/order/id prefix:order:"},
+		{"escaped pointer", "tilde", "", `{"a/b":{"m~n":"x"}}`, nil, "x", "", "pointer:/a~1b/m~0n"},
+		{"missing member", "orders", "", `{"order":{}}`, nil, "", "payments", "pointer:/order/id prefix:order:"},
+		{"object is not a key", "orders", "", `{"order":{"id":{"x":1}}}`, nil, "", "payments", "pointer:/order/id prefix:order:"},
+		{"payload not JSON", "orders", "", "\xff\x00", nil, "", "payments", "pointer:/order/id prefix:order:"},
+		{"envelope key wins", "orders", "given", `{"order":{"id":"A7"}}`, nil, "given", "payments", quarantine.KeyRuleEnvelope},
+		{"no rule", "other", "", `{"order":{"id":"A7"}}`, nil, "", "", quarantine.KeyRuleNone},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			m := &quarantine.Message{Queue: tc.queue, IdempotencyKey: tc.key, Payload: []byte(tc.payload), Headers: tc.headers}
 			p.Prepare(m)
+			if m.KeyRule != tc.rule {
+				t.Errorf("KeyRule = %q, want %q", m.KeyRule, tc.rule)
+			}
+			if m.KeyRule != quarantine.KeyRuleEnvelope && p.KeyRule(tc.queue) != m.KeyRule {
+				t.Errorf("Preparer.KeyRule(%q) = %q, the message recorded %q", tc.queue, p.KeyRule(tc.queue), m.KeyRule)
+			}
 			if m.IdempotencyKey != tc.want || m.Owner != tc.owner {
 				t.Fatalf("key %q owner %q, want %q %q", m.IdempotencyKey, m.Owner, tc.want, tc.owner)
 			}
