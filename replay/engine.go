@@ -1,0 +1,191 @@
+package replay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// Store is what the engine needs of the quarantine's store (store.Replays
+// has these methods; see there for what each guarantees).
+type Store interface {
+	RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error)
+	GetReplay(ctx context.Context, id string) (*quarantine.ReplayBatch, error)
+	ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilter) ([]quarantine.ReplayItem, bool, error)
+	ChangeReplay(ctx context.Context, c quarantine.ReplayChange) (*quarantine.ReplayBatch, error)
+	LeaseReplayItems(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int) ([]quarantine.ReplayLease, error)
+	ReleaseReplayItems(ctx context.Context, leases []quarantine.ReplayLease) error
+	RecordReplayResults(ctx context.Context, results []quarantine.ReplayResult) (stale []int, err error)
+	SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error)
+	TakeReplayTokens(ctx context.Context, buckets []quarantine.RateBucket, want int) (int, time.Duration, error)
+}
+
+// SystemActor records what the engine does by itself (halts, breaker
+// pauses, completion, expiry).
+const SystemActor = "system:replay"
+
+// Defaults for the zero values of Config.
+const (
+	DefaultLease = 30 * time.Second
+	DefaultPoll  = time.Second
+	// MaxChunk caps the items leased and published at once.
+	MaxChunk = 500
+)
+
+// Config is what an Engine needs. Store and Router are required.
+type Config struct {
+	Store  Store
+	Router Router
+	// Owner identifies this engine on the leases it takes; a random one
+	// when empty.
+	Owner string
+	// Lease is how long an item stays leased before another engine may
+	// publish it again (default 30 s).
+	Lease time.Duration
+	// Poll is how often the engine looks for batches to run and re-reads
+	// a waiting batch (default 1 s).
+	Poll    time.Duration
+	Logger  *slog.Logger
+	Metrics *Metrics // nil: none
+	Now     func() time.Time
+}
+
+// Engine runs replay batches. Several engines (processes) may share one
+// store: leases keep them from publishing the same item at once, and the
+// store's rate buckets give them one budget.
+type Engine struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	running map[string]bool // batches a worker of this engine runs
+	wg      sync.WaitGroup
+}
+
+// New returns an engine for cfg, filling defaults. It panics when Store or
+// Router is nil (a wiring bug).
+func New(cfg Config) *Engine {
+	if cfg.Store == nil || cfg.Router == nil {
+		panic("replay: Config.Store and Config.Router are required")
+	}
+	if cfg.Owner == "" {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		cfg.Owner = "engine-" + hex.EncodeToString(b)
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Engine{cfg: cfg, log: cfg.Logger.With("component", "replay"), running: map[string]bool{}}
+}
+
+// Owner returns the owner token of this engine's leases.
+func (e *Engine) Owner() string { return e.cfg.Owner }
+
+// Run looks for running batches every Poll and runs each in a goroutine
+// of its own until ctx ends; it expires drafts past their expiry. It
+// returns ctx's error once every worker has stopped (a worker stops after
+// the chunk it is publishing, giving back what it leased and did not
+// publish).
+func (e *Engine) Run(ctx context.Context) error {
+	t := time.NewTicker(e.cfg.Poll)
+	defer t.Stop()
+	for {
+		e.scan(ctx)
+		select {
+		case <-ctx.Done():
+			e.wg.Wait()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// scan starts a worker for each running batch that has none here.
+func (e *Engine) scan(ctx context.Context) {
+	batches, err := e.cfg.Store.RunnableReplays(ctx, e.cfg.Now())
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("cannot list runnable replays", "err", err)
+		}
+		return
+	}
+	for _, b := range batches {
+		switch b.State {
+		case quarantine.ReplayDraft:
+			e.system(ctx, b.ID, quarantine.ReplayActExpire, "the draft was not started before it expired")
+		case quarantine.ReplayRunning:
+			e.mu.Lock()
+			busy := e.running[b.ID]
+			e.running[b.ID] = true
+			e.mu.Unlock()
+			if busy {
+				continue
+			}
+			e.wg.Add(1)
+			go func(id string) {
+				defer e.wg.Done()
+				defer func() {
+					e.mu.Lock()
+					delete(e.running, id)
+					e.mu.Unlock()
+				}()
+				w := &worker{e: e, id: id, breakerBase: -1}
+				w.run(ctx)
+			}(b.ID)
+		}
+	}
+}
+
+// system applies an action of the engine's own, tolerating that another
+// engine or an operator got there first.
+func (e *Engine) system(ctx context.Context, id, action, reason string) {
+	_, err := e.cfg.Store.ChangeReplay(ctx, quarantine.ReplayChange{BatchID: id, Action: action, Actor: SystemActor, Reason: reason})
+	if err != nil && quarantine.ErrorCode(err) != quarantine.ECONFLICT && ctx.Err() == nil {
+		e.log.Warn("cannot change replay", "replay", id, "action", action, "err", err)
+		return
+	}
+	if err == nil {
+		e.log.Info("replay "+action, "replay", id, "reason", reason)
+	}
+}
+
+// sleep waits d or until ctx ends; false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// newLimiter returns the local pacer of a batch.
+func newLimiter(b *quarantine.ReplayBatch) *rate.Limiter {
+	burst := b.Burst
+	if burst < 1 {
+		burst = 1
+	}
+	return rate.NewLimiter(rate.Limit(b.Rate), burst)
+}

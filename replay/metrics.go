@@ -1,0 +1,66 @@
+package replay
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the engine's Prometheus metrics. Labels are bounded: the
+// destination queue and the outcome, never a message or batch id. A nil
+// *Metrics records nothing.
+type Metrics struct {
+	published *prometheus.CounterVec
+	took      prometheus.Histogram
+	halts     prometheus.Counter
+	breakers  prometheus.Counter
+}
+
+// NewMetrics registers the engine's metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarantine_replay_published_total",
+			Help: "Replay items by destination queue and outcome (published, deduplicated, failed, skipped; retry: not taken now, tried again; stale: a result refused because the lease was lost).",
+		}, []string{"queue", "outcome"}),
+		took: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "quarantine_replay_publish_seconds",
+			Help:    "Time a destination took to confirm one chunk of replayed messages.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9),
+		}),
+		halts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quarantine_replay_canary_halts_total",
+			Help: "Batches halted because a canary message came back failing.",
+		}),
+		breakers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quarantine_replay_breaker_pauses_total",
+			Help: "Batches paused because their re-failure ratio passed the threshold.",
+		}),
+	}
+	reg.MustRegister(m.published, m.took, m.halts, m.breakers)
+	return m
+}
+
+func (m *Metrics) outcome(queue, outcome string) {
+	if m != nil {
+		m.published.WithLabelValues(queue, outcome).Inc()
+	}
+}
+
+func (m *Metrics) publishTook(d time.Duration) {
+	if m != nil {
+		m.took.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) halt() {
+	if m != nil {
+		m.halts.Inc()
+	}
+}
+
+func (m *Metrics) breaker() {
+	if m != nil {
+		m.breakers.Inc()
+	}
+}

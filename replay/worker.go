@@ -1,0 +1,383 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/collect"
+)
+
+// worker runs one batch in one engine until it is no longer running here.
+type worker struct {
+	e   *Engine
+	id  string
+	lim *rate.Limiter
+
+	// The breaker judges what was published since this worker started (a
+	// resume after a breaker pause starts a new worker, so the operator's
+	// resume is not undone at once by the same old re-failures).
+	breakerBase, breakerRefailBase int
+	failures                       int // consecutive transient publish failures
+}
+
+func (w *worker) run(ctx context.Context) {
+	st := w.e.cfg.Store
+	for ctx.Err() == nil {
+		b, err := st.GetReplay(ctx, w.id)
+		if err != nil {
+			if quarantine.ErrorCode(err) == quarantine.ENOTFOUND {
+				return
+			}
+			w.e.log.Warn("cannot read replay", "replay", w.id, "err", err)
+			sleep(ctx, w.e.cfg.Poll)
+			continue
+		}
+		if b.State != quarantine.ReplayRunning {
+			return
+		}
+		if w.lim == nil || w.lim.Limit() != rate.Limit(b.Rate) || w.lim.Burst() != max(b.Burst, 1) {
+			w.lim = newLimiter(b)
+		}
+		if w.breaker(ctx, b) {
+			return
+		}
+		maxSeq, wait, stop := w.canary(ctx, b)
+		if stop {
+			return
+		}
+		if wait > 0 {
+			sleep(ctx, min(wait, w.e.cfg.Poll))
+			continue
+		}
+		if b.Counts[quarantine.ItemPending] == 0 {
+			w.e.system(ctx, w.id, quarantine.ReplayActComplete, "every item has an outcome")
+			return
+		}
+		leases, err := st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.e.log.Warn("cannot lease replay items", "replay", w.id, "err", err)
+			}
+			sleep(ctx, w.e.cfg.Poll)
+			continue
+		}
+		if len(leases) == 0 {
+			// Another engine holds the rest, or the canary's items are all
+			// out: look again soon.
+			sleep(ctx, w.e.cfg.Poll/4)
+			continue
+		}
+		retry := w.publish(ctx, b, leases)
+		if retry > 0 {
+			sleep(ctx, retry)
+		}
+	}
+}
+
+// chunk is how many items to lease at once: what the batch may publish in
+// about a fifth of a second, within its burst.
+func chunk(b *quarantine.ReplayBatch) int {
+	n := int(b.Rate / 5)
+	n = max(n, 1)
+	n = min(n, max(b.Burst, 1), MaxChunk)
+	return n
+}
+
+// breaker pauses b when its re-failure ratio passed the threshold; true
+// when it did (or the batch is no longer running).
+func (w *worker) breaker(ctx context.Context, b *quarantine.ReplayBatch) bool {
+	published := b.Counts[quarantine.ItemPublished] + b.Counts[quarantine.ItemDeduplicated] + b.Counts[quarantine.ItemRefailed]
+	refailed := b.Counts[quarantine.ItemRefailed]
+	if w.breakerBase < 0 {
+		w.breakerBase, w.breakerRefailBase = published, refailed
+	}
+	if b.HaltRefailRatio <= 0 {
+		return false
+	}
+	p, r := published-w.breakerBase, refailed-w.breakerRefailBase
+	if p < quarantine.MinBreakerSamples || float64(r)/float64(p) <= b.HaltRefailRatio {
+		return false
+	}
+	w.e.system(ctx, b.ID, quarantine.ReplayActPause, fmt.Sprintf(
+		"breaker: %d of %d replayed messages came back failing (%.0f%%, above the batch's %.0f%%); resume to go on",
+		r, p, 100*float64(r)/float64(p), 100*b.HaltRefailRatio))
+	w.e.cfg.Metrics.breaker()
+	return true
+}
+
+// canary says how far the worker may lease (maxSeq, 0 = no limit), or how
+// long to wait, or that the batch halted.
+func (w *worker) canary(ctx context.Context, b *quarantine.ReplayBatch) (maxSeq int, wait time.Duration, stop bool) {
+	if b.Canary <= 0 || b.CanaryVerdict == quarantine.CanaryPassed || b.CanaryVerdict == quarantine.CanaryFailed {
+		// Failed and running again: an operator resumed the halted batch.
+		return 0, 0, false
+	}
+	st := w.e.cfg.Store
+	items, err := w.canaryItems(ctx, b)
+	if err != nil {
+		w.e.log.Warn("cannot read canary items", "replay", b.ID, "err", err)
+		return 0, w.e.cfg.Poll, false
+	}
+	now := w.e.cfg.Now()
+	switch b.CanaryVerdict {
+	case quarantine.CanaryNone, quarantine.CanaryPending:
+		for _, it := range items {
+			if it.Outcome == quarantine.ItemPending {
+				return b.Canary, 0, false
+			}
+		}
+		until := now.Add(b.Observe)
+		if _, err := st.SetReplayCanary(ctx, b.ID, quarantine.CanaryObserving, &until); err != nil {
+			w.e.log.Warn("cannot record canary", "replay", b.ID, "err", err)
+		}
+		return 0, max(b.Observe, time.Millisecond), false
+	}
+	// Observing.
+	for _, it := range items {
+		if it.Outcome == quarantine.ItemRefailed {
+			if _, err := st.SetReplayCanary(ctx, b.ID, quarantine.CanaryFailed, nil); err != nil {
+				w.e.log.Warn("cannot record canary", "replay", b.ID, "err", err)
+				return 0, w.e.cfg.Poll, false
+			}
+			w.e.system(ctx, b.ID, quarantine.ReplayActHalt, fmt.Sprintf(
+				"canary: message %s came back failing as %s; resume to replay the rest anyway", it.MessageID, it.RefailID))
+			w.e.cfg.Metrics.halt()
+			return 0, 0, true
+		}
+	}
+	if b.CanaryUntil != nil && now.Before(*b.CanaryUntil) {
+		return 0, b.CanaryUntil.Sub(now), false
+	}
+	if _, err := st.SetReplayCanary(ctx, b.ID, quarantine.CanaryPassed, nil); err != nil {
+		w.e.log.Warn("cannot record canary", "replay", b.ID, "err", err)
+		return 0, w.e.cfg.Poll, false
+	}
+	return 0, time.Millisecond, false
+}
+
+// canaryItems returns the items with Seq < b.Canary.
+func (w *worker) canaryItems(ctx context.Context, b *quarantine.ReplayBatch) ([]quarantine.ReplayItem, error) {
+	var out []quarantine.ReplayItem
+	after := -1
+	for len(out) < b.Canary {
+		page, more, err := w.e.cfg.Store.ListReplayItems(ctx, quarantine.ReplayItemFilter{
+			BatchID: b.ID, After: after, Limit: min(b.Canary-len(out), quarantine.MaxLimit)})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range page {
+			if it.Seq < b.Canary {
+				out = append(out, it)
+			}
+		}
+		if !more || len(page) == 0 {
+			break
+		}
+		after = page[len(page)-1].Seq
+	}
+	return out, nil
+}
+
+// pending is one leased item on its way.
+type pending struct {
+	lease   quarantine.ReplayLease
+	out     Outgoing
+	dropped []string
+	route   Route
+}
+
+// publish publishes leased items, destination by destination, within
+// the rate, recording after each broker answer so that a crash repeats
+// at most one chunk. It returns how long to wait before the next lease
+// (after a broker outage or a destination asking to slow down).
+func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases []quarantine.ReplayLease) time.Duration {
+	st := w.e.cfg.Store
+	leasedAt := time.Now()
+	var failed []quarantine.ReplayResult
+	var order []string
+	groups := map[string][]pending{}
+	for _, l := range leases {
+		route, err := w.e.cfg.Router.Route(b, l.Message)
+		if err != nil {
+			failed = append(failed, w.result(b, pending{lease: l}, quarantine.ItemFailed, quarantine.ErrorMessage(err)))
+			continue
+		}
+		out, dropped := Prepare(b, l, route.Queue)
+		if _, ok := groups[route.Label]; !ok {
+			order = append(order, route.Label)
+		}
+		groups[route.Label] = append(groups[route.Label], pending{lease: l, out: out, dropped: dropped, route: route})
+	}
+	w.record(ctx, failed)
+
+	var release []quarantine.ReplayLease
+	var wait time.Duration
+	for gi, label := range order {
+		rest := groups[label]
+		for len(rest) > 0 {
+			if ctx.Err() != nil || time.Since(leasedAt) > w.e.cfg.Lease/2 || wait > 0 {
+				// Give the rest back rather than publish on a lease
+				// about to expire.
+				for _, p := range rest {
+					release = append(release, p.lease)
+				}
+				break
+			}
+			n, tokWait, err := st.TakeReplayTokens(ctx, []quarantine.RateBucket{
+				{Key: "batch:" + b.ID, Rate: b.Rate, Burst: max(b.Burst, 1)},
+				{Key: "dest:" + label, Rate: b.Rate, Burst: max(b.Burst, 1)},
+			}, len(rest))
+			if err != nil {
+				if ctx.Err() == nil {
+					w.e.log.Warn("cannot take rate tokens", "replay", b.ID, "err", err)
+				}
+				wait = w.e.cfg.Poll
+				continue
+			}
+			if n == 0 {
+				sleep(ctx, min(max(tokWait, time.Millisecond), w.e.cfg.Poll))
+				continue
+			}
+			if err := w.lim.WaitN(ctx, min(n, w.lim.Burst())); err != nil {
+				continue // ctx ended: the loop gives the rest back
+			}
+			part := rest[:n]
+			rest = rest[n:]
+			outs := make([]Outgoing, len(part))
+			for i, p := range part {
+				outs[i] = p.out
+			}
+			started := time.Now()
+			res := part[0].route.Publisher.Publish(ctx, outs)
+			w.e.cfg.Metrics.publishTook(time.Since(started))
+			var done []quarantine.ReplayResult
+			transient := false
+			for i, p := range part {
+				var r Result
+				if i < len(res) {
+					r = res[i]
+				} else {
+					r = Result{Outcome: quarantine.ItemPending, Err: fmt.Errorf("the publisher gave no answer")}
+				}
+				switch r.Outcome {
+				case quarantine.ItemPublished, quarantine.ItemDeduplicated:
+					done = append(done, w.result(b, p, r.Outcome, ""))
+				case quarantine.ItemFailed:
+					done = append(done, w.result(b, p, quarantine.ItemFailed, errText(r.Err)))
+				default:
+					transient = true
+					release = append(release, p.lease)
+					if r.RetryAfter > wait {
+						wait = r.RetryAfter
+					}
+					w.e.cfg.Metrics.outcome(p.out.Queue, "retry")
+				}
+			}
+			w.record(ctx, done)
+			if transient {
+				w.failures++
+				if wait == 0 {
+					wait = collect.Backoff(w.failures, 200*time.Millisecond, 30*time.Second)
+				}
+				w.e.log.Warn("destination did not take every message; retrying later", "replay", b.ID,
+					"destination", label, "retry_in", wait, "err", firstErr(res))
+			} else {
+				w.failures = 0
+			}
+		}
+		if wait > 0 {
+			for _, l := range order[gi+1:] {
+				for _, p := range groups[l] {
+					release = append(release, p.lease)
+				}
+			}
+			break
+		}
+	}
+	if len(release) > 0 {
+		// A fresh context: a shutdown must still give leases back.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := st.ReleaseReplayItems(rctx, release); err != nil {
+			w.e.log.Warn("cannot give back replay items; their leases will expire", "replay", b.ID, "err", err)
+		}
+		cancel()
+	}
+	return wait
+}
+
+// result builds the record of one item.
+func (w *worker) result(b *quarantine.ReplayBatch, p pending, o quarantine.ItemOutcome, reason string) quarantine.ReplayResult {
+	m := p.lease.Message
+	return quarantine.ReplayResult{
+		BatchID:        b.ID,
+		MessageID:      p.lease.Item.MessageID,
+		Fence:          p.lease.Fence,
+		Outcome:        o,
+		Reason:         reason,
+		Destination:    p.route.Label,
+		PayloadVersion: m.PayloadVersion,
+		PayloadSHA256:  m.PayloadSHA256,
+		DroppedHeaders: p.dropped,
+		At:             w.e.cfg.Now(),
+	}
+}
+
+// record stores results. After a publish it must not be lost to a
+// shutdown, so it has a context of its own; a failure leaves the leases
+// to expire, and the items are published again (same idempotency key).
+func (w *worker) record(ctx context.Context, results []quarantine.ReplayResult) {
+	if len(results) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	stale, err := w.e.cfg.Store.RecordReplayResults(rctx, results)
+	if err != nil {
+		w.e.log.Error("cannot record replay results; the items will be published again after their lease", "replay", w.id, "n", len(results), "err", err)
+		return
+	}
+	isStale := make(map[int]bool, len(stale))
+	for _, i := range stale {
+		isStale[i] = true
+	}
+	for i, r := range results {
+		if isStale[i] {
+			w.e.cfg.Metrics.outcome(queueOf(r.Destination), "stale")
+			continue
+		}
+		w.e.cfg.Metrics.outcome(queueOf(r.Destination), string(r.Outcome))
+	}
+	if len(stale) > 0 {
+		w.e.log.Warn("results refused: another engine took the items over, or the batch was cancelled", "replay", w.id, "n", len(stale))
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "refused by the destination"
+	}
+	return quarantine.SanitizeText(err.Error())
+}
+
+func firstErr(res []Result) error {
+	for _, r := range res {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
+}
+
+// queueOf returns the queue part of a route label ("kind:name/queue").
+func queueOf(label string) string {
+	for i := 0; i < len(label); i++ {
+		if label[i] == '/' {
+			return label[i+1:]
+		}
+	}
+	return label
+}
