@@ -1,0 +1,277 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/replay"
+)
+
+var _ replay.Publisher = (*Publisher)(nil)
+
+// Publisher publishes replayed messages to RabbitMQ: through the default
+// exchange, with the destination queue as routing key, mandatory, and
+// persistent, on a channel in confirm mode.
+//
+// A Publish call writes every message of its slice, then waits for the
+// broker's confirms (publisher confirms are pipelined, not one round trip
+// per message). A message the broker returns (basic.return: no queue of
+// that name) is ItemFailed, a nack is ItemFailed, a lost connection or
+// channel makes every message not yet confirmed ItemPending; the next
+// Publish dials again. Calls are serialised on the one channel.
+type Publisher struct {
+	cfg  Config
+	name string
+	log  *slog.Logger
+	// dial opens the TCP connection; tests wrap it to cut the connection.
+	dial func(network, addr string) (net.Conn, error)
+
+	mu     sync.Mutex
+	sess   *pubSession
+	closed bool
+}
+
+// pubSession is one connection and its confirm-mode channel.
+type pubSession struct {
+	conn    *amqp.Connection
+	ch      *amqp.Channel
+	returns chan amqp.Return
+}
+
+// NewPublisher returns a publisher to the broker at cfg.URL (cfg.Queue and
+// the other collector keys are not used). It dials lazily, on the first
+// Publish; name appears in the connection name ("quarantine publisher
+// NAME") that rabbitmqctl list_connections shows.
+func NewPublisher(cfg Config, name string, logger *slog.Logger) *Publisher {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Publisher{cfg: cfg, name: name, dial: amqp.DefaultDial(dialTimeout),
+		log: logger.With("component", "rabbitmq publisher", "publisher", name)}
+}
+
+// Publish implements replay.Publisher. It returns one Result per message,
+// in order. Errors in Results are *quarantine.Error values: ENOTFOUND for
+// an unroutable message, EUNAVAILABLE for a nack or a broker that cannot
+// be reached, or the context's error when ctx ends first.
+func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []replay.Result {
+	res := make([]replay.Result, len(msgs))
+	if len(msgs) == 0 {
+		return res
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, err := p.session()
+	if err != nil {
+		return allPending(res, err)
+	}
+	drainReturns(s.returns, nil) // left over from an abandoned call
+
+	// Publish everything, then wait.
+	confirms := make([]*amqp.DeferredConfirmation, len(msgs))
+	byID := make(map[string][]int, len(msgs))
+	sent := 0
+	for i := range msgs {
+		c, err := s.ch.PublishWithDeferredConfirmWithContext(ctx, "", msgs[i].Queue, true, false, publishing(&msgs[i]))
+		if err != nil {
+			if ctx.Err() == nil {
+				p.drop(s, err)
+			}
+			for j := i; j < len(msgs); j++ {
+				res[j] = pending(ctx, err, "cannot publish to queue %s", word(msgs[j].Queue))
+			}
+			break
+		}
+		confirms[i] = c
+		byID[msgs[i].MessageID] = append(byID[msgs[i].MessageID], i)
+		sent++
+	}
+
+	returned := make([]bool, len(msgs))
+	onReturn := func(r amqp.Return) {
+		for _, i := range byID[r.MessageId] {
+			if !returned[i] && msgs[i].Queue == r.RoutingKey {
+				returned[i] = true
+				return
+			}
+		}
+	}
+	returns := s.returns
+	lost := false
+	for i := 0; i < sent; i++ {
+		c := confirms[i]
+		done := false
+		for !done {
+			select {
+			case r, ok := <-returns:
+				if !ok {
+					returns = nil // the channel is closed: its confirms end too
+					continue
+				}
+				onReturn(r)
+			case <-c.Done():
+				done = true
+			case <-ctx.Done():
+				for j := i; j < sent; j++ {
+					res[j] = pending(ctx, ctx.Err(), "waiting for the broker's confirm")
+				}
+				sent = i
+				done = true
+			}
+		}
+		if i == sent {
+			break
+		}
+		if c.Acked() {
+			res[i] = replay.Result{Outcome: quarantine.ItemPublished}
+			continue
+		}
+		// A lost channel nacks every outstanding confirmation: that is
+		// not the broker's refusal.
+		if s.ch.IsClosed() {
+			if !lost {
+				lost = true
+				p.drop(s, amqp.ErrClosed)
+			}
+			res[i] = pending(ctx, amqp.ErrClosed, "the connection was lost before the broker confirmed the message for queue %s", word(msgs[i].Queue))
+			continue
+		}
+		res[i] = replay.Result{Outcome: quarantine.ItemFailed, Err: &quarantine.Error{Code: quarantine.EUNAVAILABLE,
+			Message: fmt.Sprintf("rabbitmq: the broker refused (nacked) the message for queue %s", word(msgs[i].Queue))}}
+	}
+	// basic.return precedes the basic.ack of the same message, and the
+	// client hands it over before it handles the ack: every return of a
+	// confirmed message is received or buffered by now.
+	drainReturns(returns, onReturn)
+	for i := range sent {
+		if returned[i] {
+			res[i] = replay.Result{Outcome: quarantine.ItemFailed, Err: &quarantine.Error{Code: quarantine.ENOTFOUND,
+				Message: fmt.Sprintf("rabbitmq: no queue named %s: the message was unroutable", word(msgs[i].Queue))}}
+		}
+	}
+	return res
+}
+
+// publishing maps an Outgoing onto the AMQP properties.
+func publishing(o *replay.Outgoing) amqp.Publishing {
+	h := make(amqp.Table, len(o.Headers)+1)
+	for k, v := range o.Headers {
+		h[k] = v
+	}
+	if _, ok := h[replay.HeaderIdempotencyKey]; !ok && o.IdempotencyKey != "" {
+		h[replay.HeaderIdempotencyKey] = o.IdempotencyKey
+	}
+	return amqp.Publishing{
+		Headers:      h,
+		ContentType:  o.ContentType,
+		DeliveryMode: amqp.Persistent,
+		MessageId:    o.MessageID,
+		Timestamp:    time.Now().UTC().Truncate(time.Second),
+		Type:         o.JobName,
+		Body:         o.Payload,
+	}
+}
+
+// session returns the live session, dialling one when there is none or
+// the last one was lost. Guarded by p.mu.
+func (p *Publisher) session() (*pubSession, error) {
+	if p.closed {
+		return nil, quarantine.Errorf(quarantine.EUNAVAILABLE, "rabbitmq: the publisher is closed")
+	}
+	if s := p.sess; s != nil {
+		if !s.conn.IsClosed() && !s.ch.IsClosed() {
+			return s, nil
+		}
+		p.drop(s, amqp.ErrClosed)
+	}
+	conn, err := amqp.DialConfig(p.cfg.URL, amqp.Config{
+		Dial:       p.dial,
+		Heartbeat:  10 * time.Second,
+		Properties: amqp.Table{"connection_name": "quarantine publisher " + p.name},
+	})
+	if err != nil {
+		return nil, unavailable(err, "cannot connect to RabbitMQ at %s", redactURL(p.cfg.URL))
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		_ = conn.Close()
+		return nil, unavailable(err, "cannot open a channel")
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = conn.Close()
+		return nil, unavailable(err, "cannot put the channel in confirm mode")
+	}
+	// Returns are read while confirms are awaited; the buffer only has to
+	// absorb those that arrive between two reads.
+	s := &pubSession{conn: conn, ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, 256))}
+	p.sess = s
+	p.log.Info("connected to RabbitMQ", "url", redactURL(p.cfg.URL))
+	return s, nil
+}
+
+// drop forgets s (closing its connection) after a failure. Guarded by p.mu.
+func (p *Publisher) drop(s *pubSession, cause error) {
+	if p.sess != s {
+		return
+	}
+	p.sess = nil
+	_ = s.conn.Close()
+	p.log.Warn("lost the connection to RabbitMQ: the next publish dials again", "err", cause)
+}
+
+// Close closes the connection. Publish fails (pending) afterwards.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	if p.sess == nil {
+		return nil
+	}
+	s := p.sess
+	p.sess = nil
+	if err := s.conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
+		return err
+	}
+	return nil
+}
+
+// drainReturns hands every buffered return to f (nil: discard them).
+func drainReturns(c <-chan amqp.Return, f func(amqp.Return)) {
+	for {
+		select {
+		case r, ok := <-c:
+			if !ok {
+				return
+			}
+			if f != nil {
+				f(r)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// pending is an ItemPending result: the context's error when it ended,
+// else an EUNAVAILABLE error wrapping err.
+func pending(ctx context.Context, err error, format string, args ...any) replay.Result {
+	if ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return replay.Result{Outcome: quarantine.ItemPending, Err: unavailable(err, format, args...)}
+}
+
+func allPending(res []replay.Result, err error) []replay.Result {
+	for i := range res {
+		res[i] = replay.Result{Outcome: quarantine.ItemPending, Err: err}
+	}
+	return res
+}
