@@ -5,37 +5,48 @@ import (
 	"github.com/quarantine-dev/quarantine/broker/rabbitmq"
 	"github.com/quarantine-dev/quarantine/broker/sqs"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/replay"
 )
 
 // The collector kinds. Each entry decodes and validates its broker's keys
-// when the configuration is loaded, and returns the opener of its source.
+// when the configuration is loaded, and returns the openers of its source
+// and of its replay publisher.
 func init() {
-	brokerKinds["rabbitmq"] = func(name string, raw []byte) (func(collectorDeps) (collect.Source, error), error) {
+	brokerKinds["rabbitmq"] = func(name string, raw []byte) (brokerOpeners, error) {
 		c, err := decodeBroker[rabbitmq.Config](raw)
 		if err != nil {
-			return nil, err
+			return brokerOpeners{}, err
 		}
-		return func(d collectorDeps) (collect.Source, error) { return rabbitmq.NewSource(name, c, d.logger) }, nil
+		return brokerOpeners{
+			source: func(d collectorDeps) (collect.Source, error) { return rabbitmq.NewSource(name, c, d.logger) },
+			publisher: func(d collectorDeps) (replay.Publisher, error) {
+				return rabbitmq.NewPublisher(c, name, d.logger), nil
+			},
+		}, nil
 	}
-	brokerKinds["sqs"] = func(name string, raw []byte) (func(collectorDeps) (collect.Source, error), error) {
+	brokerKinds["sqs"] = func(name string, raw []byte) (brokerOpeners, error) {
 		c, err := decodeBroker[sqs.Config](raw)
 		if err != nil {
-			return nil, err
+			return brokerOpeners{}, err
 		}
-		return func(d collectorDeps) (collect.Source, error) { return sqs.NewSource(name, c, d.logger) }, nil
+		return brokerOpeners{
+			source: func(d collectorDeps) (collect.Source, error) { return sqs.NewSource(name, c, d.logger) },
+		}, nil
 	}
-	brokerKinds["nats"] = func(name string, raw []byte) (func(collectorDeps) (collect.Source, error), error) {
+	brokerKinds["nats"] = func(name string, raw []byte) (brokerOpeners, error) {
 		c, err := decodeBroker[nats.Config](raw)
 		if err != nil {
-			return nil, err
+			return brokerOpeners{}, err
 		}
-		return func(d collectorDeps) (collect.Source, error) {
-			s, err := nats.NewSource(name, c, d.logger)
-			if err != nil {
-				return nil, err
-			}
-			s.SetAudit(d.audit)
-			return s, nil
+		return brokerOpeners{
+			source: func(d collectorDeps) (collect.Source, error) {
+				s, err := nats.NewSource(name, c, d.logger)
+				if err != nil {
+					return nil, err
+				}
+				s.SetAudit(d.audit)
+				return s, nil
+			},
 		}, nil
 	}
 }

@@ -52,6 +52,7 @@ type Main struct {
 	served chan error // the HTTP server's exit, when serving
 
 	collectors *runningCollectors
+	replays    *runningReplays
 	retention  *retention // the payload purge of serve; nil otherwise
 
 	closeOnce sync.Once

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/replay"
 )
 
 // CollectorConfig is one entry of `collectors:`: the keys every kind
@@ -27,6 +28,8 @@ type CollectorConfig struct {
 	// open builds the broker source (it does not dial: the first Receive
 	// does). Set when the entry was decoded and validated.
 	open func(deps collectorDeps) (collect.Source, error)
+	// publisher builds the broker's replay publisher (it dials lazily).
+	publisher func(deps collectorDeps) (replay.Publisher, error)
 }
 
 // collectorDeps is what a source may need from the wiring besides its
@@ -36,8 +39,14 @@ type collectorDeps struct {
 	audit  func(context.Context, quarantine.AuditEvent) error
 }
 
+// brokerOpeners build a collector's source and its replay publisher.
+type brokerOpeners struct {
+	source    func(collectorDeps) (collect.Source, error)
+	publisher func(collectorDeps) (replay.Publisher, error)
+}
+
 // brokerKind decodes and validates the broker-specific keys of one entry.
-type brokerKind func(name string, raw []byte) (func(collectorDeps) (collect.Source, error), error)
+type brokerKind func(name string, raw []byte) (brokerOpeners, error)
 
 // brokerKinds holds every collector kind; each broker package adds one
 // entry in brokers.go.
@@ -132,7 +141,7 @@ func (s *configSource) decodeCollectors(raw []map[string]any) ([]CollectorConfig
 		if err != nil {
 			return nil, s.errorf(key, "cannot read this entry: %v", err)
 		}
-		open, err := kind(name, b)
+		ops, err := kind(name, b)
 		if err != nil {
 			field := quarantine.ErrorField(err)
 			if field == "" {
@@ -140,7 +149,7 @@ func (s *configSource) decodeCollectors(raw []map[string]any) ([]CollectorConfig
 			}
 			return nil, s.errorf(key+"."+field, "%s", quarantine.ErrorMessage(err))
 		}
-		c.open = open
+		c.open, c.publisher = ops.source, ops.publisher
 		out = append(out, c)
 	}
 	return out, nil
@@ -184,16 +193,21 @@ type runningCollectors struct {
 	collectors []*collect.Collector
 }
 
+// collectorDeps is what sources and publishers get from the wiring.
+func (m *Main) collectorDeps() collectorDeps {
+	return collectorDeps{logger: m.logger, audit: func(ctx context.Context, e quarantine.AuditEvent) error {
+		_, err := m.store.AppendAudit(ctx, e)
+		return err
+	}}
+}
+
 // startCollectors starts one goroutine per configured collector.
 func (m *Main) startCollectors(prep *collect.Preparer, metrics *collect.Metrics) error {
 	rc := &runningCollectors{}
 	ctx, cancel := context.WithCancel(context.Background())
 	rc.cancel = cancel
 	m.collectors = rc
-	deps := collectorDeps{logger: m.logger, audit: func(ctx context.Context, e quarantine.AuditEvent) error {
-		_, err := m.store.AppendAudit(ctx, e)
-		return err
-	}}
+	deps := m.collectorDeps()
 	for _, cc := range m.Config.Collectors {
 		src, err := cc.open(deps)
 		if err != nil {

@@ -64,6 +64,10 @@ type Config struct {
 	Retention RetentionConfig
 	// Collectors drain the brokers' failure queues.
 	Collectors []CollectorConfig
+	// Replay holds the defaults of new replay batches and the engine's
+	// settings; Destinations override where some queues' replays go.
+	Replay       ReplayConfig
+	Destinations []DestinationConfig
 }
 
 // Limits bound what the API accepts.
@@ -100,6 +104,8 @@ func DefaultConfig() Config {
 		Schemas:        map[string]*api.Schema{},
 		Retention:      RetentionConfig{Replayed: DefaultRetention, Discarded: DefaultRetention, Every: DefaultRetentionEvery},
 		Collectors:     []CollectorConfig{},
+		Replay:         defaultReplayConfig(),
+		Destinations:   []DestinationConfig{},
 	}
 }
 
@@ -166,11 +172,13 @@ type fileConfig struct {
 	Limits   fileLimits  `yaml:"limits"`
 	Log      fileLog     `yaml:"log"`
 
-	Idempotency []collect.IdempotencyRule `yaml:"idempotency"`
-	Redact      fileRedact                `yaml:"redact"`
-	Schemas     map[string]string         `yaml:"schemas"`
-	Retention   fileRetention             `yaml:"retention"`
-	Collectors  []map[string]any          `yaml:"collectors"`
+	Idempotency  []collect.IdempotencyRule `yaml:"idempotency"`
+	Redact       fileRedact                `yaml:"redact"`
+	Schemas      map[string]string         `yaml:"schemas"`
+	Retention    fileRetention             `yaml:"retention"`
+	Collectors   []map[string]any          `yaml:"collectors"`
+	Replay       fileReplay                `yaml:"replay"`
+	Destinations []DestinationConfig       `yaml:"destinations"`
 }
 
 type fileRedact struct {
@@ -266,6 +274,15 @@ func (s *configSource) decode(file string, data []byte, c *Config) error {
 		return err
 	}
 	c.Collectors = collectors
+	if err := s.decodeReplay(f.Replay, &c.Replay); err != nil {
+		return err
+	}
+	if err := s.validateDestinations(f.Destinations, c.Collectors); err != nil {
+		return err
+	}
+	if f.Destinations != nil {
+		c.Destinations = f.Destinations
+	}
 	return nil
 }
 

@@ -60,6 +60,9 @@ func (m *Main) runServe(ctx context.Context) error {
 	if err := m.startCollectors(prep, collect.NewMetrics(reg)); err != nil {
 		return err
 	}
+	if err := m.startReplays(reg, m.collectorDeps()); err != nil {
+		return err
+	}
 
 	h := api.New(api.Config{
 		Store:           m.store,
@@ -198,6 +201,9 @@ func (m *Main) Close() error {
 		}
 		// Collectors and the retention purge finish their batch in flight
 		// while the store is open.
+		if err := m.replays.stop(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := m.collectors.stop(); err != nil {
 			errs = append(errs, err)
 		}

@@ -1,0 +1,375 @@
+package replay_test
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/memory"
+	"github.com/quarantine-dev/quarantine/replay"
+)
+
+// fast is a request whose rate does not slow a test down.
+func fast() quarantine.ReplayRequest {
+	return quarantine.ReplayRequest{Rate: 10000, Burst: 500}
+}
+
+func TestReplayPublishesThePinnedSet(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(20)
+	b := f.create(ids[:15], fast())
+	later := f.insert(1) // arrives after the batch was created: never in it
+	f.engine(replay.Config{})
+	done := f.waitState(b.ID, 10*time.Second, quarantine.ReplayCompleted)
+	if done.Counts[quarantine.ItemPublished] != 15 || done.Done() != 15 {
+		t.Fatalf("counts = %v, want 15 published", done.Counts)
+	}
+	got := f.broker.Messages("orders")
+	if len(got) != 15 {
+		t.Fatalf("broker holds %d messages, want 15", len(got))
+	}
+	seen := map[string]bool{}
+	for _, m := range got {
+		id := m.Headers[replay.HeaderOriginalID]
+		if seen[id] {
+			t.Fatalf("message %s published twice", id)
+		}
+		seen[id] = true
+		orig, err := f.store.GetMessage(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if orig.Status != quarantine.StatusReplayed || orig.ReplayCount != 1 {
+			t.Errorf("message %s is %s with replay_count %d, want replayed, 1", id, orig.Status, orig.ReplayCount)
+		}
+		switch {
+		case m.IdempotencyKey != orig.IdempotencyKey || m.Headers[replay.HeaderIdempotencyKey] != orig.IdempotencyKey:
+			t.Errorf("idempotency key %q / header %q, want %q", m.IdempotencyKey, m.Headers[replay.HeaderIdempotencyKey], orig.IdempotencyKey)
+		case string(m.Payload) != string(orig.Payload) || m.ContentType != "application/json":
+			t.Errorf("payload %q (%s), want %q", m.Payload, m.ContentType, orig.Payload)
+		case m.Headers[replay.HeaderReplayID] != b.ID || m.Headers[replay.HeaderReplayedBy] != "token:alice":
+			t.Errorf("replay headers %v", m.Headers)
+		case m.Headers["x-trace"] != orig.Headers["x-trace"]:
+			t.Errorf("x-trace %q, want the original %q", m.Headers["x-trace"], orig.Headers["x-trace"])
+		case m.MessageID == orig.MessageID || m.MessageID == "":
+			t.Errorf("transport message id %q is not fresh (original %q)", m.MessageID, orig.MessageID)
+		}
+		for _, h := range []string{"Authorization", "x-death", "x-first-death-queue", "Nats-Msg-Id"} {
+			if _, ok := m.Headers[h]; ok {
+				t.Errorf("header %s was replayed: %v", h, m.Headers)
+			}
+		}
+	}
+	for _, id := range append(ids[15:], later...) {
+		if seen[id] {
+			t.Errorf("message %s was not in the batch but was published", id)
+		}
+	}
+	for _, it := range f.items(b.ID) {
+		if it.Outcome != quarantine.ItemPublished || it.Destination != "memory:rmq/orders" || it.PublishedAt == nil {
+			t.Errorf("item %+v", it)
+		}
+		if len(it.DroppedHeaders) != 1 || it.DroppedHeaders[0] != "Authorization" {
+			t.Errorf("item %d dropped headers %v, want [Authorization]", it.Seq, it.DroppedHeaders)
+		}
+	}
+	f.verifyAudit()
+}
+
+// windows returns the largest number of arrivals within any window of
+// length w.
+func maxInWindow(at []time.Time, w time.Duration) int {
+	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+	best, j := 0, 0
+	for i := range at {
+		for at[i].Sub(at[j]) >= w {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}
+
+func arrivals(ms []memory.Message) []time.Time {
+	out := make([]time.Time, len(ms))
+	for i, m := range ms {
+		out[i] = m.At
+	}
+	return out
+}
+
+func TestReplayNeverAboveItsRate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(90)
+	// Two batches to one destination share its budget; two engines on one
+	// store share both.
+	b1 := f.create(ids[:45], quarantine.ReplayRequest{Rate: 20, Burst: 2})
+	b2 := f.create(ids[45:], quarantine.ReplayRequest{Rate: 20, Burst: 2})
+	f.engine(replay.Config{})
+	f.engine(replay.Config{})
+	start := time.Now()
+	f.waitState(b1.ID, 30*time.Second, quarantine.ReplayCompleted)
+	f.waitState(b2.ID, 30*time.Second, quarantine.ReplayCompleted)
+	took := time.Since(start)
+	got := f.broker.Messages("orders")
+	if len(got) != 90 {
+		t.Fatalf("%d published, want 90", len(got))
+	}
+	if n := maxInWindow(arrivals(got), time.Second); n > 20+2 {
+		t.Errorf("%d messages arrived within one second; the rate is 20/s with burst 2", n)
+	}
+	// 90 messages at 20/s, 2 at once: at least (90-2)/20 s.
+	if min := 88 * time.Second / 20; took < min {
+		t.Errorf("90 messages took %s, less than %s allowed by the rate", took, min)
+	}
+}
+
+func TestReplayCanaryHaltsWhenItsMessagesRefail(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(20)
+	f.broker.OnPublish(func(m memory.Message) { f.refail(m) })
+	b := f.create(ids, quarantine.ReplayRequest{Rate: 1000, Canary: 3, Observe: 5 * time.Second})
+	f.engine(replay.Config{})
+	halted := f.waitState(b.ID, 10*time.Second, quarantine.ReplayHalted)
+	if halted.CanaryVerdict != quarantine.CanaryFailed || halted.StateReason == "" {
+		t.Errorf("verdict %q, reason %q", halted.CanaryVerdict, halted.StateReason)
+	}
+	if n := len(f.broker.Messages("orders")); n != 3 {
+		t.Errorf("%d messages published, want only the 3 of the canary", n)
+	}
+	if halted.Counts[quarantine.ItemPending] != 17 || halted.Counts[quarantine.ItemRefailed] == 0 {
+		t.Errorf("counts %v: want 17 pending and refailed canary items", halted.Counts)
+	}
+	for _, it := range f.items(b.ID)[:3] {
+		if it.Outcome == quarantine.ItemRefailed && !quarantine.ValidID(it.RefailID) {
+			t.Errorf("refailed item without the new entry's id: %+v", it)
+		}
+	}
+	f.verifyAudit()
+}
+
+func TestReplayCanaryPassesThenPublishesTheRest(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(10)
+	b := f.create(ids, quarantine.ReplayRequest{Rate: 1000, Burst: 100, Canary: 2, Observe: 300 * time.Millisecond})
+	f.engine(replay.Config{})
+	// Until the observation ends, only the canary is out.
+	if _, err := f.broker.Wait(ctxTimeout(t, 5*time.Second), "orders", 2); err != nil {
+		t.Fatal(err)
+	}
+	canaryDone := time.Now()
+	done := f.waitState(b.ID, 10*time.Second, quarantine.ReplayCompleted)
+	got := f.broker.Messages("orders")
+	if len(got) != 10 || done.CanaryVerdict != quarantine.CanaryPassed {
+		t.Fatalf("%d published, verdict %q", len(got), done.CanaryVerdict)
+	}
+	if gap := got[2].At.Sub(got[1].At); gap < 250*time.Millisecond {
+		t.Errorf("the third message followed the canary after %s, before the 300ms observation ended (canary done %s)", gap, canaryDone)
+	}
+}
+
+func TestReplayBreakerPausesARunningBatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(60)
+	var n atomic.Int64
+	f.broker.OnPublish(func(m memory.Message) {
+		if n.Add(1)%2 == 0 { // half of them fail again
+			f.refail(m)
+		}
+	})
+	b := f.create(ids, quarantine.ReplayRequest{Rate: 40, Burst: 4, HaltRefailRatio: 0.2})
+	f.engine(replay.Config{})
+	paused := f.waitState(b.ID, 20*time.Second, quarantine.ReplayPaused)
+	if paused.Counts[quarantine.ItemPending] == 0 {
+		t.Errorf("the breaker let every item through: %v", paused.Counts)
+	}
+	if paused.StateReason == "" || paused.Counts[quarantine.ItemRefailed] < 2 {
+		t.Errorf("paused with reason %q and counts %v", paused.StateReason, paused.Counts)
+	}
+	f.verifyAudit()
+}
+
+func TestReplayBrokerOutageLosesNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(30)
+	f.broker.SetDown(true)
+	b := f.create(ids, fast())
+	f.engine(replay.Config{})
+	time.Sleep(300 * time.Millisecond) // the engine tries, and fails, a few times
+	mid, err := f.store.GetReplay(context.Background(), b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mid.State != quarantine.ReplayRunning || mid.Counts[quarantine.ItemPending] != 30 {
+		t.Fatalf("during the outage: %s %v, want running with 30 pending", mid.State, mid.Counts)
+	}
+	f.broker.SetDown(false)
+	done := f.waitState(b.ID, 40*time.Second, quarantine.ReplayCompleted)
+	if done.Counts[quarantine.ItemPublished] != 30 || len(f.broker.Messages("orders")) != 30 {
+		t.Fatalf("after the outage: %v, broker holds %d", done.Counts, len(f.broker.Messages("orders")))
+	}
+}
+
+func TestReplayMissingQueueFailsOnlyItsItems(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(10)
+	r := fast()
+	r.Destination.Queue = "nowhere"
+	bad := f.create(ids[:4], r)
+	good := f.create(ids[4:], fast())
+	f.engine(replay.Config{})
+	b := f.waitState(bad.ID, 10*time.Second, quarantine.ReplayCompleted)
+	g := f.waitState(good.ID, 10*time.Second, quarantine.ReplayCompleted)
+	if b.Counts[quarantine.ItemFailed] != 4 || g.Counts[quarantine.ItemPublished] != 6 {
+		t.Fatalf("counts %v and %v", b.Counts, g.Counts)
+	}
+	for _, it := range f.items(bad.ID) {
+		if it.Reason == "" {
+			t.Errorf("failed item without a reason: %+v", it)
+		}
+		m, _ := f.store.GetMessage(context.Background(), it.MessageID)
+		if m.Status != quarantine.StatusQuarantined {
+			t.Errorf("a failed item's message is %s, want quarantined again", m.Status)
+		}
+	}
+}
+
+func TestReplayPauseResumeCancel(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(40)
+	b := f.create(ids, quarantine.ReplayRequest{Rate: 20, Burst: 1})
+	f.engine(replay.Config{})
+	ctx := context.Background()
+	if _, err := f.broker.Wait(ctxTimeout(t, 5*time.Second), "orders", 3); err != nil {
+		t.Fatal(err)
+	}
+	change := func(action string) *quarantine.ReplayBatch {
+		t.Helper()
+		out, err := f.store.ChangeReplay(ctx, quarantine.ReplayChange{BatchID: b.ID, Action: action, Actor: "token:bob", Reason: "test " + action})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	change(quarantine.ReplayActPause)
+	time.Sleep(200 * time.Millisecond) // a chunk in flight may land
+	n := len(f.broker.Messages("orders"))
+	time.Sleep(300 * time.Millisecond)
+	if m := len(f.broker.Messages("orders")); m != n {
+		t.Fatalf("paused, yet %d more messages were published", m-n)
+	}
+	change(quarantine.ReplayActResume)
+	if _, err := f.broker.Wait(ctxTimeout(t, 5*time.Second), "orders", n+3); err != nil {
+		t.Fatal(err)
+	}
+	cancelled := change(quarantine.ReplayActCancel)
+	time.Sleep(200 * time.Millisecond)
+	published := len(f.broker.Messages("orders"))
+	items := f.items(b.ID)
+	counts := map[quarantine.ItemOutcome]int{}
+	for _, it := range items {
+		counts[it.Outcome]++
+		m, err := f.store.GetMessage(ctx, it.MessageID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := quarantine.StatusReplayed
+		if it.Outcome == quarantine.ItemSkipped {
+			want = quarantine.StatusQuarantined
+		}
+		if m.Status != want {
+			t.Errorf("item %d (%s): message is %s, want %s", it.Seq, it.Outcome, m.Status, want)
+		}
+	}
+	if counts[quarantine.ItemPublished] != published || counts[quarantine.ItemPublished]+counts[quarantine.ItemSkipped] != 40 {
+		t.Errorf("cancelled %s: outcomes %v, broker holds %d", cancelled.State, counts, published)
+	}
+	f.verifyAudit()
+}
+
+// slowOnce blocks its first Publish until released, then publishes.
+type slowOnce struct {
+	replay.Publisher
+	once    sync.Once
+	release chan struct{}
+	blocked chan struct{}
+}
+
+func (s *slowOnce) Publish(ctx context.Context, msgs []replay.Outgoing) []replay.Result {
+	first := false
+	s.once.Do(func() { first = true })
+	if first {
+		close(s.blocked)
+		<-s.release
+	}
+	return s.Publisher.Publish(ctx, msgs)
+}
+
+func TestReplayZombieCannotRecordAnItemTakenOver(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(1)
+	b := f.create(ids, fast())
+	slow := &slowOnce{Publisher: f.broker, release: make(chan struct{}), blocked: make(chan struct{})}
+	zombie := &replay.Routes{Brokers: map[string]replay.Broker{"rmq": {Name: "rmq", Kind: "memory", Publisher: slow}}}
+	f.engine(replay.Config{Router: zombie, Lease: time.Second})
+	<-slow.blocked // the zombie holds the lease, then stalls past it
+	f.engine(replay.Config{Lease: time.Second})
+	done := f.waitState(b.ID, 10*time.Second, quarantine.ReplayCompleted)
+	close(slow.release) // the zombie wakes, publishes, and tries to record
+	if _, err := f.broker.Wait(ctxTimeout(t, 5*time.Second), "orders", 2); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	items := f.items(b.ID)
+	if len(items) != 1 || items[0].Outcome != quarantine.ItemPublished || items[0].Attempts != 2 {
+		t.Fatalf("items %+v, want one published item leased twice", items)
+	}
+	again, _ := f.store.GetReplay(context.Background(), b.ID)
+	if again.FinishedAt == nil || !again.FinishedAt.Equal(*done.FinishedAt) || again.UpdatedAt != done.UpdatedAt {
+		t.Errorf("the zombie changed the batch after it completed: %+v then %+v", done, again)
+	}
+	// At most one extra publish, with the same idempotency key.
+	got := f.broker.Messages("orders")
+	if got[0].IdempotencyKey != got[1].IdempotencyKey || got[0].MessageID != got[1].MessageID {
+		t.Errorf("the republish changed key or transport id: %+v / %+v", got[0].Outgoing, got[1].Outgoing)
+	}
+	m, _ := f.store.GetMessage(context.Background(), ids[0])
+	if m.ReplayCount != 1 {
+		t.Errorf("replay_count %d, want 1: the zombie's result must not be recorded", m.ReplayCount)
+	}
+}
+
+func TestReplayDraftExpires(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(2)
+	r := fast()
+	r.DryRun = true
+	r.DraftTTL = time.Millisecond
+	b := f.create(ids, r)
+	time.Sleep(5 * time.Millisecond)
+	f.engine(replay.Config{})
+	f.waitState(b.ID, 5*time.Second, quarantine.ReplayExpired)
+	if n := len(f.broker.Messages("orders")); n != 0 {
+		t.Errorf("an expired draft published %d messages", n)
+	}
+}
+
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
