@@ -304,7 +304,9 @@ func TestPublishFIFO(t *testing.T) {
 		t.Fatal(err)
 	}
 	furl := e.endpoint + "/" + goawsAccount + "/" + fifoName
-	t.Cleanup(func() { _, _ = e.client.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(furl)}) })
+	t.Cleanup(func() {
+		_, _ = e.client.DeleteQueue(context.Background(), &awssqs.DeleteQueueInput{QueueUrl: aws.String(furl)})
+	})
 	rec := newRecorder(t, e.endpoint)
 	p := publisherAt(t, rec.url)
 	msgs := replayMsgs("fifo", fifoName, 0, 23)
