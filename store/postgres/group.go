@@ -31,6 +31,7 @@ func groupsWhere(f *quarantine.Filter) *where {
 	w.literals("m.failure_class", strs(f.FailureClass))
 	w.literals("m.status", strs(f.Status))
 	w.in("m.owner", f.Owner)
+	w.in("m.fingerprint", f.Fingerprint)
 	return w
 }
 

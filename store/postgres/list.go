@@ -81,6 +81,7 @@ func fieldsWhere(f *quarantine.Filter) *where {
 	w.in("m.owner", f.Owner)
 	w.in("m.source", f.Source)
 	w.in("m.idempotency_key", f.IdempotencyKey)
+	w.in("m.fingerprint", f.Fingerprint)
 	if !f.FailedAfter.IsZero() {
 		w.conds = append(w.conds, "m.failed_at >= "+w.arg(f.FailedAfter))
 	}

@@ -20,7 +20,7 @@ const messageColumns = `m.id, m.source, m.source_kind, m.queue, m.job_name, m.me
 	m.idempotency_key, m.schema_version, m.attempts, m.failure_class, m.reason,
 	m.payload_size, m.content_type, m.payload_sha256, m.payload_version, m.headers,
 	m.enqueued_at, m.first_failed_at, m.failed_at, m.collected_at, m.updated_at,
-	m.status, m.owner, m.fingerprint, m.replay_count, m.refail_of, m.flags, m.dedupe_key`
+	m.status, m.owner, m.fingerprint, m.replay_count, m.refail_of, m.flags, m.dedupe_key, m.key_rule`
 
 // insertMessages stores a batch in one statement: the messages (in array
 // order, which is the order of the sorted keys, so that concurrent batches
@@ -35,12 +35,12 @@ const insertMessages = `WITH ins AS (
 		idempotency_key, schema_version, attempts, failure_class, reason,
 		payload_size, content_type, payload_sha256, payload_version, headers,
 		enqueued_at, first_failed_at, failed_at, collected_at, updated_at,
-		status, owner, fingerprint, replay_count, refail_of, flags, dedupe_key)
+		status, owner, fingerprint, replay_count, refail_of, flags, dedupe_key, key_rule)
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
 		$7::text[], $8::text[], $9::int[], $10::text[], $11::text[],
 		$12::bigint[], $13::text[], $14::text[], $15::int[], $16::text[],
 		$17::timestamptz[], $18::timestamptz[], $19::timestamptz[], $20::timestamptz[], $21::timestamptz[],
-		$22::text[], $23::text[], $24::text[], $25::int[], $26::text[], $27::text[], $28::text[])
+		$22::text[], $23::text[], $24::text[], $25::int[], $26::text[], $27::text[], $28::text[], $31::text[])
 	ON CONFLICT (source, dedupe_key) DO NOTHING
 	RETURNING id, queue, owner, status, fingerprint, job_name, failure_class, reason, failed_at
 ), ver AS (
@@ -203,15 +203,15 @@ func lookupExisting(ctx context.Context, tx pgx.Tx, msgs []*quarantine.Message, 
 	return nil
 }
 
-// messageArrays returns the 30 column arrays of insertMessages (the 28
-// columns of messages, then the payload as bytes or text) for msgs[idx],
+// messageArrays returns the 31 column arrays of insertMessages (28
+// columns of messages, the payload as bytes or text, then key_rule) for msgs[idx],
 // in idx order.
 func messageArrays(msgs []*quarantine.Message, idx []int) []any {
 	n := len(idx)
 	var (
 		id, source, kind, queue, job, msgID, idem, schema = mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)
 		class, reason, ctype, sha, headers                = mk(n), mk(n), mk(n), mk(n), mk(n)
-		status, owner, fp, refail, flags, dkey            = mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)
+		status, owner, fp, refail, flags, dkey, krule     = mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)
 		attempts, version, replays                        = make([]int32, n), make([]int32, n), make([]int32, n)
 		size                                              = make([]int64, n)
 		enq, ffirst                                       = make([]*time.Time, n), make([]*time.Time, n)
@@ -229,12 +229,12 @@ func messageArrays(msgs []*quarantine.Message, idx []int) []any {
 		enq[j], ffirst[j] = m.EnqueuedAt, m.FirstFailedAt
 		failed[j], collected[j], updated[j] = m.FailedAt, m.CollectedAt, m.UpdatedAt
 		status[j], owner[j], fp[j], replays[j] = string(m.Status), m.Owner, m.Fingerprint, int32(m.ReplayCount)
-		refail[j], flags[j], dkey[j] = m.RefailOf, encodeFlags(m.Flags), m.DedupeKey
+		refail[j], flags[j], dkey[j], krule[j] = m.RefailOf, encodeFlags(m.Flags), m.DedupeKey, m.KeyRule
 		bin[j], txt[j] = splitPayload(m.Payload)
 	}
 	return []any{id, source, kind, queue, job, msgID, idem, schema, attempts, class, reason,
 		size, ctype, sha, version, headers, enq, ffirst, failed, collected, updated,
-		status, owner, fp, replays, refail, flags, dkey, bin, txt}
+		status, owner, fp, replays, refail, flags, dkey, bin, txt, krule}
 }
 
 // splitPayload decides where a payload is stored: as text when it is

@@ -65,6 +65,9 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, storetest.Harness{
 		Open: func(t *testing.T) store.Store { return openStore(t) },
+		OpenClock: func(t *testing.T, now func() time.Time) store.Store {
+			return openStore(t, postgres.WithClock(now))
+		},
 		Exec: func(t *testing.T, s store.Store, sql string) { execRaw(t, s.(*postgres.Store), sql) },
 		SetSampleExact: func(s store.Store, exact, smallGroup int) {
 			postgres.SetSampleExact(s.(*postgres.Store), exact, smallGroup)

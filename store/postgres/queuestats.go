@@ -22,7 +22,7 @@ var inflowWindows = [3]time.Duration{5 * time.Minute, time.Hour, 24 * time.Hour}
 
 // statsOnly reports whether the maintained path answers f.
 func statsOnly(f *quarantine.Filter) bool {
-	return groupable(f) && len(f.Status) == 0 && len(f.JobName) == 0 && len(f.FailureClass) == 0
+	return groupable(f) && len(f.Status) == 0 && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0
 }
 
 // QueueStats returns, per queue with messages matching f, the counts by

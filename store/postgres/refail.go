@@ -107,7 +107,8 @@ func linkRefailures(msgs []*quarantine.Message, byOrder []int, isNew map[string]
 	return links
 }
 
-// applyRefailures marks the old messages refailed and records the links.
+// applyRefailures marks the old messages refailed, records the links, and
+// marks refailed the replay item that published each old message last.
 func (s *Store) applyRefailures(ctx context.Context, tx pgx.Tx, links []refailLink, now time.Time) error {
 	if len(links) == 0 {
 		return nil
@@ -120,7 +121,17 @@ func (s *Store) applyRefailures(ctx context.Context, tx pgx.Tx, links []refailLi
 		WHERE id = ANY($1::text[]) AND status = 'replayed'`, olds, now); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `UPDATE messages m SET refail_of = l.old
-		FROM unnest($1::text[], $2::text[]) AS l(new, old) WHERE m.id = l.new`, news, olds)
+	if _, err := tx.Exec(ctx, `UPDATE messages m SET refail_of = l.old
+		FROM unnest($1::text[], $2::text[]) AS l(new, old) WHERE m.id = l.new`, news, olds); err != nil {
+		return err
+	}
+	// The replay that published each old message: its latest published
+	// item re-failed.
+	_, err := tx.Exec(ctx, `UPDATE replay_items i SET outcome = 'refailed', refail_id = l.new, updated_at = $3
+		FROM unnest($1::text[], $2::text[]) AS l(new, old),
+		LATERAL (SELECT j.batch_id, j.seq FROM replay_items j
+			WHERE j.message_id = l.old AND j.outcome IN ('published', 'deduplicated')
+			ORDER BY j.published_at DESC NULLS LAST, j.batch_id DESC LIMIT 1) p
+		WHERE i.batch_id = p.batch_id AND i.seq = p.seq`, news, olds, now)
 	return err
 }

@@ -21,7 +21,7 @@ func (r *messageRow) dest() []any {
 		&m.IdempotencyKey, &m.SchemaVersion, &m.Attempts, &m.FailureClass, &m.Reason,
 		&m.PayloadSize, &m.ContentType, &m.PayloadSHA256, &m.PayloadVersion, &r.headers,
 		&m.EnqueuedAt, &m.FirstFailedAt, &m.FailedAt, &m.CollectedAt, &m.UpdatedAt,
-		&m.Status, &m.Owner, &m.Fingerprint, &m.ReplayCount, &m.RefailOf, &r.flags, &m.DedupeKey}
+		&m.Status, &m.Owner, &m.Fingerprint, &m.ReplayCount, &m.RefailOf, &r.flags, &m.DedupeKey, &m.KeyRule}
 }
 
 // message returns the scanned message with its JSON columns decoded and

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/quarantine-dev/quarantine/store"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
@@ -12,6 +13,9 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, storetest.Harness{
 		Open: func(t *testing.T) store.Store { return sqlite.OpenTest(t) },
+		OpenClock: func(t *testing.T, now func() time.Time) store.Store {
+			return sqlite.OpenTest(t, sqlite.WithClock(now))
+		},
 		Exec: func(t *testing.T, s store.Store, q string) { sqlite.ExecRaw(t, s.(*sqlite.Store), q) },
 		SetSampleExact: func(s store.Store, exact, smallGroup int) {
 			sqlite.SetSampleExact(s.(*sqlite.Store), exact, smallGroup)

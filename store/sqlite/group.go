@@ -48,6 +48,7 @@ func groupsWhere(f quarantine.Filter) (string, []any) {
 	in("g.failure_class", strs(f.FailureClass))
 	in("g.status", strs(f.Status))
 	in("g.owner", f.Owner)
+	in("g.fingerprint", f.Fingerprint)
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
 

@@ -33,6 +33,7 @@ func where(f quarantine.Filter, withCursor bool) (string, []any) {
 	in("m.owner", f.Owner)
 	in("m.source", f.Source)
 	in("m.idempotency_key", f.IdempotencyKey)
+	in("m.fingerprint", f.Fingerprint)
 	if !f.FailedAfter.IsZero() {
 		conds = append(conds, "m.failed_at >= ?")
 		args = append(args, micros(f.FailedAfter))

@@ -16,13 +16,13 @@ import (
 const messageColumns = `m.id, m.source, m.source_kind, m.queue, m.job_name, m.message_id, m.idempotency_key,
 	m.schema_version, m.attempts, m.failure_class, m.reason, m.payload_size, m.content_type,
 	m.payload_sha256, m.payload_version, m.headers, m.enqueued_at, m.first_failed_at, m.failed_at,
-	m.collected_at, m.updated_at, m.status, m.owner, m.fingerprint, m.replay_count, m.refail_of, m.flags`
+	m.collected_at, m.updated_at, m.status, m.owner, m.fingerprint, m.replay_count, m.refail_of, m.flags, m.key_rule`
 
 const insertMessage = `INSERT INTO messages (id, source, source_kind, queue, job_name, message_id,
 	idempotency_key, schema_version, attempts, failure_class, reason, payload_size, content_type,
 	payload_sha256, payload_version, headers, enqueued_at, first_failed_at, failed_at, collected_at,
-	updated_at, status, owner, fingerprint, replay_count, refail_of, flags, dedupe_key, sample_rank)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	updated_at, status, owner, fingerprint, replay_count, refail_of, flags, dedupe_key, sample_rank, key_rule)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (source, dedupe_key) DO NOTHING`
 
 const insertVersion = `INSERT INTO payload_versions (message_id, version, sha256, prev_sha256, size,
@@ -127,12 +127,20 @@ func lockReplayed(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message) (
 }
 
 // refail records that the new message m re-failed from the replayed
-// message old, which becomes refailed.
+// message old, which becomes refailed, as does the replay item that
+// published it last.
 func refail(ctx context.Context, tx *sql.Tx, m *quarantine.Message, old string, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'refailed', updated_at = ? WHERE id = ?`, micros(now), old); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE messages SET refail_of = ? WHERE id = ?`, old, m.ID)
+	if _, err := tx.ExecContext(ctx, `UPDATE messages SET refail_of = ? WHERE id = ?`, old, m.ID); err != nil {
+		return err
+	}
+	// The replay that published old: its latest published item re-failed.
+	_, err := tx.ExecContext(ctx, `UPDATE replay_items SET outcome = 'refailed', refail_id = ?, updated_at = ?
+		WHERE (batch_id, seq) = (SELECT batch_id, seq FROM replay_items WHERE message_id = ?
+			AND outcome IN ('published', 'deduplicated') ORDER BY published_at DESC, batch_id DESC LIMIT 1)`,
+		m.ID, micros(now), old)
 	return err
 }
 
@@ -149,7 +157,7 @@ func insertOne(ctx context.Context, tx *sql.Tx, ins, ver *sql.Stmt, m *quarantin
 		m.IdempotencyKey, m.SchemaVersion, m.Attempts, string(m.FailureClass), m.Reason, m.PayloadSize,
 		m.ContentType, m.PayloadSHA256, m.PayloadVersion, headers, microsPtr(m.EnqueuedAt),
 		microsPtr(m.FirstFailedAt), micros(m.FailedAt), micros(m.CollectedAt), micros(m.UpdatedAt),
-		string(m.Status), m.Owner, m.Fingerprint, m.ReplayCount, m.RefailOf, flags, m.DedupeKey, sampling.Rank())
+		string(m.Status), m.Owner, m.Fingerprint, m.ReplayCount, m.RefailOf, flags, m.DedupeKey, sampling.Rank(), m.KeyRule)
 	if err != nil {
 		if isConstraint(err) {
 			return quarantine.InsertResult{}, quarantine.Errorf(quarantine.ECONFLICT, "message id %s is already taken", m.ID)
@@ -262,7 +270,7 @@ func scanMessage(r scanner, extra ...any) (*quarantine.Message, error) {
 	dest := []any{&m.ID, &m.Source, &kind, &m.Queue, &m.JobName, &m.MessageID, &m.IdempotencyKey,
 		&m.SchemaVersion, &m.Attempts, &class, &m.Reason, &m.PayloadSize, &m.ContentType,
 		&m.PayloadSHA256, &m.PayloadVersion, &headers, &enqueued, &firstFail, &failed,
-		&coll, &update, &status, &m.Owner, &m.Fingerprint, &m.ReplayCount, &m.RefailOf, &flags}
+		&coll, &update, &status, &m.Owner, &m.Fingerprint, &m.ReplayCount, &m.RefailOf, &flags, &m.KeyRule}
 	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Ti
 	var out []quarantine.QueueStats
 	err := s.read(ctx, "compute queue statistics", func(tx *sql.Tx) error {
 		var err error
-		if groupable(f) && len(f.Status) == 0 && len(f.JobName) == 0 && len(f.FailureClass) == 0 {
+		if groupable(f) && len(f.Status) == 0 && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0 {
 			out, err = queueStatsKept(ctx, tx, f, now)
 		} else {
 			out, err = queueStatsScan(ctx, tx, f, now)

@@ -12,9 +12,9 @@ import (
 )
 
 // openTest opens and migrates a store in a fresh temporary directory.
-func openTest(t testing.TB) *Store {
+func openTest(t testing.TB, opts ...Option) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "sub", "q.db"))
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "sub", "q.db"), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,7 @@ func newMsg(opts ...msgOpt) *quarantine.Message {
 		JobName:        "send_email",
 		MessageID:      fmt.Sprintf("msg-%d", n),
 		IdempotencyKey: fmt.Sprintf("idem-%d", n),
+		KeyRule:        quarantine.KeyRuleEnvelope,
 		SchemaVersion:  "v2",
 		Attempts:       5,
 		FailureClass:   quarantine.ClassExhausted,
@@ -118,7 +119,7 @@ func listAll(t *testing.T, s store.Store, f quarantine.Filter) []*quarantine.Mes
 func matches(f quarantine.Filter, m *quarantine.Message) bool {
 	in := func(vals []string, v string) bool { return len(vals) == 0 || slices.Contains(vals, v) }
 	if !in(f.Queue, m.Queue) || !in(f.JobName, m.JobName) || !in(f.Owner, m.Owner) ||
-		!in(f.Source, m.Source) || !in(f.IdempotencyKey, m.IdempotencyKey) {
+		!in(f.Source, m.Source) || !in(f.IdempotencyKey, m.IdempotencyKey) || !in(f.Fingerprint, m.Fingerprint) {
 		return false
 	}
 	if len(f.FailureClass) > 0 && !slices.Contains(f.FailureClass, m.FailureClass) {
@@ -210,6 +211,7 @@ func diffMessage(want, got *quarantine.Message, withPayload bool) []string {
 	eq("Fingerprint", want.Fingerprint, got.Fingerprint)
 	eq("ReplayCount", want.ReplayCount, got.ReplayCount)
 	eq("RefailOf", want.RefailOf, got.RefailOf)
+	eq("KeyRule", want.KeyRule, got.KeyRule)
 	for _, tm := range []struct {
 		name string
 		a, b time.Time

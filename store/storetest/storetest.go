@@ -3,6 +3,7 @@ package storetest
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store"
@@ -22,6 +23,9 @@ type Harness struct {
 	// set exactly (exact) and a group of a stratified sample exactly
 	// (smallGroup), so that small sets exercise the rank method.
 	SetSampleExact func(s store.Store, exact, smallGroup int)
+	// OpenClock is Open with the store's clock set to now (replay leases,
+	// drafts and token buckets are tested against a clock the test moves).
+	OpenClock func(t *testing.T, now func() time.Time) store.Store
 }
 
 // Run runs the whole conformance suite against the stores h opens. Every
@@ -50,6 +54,9 @@ func Run(t *testing.T, h Harness) {
 		{"QueueStats", testQueueStats},
 		{"PurgePayloads", testPurgePayloads},
 		{"HostileOperations", testHostileOperations},
+		{"Replay", testReplay},
+		{"ReplayLease", testReplayLease},
+		{"ReplayTokens", testReplayTokens},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -1,0 +1,183 @@
+package replays
+
+import (
+	"slices"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// SystemActor records what the store or the engine did by itself.
+const SystemActor = "system"
+
+// Counts returns the counts of items by outcome, every outcome present.
+func Counts(items []quarantine.ReplayItem) map[quarantine.ItemOutcome]int {
+	c := ZeroCounts()
+	for _, it := range items {
+		c[it.Outcome]++
+	}
+	return c
+}
+
+// ZeroCounts returns a map with every outcome at zero.
+func ZeroCounts() map[quarantine.ItemOutcome]int {
+	c := make(map[quarantine.ItemOutcome]int, len(quarantine.ItemOutcomes))
+	for _, o := range quarantine.ItemOutcomes {
+		c[o] = 0
+	}
+	return c
+}
+
+// NewBatch returns the batch r creates at now from its planned items and
+// the candidates they came from: a draft expiring after r.DraftTTL for a
+// dry run, otherwise running (completed at once when no item is pending).
+// Items get the batch's id and now as their update time.
+func NewBatch(r *quarantine.ReplayRequest, items []quarantine.ReplayItem, sel []quarantine.ReplayCandidate, now time.Time) *quarantine.ReplayBatch {
+	now = now.UTC().Truncate(time.Microsecond)
+	b := &quarantine.ReplayBatch{
+		ID:              quarantine.NewID(now),
+		Reason:          r.Reason,
+		Actor:           r.Actor,
+		Destination:     r.Destination,
+		Rate:            r.Rate,
+		Burst:           r.Burst,
+		Canary:          r.Canary,
+		Observe:         r.Observe.Truncate(time.Microsecond),
+		HaltRefailRatio: r.HaltRefailRatio,
+		ForceWithoutKey: r.ForceWithoutKey,
+		Queues:          []string{},
+		Owners:          []string{},
+		Total:           len(items),
+		Counts:          Counts(items),
+		CreatedAt:       now,
+		UpdatedAt:       now,
+	}
+	if r.Canary > 0 {
+		b.CanaryVerdict = quarantine.CanaryPending
+	}
+	for _, c := range sel {
+		if !c.Found {
+			continue
+		}
+		if !slices.Contains(b.Queues, c.Queue) {
+			b.Queues = append(b.Queues, c.Queue)
+		}
+		if !slices.Contains(b.Owners, c.Owner) {
+			b.Owners = append(b.Owners, c.Owner)
+		}
+	}
+	slices.Sort(b.Queues)
+	slices.Sort(b.Owners)
+	for i := range items {
+		items[i].BatchID, items[i].UpdatedAt = b.ID, now
+		if items[i].DroppedHeaders == nil {
+			items[i].DroppedHeaders = []string{}
+		}
+	}
+	if r.DryRun {
+		b.State = quarantine.ReplayDraft
+		exp := now.Add(r.DraftTTL)
+		b.ExpiresAt = &exp
+	} else {
+		b.State = quarantine.ReplayRunning
+		b.StartedAt = &now
+	}
+	return b
+}
+
+// Pending returns the message ids of the pending items.
+func Pending(items []quarantine.ReplayItem) []string {
+	var out []string
+	for _, it := range items {
+		if it.Outcome == quarantine.ItemPending {
+			out = append(out, it.MessageID)
+		}
+	}
+	return out
+}
+
+// Move sets b's state to `to` at now with reason, stamping finished_at for
+// a terminal state and clearing the expiry of a draft that leaves it.
+func Move(b *quarantine.ReplayBatch, to quarantine.ReplayState, reason string, now time.Time) {
+	if b.State == quarantine.ReplayDraft && to == quarantine.ReplayRunning {
+		b.StartedAt = &now
+	}
+	if to != quarantine.ReplayDraft {
+		b.ExpiresAt = nil
+	}
+	b.State, b.StateReason, b.UpdatedAt = to, reason, now
+	if to.Terminal() {
+		b.FinishedAt = &now
+	}
+}
+
+// Expired reports whether b is a draft past its expiry at now.
+func Expired(b *quarantine.ReplayBatch, now time.Time) bool {
+	return b.State == quarantine.ReplayDraft && b.ExpiresAt != nil && now.After(*b.ExpiresAt)
+}
+
+// ValidateResult checks one result given to RecordReplayResults.
+func ValidateResult(r quarantine.ReplayResult) error {
+	switch r.Outcome {
+	case quarantine.ItemPublished, quarantine.ItemDeduplicated, quarantine.ItemFailed, quarantine.ItemSkipped:
+	default:
+		return quarantine.FieldErrorf(quarantine.EINVALID, "outcome", "a result cannot be %q", r.Outcome)
+	}
+	if !quarantine.ValidID(r.BatchID) || !quarantine.ValidID(r.MessageID) {
+		return quarantine.Errorf(quarantine.EINVALID, "a result names no valid batch and message")
+	}
+	return nil
+}
+
+// Published reports whether o means the broker has the message.
+func Published(o quarantine.ItemOutcome) bool {
+	return o == quarantine.ItemPublished || o == quarantine.ItemDeduplicated
+}
+
+// ValidVerdict reports whether v is a canary verdict.
+func ValidVerdict(v string) bool {
+	switch v {
+	case quarantine.CanaryNone, quarantine.CanaryPending, quarantine.CanaryObserving, quarantine.CanaryPassed, quarantine.CanaryFailed:
+		return true
+	}
+	return false
+}
+
+// NarrowFilter returns f limited to owners (nil: every owner), and false
+// when no message can match (f names only other owners).
+func NarrowFilter(f quarantine.Filter, owners []string) (quarantine.Filter, bool) {
+	if owners == nil {
+		return f, true
+	}
+	if len(f.Owner) == 0 {
+		f.Owner = slices.Clone(owners)
+		return f, len(owners) > 0
+	}
+	var keep []string
+	for _, o := range f.Owner {
+		if slices.Contains(owners, o) {
+			keep = append(keep, o)
+		}
+	}
+	f.Owner = keep
+	return f, len(keep) > 0
+}
+
+// Visible reports whether a message of owner may be selected by a
+// request limited to owners (nil: every owner).
+func Visible(owners []string, owner string) bool {
+	return owners == nil || slices.Contains(owners, owner)
+}
+
+// DistinctIDs returns ids without repeats, in the order given.
+func DistinctIDs(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	var out []string
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,426 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/replays"
+)
+
+// Replay batches live in replay_batches, their items in replay_items
+// (migration 0003). Writers lock in one order: the batch row, then its
+// items, then messages by id; so a cancel, a start, a result and a
+// discard wait for each other instead of deadlocking.
+
+const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
+	b.rate, b.burst, b.canary, (extract(epoch FROM b.observe) * 1000000)::bigint, b.halt_refail_ratio,
+	b.force_without_key, b.queues, b.owners, b.total, b.canary_verdict, b.canary_until, b.created_at,
+	b.updated_at, b.started_at, b.finished_at, b.expires_at`
+
+const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
+	i.idempotency_key, i.payload_version, i.payload_sha256, i.dropped_headers, i.attempts, i.refail_id,
+	i.published_at, i.updated_at`
+
+// CreateReplay pins the messages r selects as a new batch; see
+// store.Replays. The selected messages are locked in id order before
+// their statuses are read, so a concurrent discard or replay waits or is
+// waited for. Errors: EINVALID for a bad request, EUNPROCESSABLE when a
+// filter matches more than quarantine.MaxBulk messages, ECONFLICT when
+// r.ExpectCount does not hold, EUNAVAILABLE, EINTERNAL.
+func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error) {
+	if err := r.Validate(0); err != nil {
+		return nil, err
+	}
+	var b *quarantine.ReplayBatch
+	err := s.inTx(ctx, "create a replay", func(tx pgx.Tx) error {
+		sel, err := lockCandidates(ctx, tx, &r)
+		if err != nil {
+			return err
+		}
+		items, _, err := r.Plan(sel, keyRule)
+		if err != nil {
+			return err
+		}
+		now := s.clock()
+		b = replays.NewBatch(&r, items, sel, now)
+		events := replays.CreateEvents(&r, b)
+		if err := insertReplay(ctx, tx, b, items); err != nil {
+			return err
+		}
+		if !r.DryRun {
+			if err := setReplaying(ctx, tx, replays.Pending(items), now); err != nil {
+				return err
+			}
+			if b.Counts[quarantine.ItemPending] == 0 {
+				replays.Move(b, quarantine.ReplayCompleted, "", now)
+				events = append(events, replays.CompleteEvent(b))
+				if err := saveBatch(ctx, tx, b); err != nil {
+					return err
+				}
+			}
+		}
+		return s.appendAudits(ctx, tx, events)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+const candidateColumns = `SELECT m.id, m.status, m.queue, m.owner, m.idempotency_key, m.key_rule FROM messages m`
+
+func scanCandidates(rows pgx.Rows, fn func(c quarantine.ReplayCandidate)) error {
+	var c quarantine.ReplayCandidate
+	_, err := pgx.ForEachRow(rows, []any{&c.ID, &c.Status, &c.Queue, &c.Owner, &c.IdempotencyKey, &c.KeyRule}, func() error {
+		c.Found = true
+		fn(c)
+		return nil
+	})
+	return err
+}
+
+// lockCandidates locks and reads the messages r selects, in id order.
+func lockCandidates(ctx context.Context, tx pgx.Tx, r *quarantine.ReplayRequest) ([]quarantine.ReplayCandidate, error) {
+	if r.Filter == nil {
+		ids := replays.DistinctIDs(r.IDs)
+		var valid []string
+		for _, id := range ids {
+			if quarantine.ValidID(id) {
+				valid = append(valid, id)
+			}
+		}
+		found := map[string]quarantine.ReplayCandidate{}
+		if len(valid) > 0 {
+			rows, err := tx.Query(ctx, candidateColumns+` WHERE m.id = ANY($1::text[]) ORDER BY m.id FOR UPDATE`, valid)
+			if err != nil {
+				return nil, err
+			}
+			if err := scanCandidates(rows, func(c quarantine.ReplayCandidate) {
+				if replays.Visible(r.Owners, c.Owner) {
+					found[c.ID] = c
+				}
+			}); err != nil {
+				return nil, err
+			}
+		}
+		out := make([]quarantine.ReplayCandidate, 0, len(ids))
+		for _, id := range ids {
+			c, ok := found[id]
+			if !ok {
+				c = quarantine.ReplayCandidate{ID: quarantine.SanitizeText(id)}
+			}
+			out = append(out, c)
+		}
+		return out, nil
+	}
+	f, ok := replays.NarrowFilter(*r.Filter, r.Owners)
+	if !ok {
+		return nil, nil
+	}
+	f.After, f.Limit = nil, 1
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	w := filterWhere(&f)
+	rows, err := tx.Query(ctx, candidateColumns+w.sql()+" ORDER BY m.id LIMIT "+strconv.Itoa(quarantine.MaxBulk+1)+" FOR UPDATE", w.args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []quarantine.ReplayCandidate
+	if err := scanCandidates(rows, func(c quarantine.ReplayCandidate) { out = append(out, c) }); err != nil {
+		return nil, err
+	}
+	if len(out) > quarantine.MaxBulk {
+		var n int64
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM messages m"+w.sql(), w.args...).Scan(&n); err != nil {
+			return nil, err
+		}
+		return nil, quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "filter",
+			"the filter matches %d messages; at most %d can be replayed at once", n, quarantine.MaxBulk)
+	}
+	return out, nil
+}
+
+// setReplaying moves the quarantined messages among ids to replaying.
+func setReplaying(ctx context.Context, tx pgx.Tx, ids []string, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE messages SET status = 'replaying', updated_at = $2
+		WHERE id = ANY($1::text[]) AND status = 'quarantined'`, ids, now)
+	return err
+}
+
+func insertReplay(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch, items []quarantine.ReplayItem) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
+		dest_queue, dest_collector, rate, burst, canary, observe, halt_refail_ratio, force_without_key, queues,
+		owners, total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::bigint * interval '1 microsecond', $12, $13, $14,
+		$15, $16, $17, $18, $19, $20, $21, $22, $23)`,
+		b.ID, string(b.State), b.StateReason, b.Reason, b.Actor, b.Destination.Queue, b.Destination.Collector,
+		b.Rate, b.Burst, b.Canary, b.Observe.Microseconds(), b.HaltRefailRatio, b.ForceWithoutKey, b.Queues,
+		b.Owners, b.Total, b.CanaryVerdict, b.CanaryUntil, b.CreatedAt, b.UpdatedAt,
+		b.StartedAt, b.FinishedAt, b.ExpiresAt); err != nil {
+		return err
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	seqs := make([]int32, len(items))
+	ids, queues, outcomes, reasons, keys := mk(len(items)), mk(len(items)), mk(len(items)), mk(len(items)), mk(len(items))
+	for j, it := range items {
+		seqs[j], ids[j], queues[j], outcomes[j], reasons[j], keys[j] = int32(it.Seq), it.MessageID, it.Queue, string(it.Outcome), it.Reason, it.IdempotencyKey
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO replay_items (batch_id, seq, message_id, queue, outcome, reason,
+		idempotency_key, updated_at)
+		SELECT $1, u.seq, u.id, u.queue, u.outcome, u.reason, u.key, $8
+		FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS u(seq, id, queue, outcome, reason, key)`,
+		b.ID, seqs, ids, queues, outcomes, reasons, keys, b.CreatedAt)
+	return err
+}
+
+// saveBatch writes the fields of b that change after its creation.
+func saveBatch(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch) error {
+	_, err := tx.Exec(ctx, `UPDATE replay_batches SET state = $2, state_reason = $3, updated_at = $4,
+		started_at = $5, finished_at = $6, expires_at = $7, canary_verdict = $8, canary_until = $9 WHERE id = $1`,
+		b.ID, string(b.State), b.StateReason, b.UpdatedAt, b.StartedAt, b.FinishedAt, b.ExpiresAt,
+		b.CanaryVerdict, b.CanaryUntil)
+	return err
+}
+
+// batchRow receives batchColumns.
+type batchRow struct {
+	b       quarantine.ReplayBatch
+	observe int64
+}
+
+func (r *batchRow) dest() []any {
+	b := &r.b
+	return []any{&b.ID, &b.State, &b.StateReason, &b.Reason, &b.Actor, &b.Destination.Queue,
+		&b.Destination.Collector, &b.Rate, &b.Burst, &b.Canary, &r.observe, &b.HaltRefailRatio,
+		&b.ForceWithoutKey, &b.Queues, &b.Owners, &b.Total, &b.CanaryVerdict, &b.CanaryUntil, &b.CreatedAt,
+		&b.UpdatedAt, &b.StartedAt, &b.FinishedAt, &b.ExpiresAt}
+}
+
+func (r *batchRow) batch() *quarantine.ReplayBatch {
+	b := r.b
+	b.Observe = time.Duration(r.observe) * time.Microsecond
+	b.CanaryUntil, b.StartedAt, b.FinishedAt, b.ExpiresAt = utcPtr(b.CanaryUntil), utcPtr(b.StartedAt), utcPtr(b.FinishedAt), utcPtr(b.ExpiresAt)
+	b.CreatedAt, b.UpdatedAt = b.CreatedAt.UTC(), b.UpdatedAt.UTC()
+	if b.Queues == nil {
+		b.Queues = []string{}
+	}
+	if b.Owners == nil {
+		b.Owners = []string{}
+	}
+	b.Counts = replays.ZeroCounts()
+	return &b
+}
+
+// getBatch reads one batch with its counts, or ENOTFOUND; lock is "" or a
+// locking clause (FOR NO KEY UPDATE).
+func getBatch(ctx context.Context, q querier, id, lock string) (*quarantine.ReplayBatch, error) {
+	if !quarantine.ValidID(id) {
+		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+	}
+	var r batchRow
+	err := q.QueryRow(ctx, `SELECT `+batchColumns+` FROM replay_batches b WHERE b.id = $1 `+lock, id).Scan(r.dest()...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+	}
+	if err != nil {
+		return nil, err
+	}
+	b := r.batch()
+	return b, fillCounts(ctx, q, []*quarantine.ReplayBatch{b})
+}
+
+// fillCounts sets the counts by outcome of bs, grouped from their items.
+func fillCounts(ctx context.Context, q querier, bs []*quarantine.ReplayBatch) error {
+	if len(bs) == 0 {
+		return nil
+	}
+	byID := make(map[string]*quarantine.ReplayBatch, len(bs))
+	ids := make([]string, len(bs))
+	for i, b := range bs {
+		byID[b.ID], ids[i] = b, b.ID
+		b.Counts = replays.ZeroCounts()
+	}
+	rows, err := q.Query(ctx, `SELECT batch_id, outcome, count(*) FROM replay_items
+		WHERE batch_id = ANY($1::text[]) GROUP BY batch_id, outcome`, ids)
+	if err != nil {
+		return err
+	}
+	var id string
+	var o quarantine.ItemOutcome
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&id, &o, &n}, func() error {
+		byID[id].Counts[o] = n
+		return nil
+	})
+	return err
+}
+
+// GetReplay returns one batch with its counts. Errors: ENOTFOUND,
+// EUNAVAILABLE, EINTERNAL.
+func (s *Store) GetReplay(ctx context.Context, id string) (*quarantine.ReplayBatch, error) {
+	var b *quarantine.ReplayBatch
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	err := s.inTxOpts(ctx, opts, "read a replay", func(tx pgx.Tx) (err error) {
+		b, err = getBatch(ctx, tx, id, "")
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// queryBatches reads the batches q selects, with their counts.
+func queryBatches(ctx context.Context, tx pgx.Tx, q string, args ...any) ([]*quarantine.ReplayBatch, error) {
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := []*quarantine.ReplayBatch{}
+	var r batchRow
+	if _, err := pgx.ForEachRow(rows, r.dest(), func() error {
+		out = append(out, r.batch())
+		r = batchRow{}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return out, fillCounts(ctx, tx, out)
+}
+
+// ListReplays returns batches matching f, newest first; see
+// store.Replays. Errors: EINVALID naming the field, EUNAVAILABLE.
+func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*quarantine.ReplayBatch, string, error) {
+	if err := f.Validate(); err != nil {
+		return nil, "", err
+	}
+	w := &where{}
+	if len(f.State) > 0 {
+		w.literals("b.state", strs(f.State))
+	}
+	if f.Queue != "" {
+		w.conds = append(w.conds, w.arg(f.Queue)+" = ANY(b.queues)")
+	}
+	if f.Actor != "" {
+		w.conds = append(w.conds, "b.actor = "+w.arg(f.Actor))
+	}
+	if f.Owners != nil {
+		w.conds = append(w.conds, "b.owners && "+w.arg(f.Owners)+"::text[]")
+	}
+	if f.After != "" {
+		w.conds = append(w.conds, "b.id < "+w.arg(f.After))
+	}
+	q := `SELECT ` + batchColumns + ` FROM replay_batches b` + w.sql() + " ORDER BY b.id DESC LIMIT " + w.arg(f.Limit+1)
+	var out []*quarantine.ReplayBatch
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	err := s.inTxOpts(ctx, opts, "list replays", func(tx pgx.Tx) (err error) {
+		out, err = queryBatches(ctx, tx, q, w.args...)
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		next = out[f.Limit-1].ID
+	}
+	return out, next, nil
+}
+
+// RunnableReplays returns the running batches and the drafts expired at
+// now, oldest first; see store.Replays.
+func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
+	var out []*quarantine.ReplayBatch
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	err := s.inTxOpts(ctx, opts, "list runnable replays", func(tx pgx.Tx) (err error) {
+		out, err = queryBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
+			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < $1) ORDER BY b.id`, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// itemRow receives itemColumns.
+type itemRow struct{ it quarantine.ReplayItem }
+
+func (r *itemRow) dest() []any {
+	it := &r.it
+	return []any{&it.BatchID, &it.Seq, &it.MessageID, &it.Queue, &it.Outcome, &it.Reason, &it.Destination,
+		&it.IdempotencyKey, &it.PayloadVersion, &it.PayloadSHA256, &it.DroppedHeaders, &it.Attempts, &it.RefailID,
+		&it.PublishedAt, &it.UpdatedAt}
+}
+
+func (r *itemRow) item() quarantine.ReplayItem {
+	it := r.it
+	it.PublishedAt, it.UpdatedAt = utcPtr(it.PublishedAt), it.UpdatedAt.UTC()
+	if it.DroppedHeaders == nil {
+		it.DroppedHeaders = []string{}
+	}
+	return it
+}
+
+// ListReplayItems returns items of one batch in Seq order after f.After;
+// see store.Replays. Errors: ENOTFOUND for an unknown batch, EINVALID.
+func (s *Store) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilter) ([]quarantine.ReplayItem, bool, error) {
+	if err := f.Validate(); err != nil {
+		return nil, false, err
+	}
+	if !quarantine.ValidID(f.BatchID) {
+		return nil, false, quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+	}
+	w := &where{}
+	w.conds = append(w.conds, "i.batch_id = "+w.arg(f.BatchID), "i.seq > "+w.arg(f.After))
+	if len(f.Outcome) > 0 {
+		w.literals("i.outcome", strs(f.Outcome))
+	}
+	q := `SELECT ` + itemColumns + ` FROM replay_items i` + w.sql() + ` ORDER BY i.seq LIMIT ` + w.arg(f.Limit+1)
+	out := []quarantine.ReplayItem{}
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	err := s.inTxOpts(ctx, opts, "list replay items", func(tx pgx.Tx) error {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM replay_batches WHERE id = $1`, f.BatchID).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+		}
+		rows, err := tx.Query(ctx, q, w.args...)
+		if err != nil {
+			return err
+		}
+		var r itemRow
+		_, err = pgx.ForEachRow(rows, r.dest(), func() error {
+			out = append(out, r.item())
+			r = itemRow{}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	more := len(out) > f.Limit
+	if more {
+		out = out[:f.Limit]
+	}
+	return out, more, nil
+}
+
+// lockClause locks a batch row against other writers of it, not against
+// the key share of inserted items.
+const lockClause = "FOR NO KEY UPDATE"

@@ -1,0 +1,432 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/replays"
+)
+
+// Replay batches live in replay_batches, their items in replay_items
+// (migration 0004). Every change runs in the one write transaction, which
+// holds the database's write lock: no other writer sees a half-made batch,
+// and two leases cannot take the same item.
+
+const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
+	b.rate, b.burst, b.canary, b.observe, b.halt_refail_ratio, b.force_without_key, b.queues, b.owners,
+	b.total, b.canary_verdict, b.canary_until, b.created_at, b.updated_at, b.started_at, b.finished_at, b.expires_at`
+
+const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
+	i.idempotency_key, i.payload_version, i.payload_sha256, i.dropped_headers, i.attempts, i.refail_id,
+	i.published_at, i.updated_at`
+
+// CreateReplay pins the messages r selects as a new batch; see
+// store.Replays. Errors: EINVALID for a bad request, EUNPROCESSABLE when a
+// filter matches more than quarantine.MaxBulk messages, ECONFLICT when
+// r.ExpectCount does not hold, EUNAVAILABLE.
+func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error) {
+	if err := r.Validate(0); err != nil {
+		return nil, err
+	}
+	var b *quarantine.ReplayBatch
+	err := s.write(ctx, "create a replay", func(tx *sql.Tx) error {
+		sel, err := replayCandidates(ctx, tx, &r)
+		if err != nil {
+			return err
+		}
+		items, _, err := r.Plan(sel, keyRule)
+		if err != nil {
+			return err
+		}
+		now := s.clock()
+		b = replays.NewBatch(&r, items, sel, now)
+		events := replays.CreateEvents(&r, b)
+		if err := insertReplay(ctx, tx, b, items); err != nil {
+			return err
+		}
+		if !r.DryRun {
+			if err := setReplaying(ctx, tx, replays.Pending(items), now); err != nil {
+				return err
+			}
+			if b.Counts[quarantine.ItemPending] == 0 {
+				replays.Move(b, quarantine.ReplayCompleted, "", now)
+				events = append(events, replays.CompleteEvent(b))
+				if err := saveBatch(ctx, tx, b); err != nil {
+					return err
+				}
+			}
+		}
+		return s.appendAudits(ctx, tx, events)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// replayCandidates reads the messages r selects, as the write
+// transaction sees them.
+func replayCandidates(ctx context.Context, tx *sql.Tx, r *quarantine.ReplayRequest) ([]quarantine.ReplayCandidate, error) {
+	const cols = `SELECT m.id, m.status, m.queue, m.owner, m.idempotency_key, m.key_rule FROM messages m`
+	scan := func(rows *sql.Rows, fn func(c quarantine.ReplayCandidate)) error {
+		defer rows.Close()
+		for rows.Next() {
+			var c quarantine.ReplayCandidate
+			var st string
+			if err := rows.Scan(&c.ID, &st, &c.Queue, &c.Owner, &c.IdempotencyKey, &c.KeyRule); err != nil {
+				return err
+			}
+			c.Status, c.Found = quarantine.Status(st), true
+			fn(c)
+		}
+		return rows.Err()
+	}
+	if r.Filter == nil {
+		ids := replays.DistinctIDs(r.IDs)
+		var valid []string
+		for _, id := range ids {
+			if quarantine.ValidID(id) {
+				valid = append(valid, id)
+			}
+		}
+		found := map[string]quarantine.ReplayCandidate{}
+		if len(valid) > 0 {
+			rows, err := tx.QueryContext(ctx, cols+` WHERE m.id IN (SELECT value FROM json_each(?))`, jsonArray(valid))
+			if err != nil {
+				return nil, err
+			}
+			if err := scan(rows, func(c quarantine.ReplayCandidate) {
+				if replays.Visible(r.Owners, c.Owner) {
+					found[c.ID] = c
+				}
+			}); err != nil {
+				return nil, err
+			}
+		}
+		out := make([]quarantine.ReplayCandidate, 0, len(ids))
+		for _, id := range ids {
+			c, ok := found[id]
+			if !ok {
+				c = quarantine.ReplayCandidate{ID: quarantine.SanitizeText(id)}
+			}
+			out = append(out, c)
+		}
+		return out, nil
+	}
+	f, ok := replays.NarrowFilter(*r.Filter, r.Owners)
+	if !ok {
+		return nil, nil
+	}
+	f.After, f.Limit = nil, 1
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	w, args := where(f, false)
+	rows, err := tx.QueryContext(ctx, cols+w+" ORDER BY m.id LIMIT "+strconv.Itoa(quarantine.MaxBulk+1), args...)
+	if err != nil {
+		return nil, err
+	}
+	var out []quarantine.ReplayCandidate
+	if err := scan(rows, func(c quarantine.ReplayCandidate) { out = append(out, c) }); err != nil {
+		return nil, err
+	}
+	if len(out) > quarantine.MaxBulk {
+		var n int64
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM messages m"+w, args...).Scan(&n); err != nil {
+			return nil, err
+		}
+		return nil, quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "filter",
+			"the filter matches %d messages; at most %d can be replayed at once", n, quarantine.MaxBulk)
+	}
+	return out, nil
+}
+
+// setReplaying moves the quarantined messages among ids to replaying.
+func setReplaying(ctx context.Context, tx *sql.Tx, ids []string, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'replaying', updated_at = ?
+		WHERE id IN (SELECT value FROM json_each(?)) AND status = 'quarantined'`, micros(now), jsonArray(ids))
+	return err
+}
+
+func insertReplay(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch, items []quarantine.ReplayItem) error {
+	queues, owners := jsonArray(b.Queues), jsonArray(b.Owners)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
+		dest_queue, dest_collector, rate, burst, canary, observe, halt_refail_ratio, force_without_key, queues,
+		owners, total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		b.ID, string(b.State), b.StateReason, b.Reason, b.Actor, b.Destination.Queue, b.Destination.Collector,
+		b.Rate, b.Burst, b.Canary, b.Observe.Microseconds(), b.HaltRefailRatio, b.ForceWithoutKey, queues,
+		owners, b.Total, b.CanaryVerdict, microsPtr(b.CanaryUntil), micros(b.CreatedAt), micros(b.UpdatedAt),
+		microsPtr(b.StartedAt), microsPtr(b.FinishedAt), microsPtr(b.ExpiresAt)); err != nil {
+		return err
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO replay_items (batch_id, seq, message_id, queue, outcome,
+		reason, idempotency_key, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer ins.Close()
+	for _, it := range items {
+		if _, err := ins.ExecContext(ctx, b.ID, it.Seq, it.MessageID, it.Queue, string(it.Outcome), it.Reason,
+			it.IdempotencyKey, micros(it.UpdatedAt)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// saveBatch writes the fields of b that change after its creation.
+func saveBatch(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch) error {
+	_, err := tx.ExecContext(ctx, `UPDATE replay_batches SET state = ?, state_reason = ?, updated_at = ?,
+		started_at = ?, finished_at = ?, expires_at = ?, canary_verdict = ?, canary_until = ? WHERE id = ?`,
+		string(b.State), b.StateReason, micros(b.UpdatedAt), microsPtr(b.StartedAt), microsPtr(b.FinishedAt),
+		microsPtr(b.ExpiresAt), b.CanaryVerdict, microsPtr(b.CanaryUntil), b.ID)
+	return err
+}
+
+func scanBatch(r scanner) (*quarantine.ReplayBatch, error) {
+	var (
+		b                       quarantine.ReplayBatch
+		state, queues, owners   string
+		observe, created, upd   int64
+		until, started, fin, ex sql.NullInt64
+	)
+	if err := r.Scan(&b.ID, &state, &b.StateReason, &b.Reason, &b.Actor, &b.Destination.Queue,
+		&b.Destination.Collector, &b.Rate, &b.Burst, &b.Canary, &observe, &b.HaltRefailRatio,
+		&b.ForceWithoutKey, &queues, &owners, &b.Total, &b.CanaryVerdict, &until, &created, &upd,
+		&started, &fin, &ex); err != nil {
+		return nil, err
+	}
+	b.State, b.Observe = quarantine.ReplayState(state), time.Duration(observe)*time.Microsecond
+	if err := json.Unmarshal([]byte(queues), &b.Queues); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(owners), &b.Owners); err != nil {
+		return nil, err
+	}
+	b.CanaryUntil, b.StartedAt, b.FinishedAt, b.ExpiresAt = fromMicrosPtr(until), fromMicrosPtr(started), fromMicrosPtr(fin), fromMicrosPtr(ex)
+	b.CreatedAt, b.UpdatedAt = fromMicros(created), fromMicros(upd)
+	b.Counts = replays.ZeroCounts()
+	return &b, nil
+}
+
+// getBatch reads one batch with its counts in tx, or ENOTFOUND.
+func getBatch(ctx context.Context, tx *sql.Tx, id string) (*quarantine.ReplayBatch, error) {
+	if !quarantine.ValidID(id) {
+		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+	}
+	b, err := scanBatch(tx.QueryRowContext(ctx, `SELECT `+batchColumns+` FROM replay_batches b WHERE b.id = ?`, id))
+	if err == sql.ErrNoRows {
+		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b, fillCounts(ctx, tx, []*quarantine.ReplayBatch{b})
+}
+
+// fillCounts sets the counts by outcome of bs, grouped from their items.
+func fillCounts(ctx context.Context, tx *sql.Tx, bs []*quarantine.ReplayBatch) error {
+	if len(bs) == 0 {
+		return nil
+	}
+	byID := make(map[string]*quarantine.ReplayBatch, len(bs))
+	ids := make([]string, len(bs))
+	for i, b := range bs {
+		byID[b.ID], ids[i] = b, b.ID
+		b.Counts = replays.ZeroCounts()
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT batch_id, outcome, count(*) FROM replay_items
+		WHERE batch_id IN (SELECT value FROM json_each(?)) GROUP BY batch_id, outcome`, jsonArray(ids))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, o string
+		var n int
+		if err := rows.Scan(&id, &o, &n); err != nil {
+			return err
+		}
+		byID[id].Counts[quarantine.ItemOutcome(o)] = n
+	}
+	return rows.Err()
+}
+
+// GetReplay returns one batch with its counts, or ENOTFOUND.
+func (s *Store) GetReplay(ctx context.Context, id string) (*quarantine.ReplayBatch, error) {
+	var b *quarantine.ReplayBatch
+	err := s.read(ctx, "read a replay", func(tx *sql.Tx) (err error) {
+		b, err = getBatch(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// queryBatches reads the batches q selects, with their counts.
+func queryBatches(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]*quarantine.ReplayBatch, error) {
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []*quarantine.ReplayBatch{}
+	for rows.Next() {
+		b, err := scanBatch(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, fillCounts(ctx, tx, out)
+}
+
+// ListReplays returns batches matching f, newest first; see
+// store.Replays. EINVALID for a bad filter.
+func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*quarantine.ReplayBatch, string, error) {
+	if err := f.Validate(); err != nil {
+		return nil, "", err
+	}
+	var conds []string
+	var args []any
+	if len(f.State) > 0 {
+		conds = append(conds, "b.state IN (SELECT value FROM json_each(?))")
+		args = append(args, jsonArray(strs(f.State)))
+	}
+	if f.Queue != "" {
+		conds = append(conds, "EXISTS (SELECT 1 FROM json_each(b.queues) q WHERE q.value = ?)")
+		args = append(args, f.Queue)
+	}
+	if f.Actor != "" {
+		conds = append(conds, "b.actor = ?")
+		args = append(args, f.Actor)
+	}
+	if f.Owners != nil {
+		conds = append(conds, "EXISTS (SELECT 1 FROM json_each(b.owners) o WHERE o.value IN (SELECT value FROM json_each(?)))")
+		args = append(args, jsonArray(f.Owners))
+	}
+	if f.After != "" {
+		conds = append(conds, "b.id < ?")
+		args = append(args, f.After)
+	}
+	q := `SELECT ` + batchColumns + ` FROM replay_batches b`
+	if len(conds) > 0 {
+		q += " WHERE " + strings.Join(conds, " AND ")
+	}
+	q += " ORDER BY b.id DESC LIMIT ?"
+	args = append(args, f.Limit+1)
+	var out []*quarantine.ReplayBatch
+	err := s.read(ctx, "list replays", func(tx *sql.Tx) (err error) {
+		out, err = queryBatches(ctx, tx, q, args...)
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		next = out[f.Limit-1].ID
+	}
+	return out, next, nil
+}
+
+// RunnableReplays returns the running batches and the drafts expired at
+// now, oldest first; see store.Replays.
+func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
+	var out []*quarantine.ReplayBatch
+	err := s.read(ctx, "list runnable replays", func(tx *sql.Tx) (err error) {
+		out, err = queryBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
+			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < ?) ORDER BY b.id`, micros(now))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func scanItem(r scanner, extra ...any) (quarantine.ReplayItem, error) {
+	var (
+		it               quarantine.ReplayItem
+		outcome, dropped string
+		published        sql.NullInt64
+		upd              int64
+	)
+	dest := []any{&it.BatchID, &it.Seq, &it.MessageID, &it.Queue, &outcome, &it.Reason, &it.Destination,
+		&it.IdempotencyKey, &it.PayloadVersion, &it.PayloadSHA256, &dropped, &it.Attempts, &it.RefailID,
+		&published, &upd}
+	if err := r.Scan(append(dest, extra...)...); err != nil {
+		return it, err
+	}
+	it.Outcome, it.PublishedAt, it.UpdatedAt = quarantine.ItemOutcome(outcome), fromMicrosPtr(published), fromMicros(upd)
+	if err := json.Unmarshal([]byte(dropped), &it.DroppedHeaders); err != nil {
+		return it, err
+	}
+	return it, nil
+}
+
+// ListReplayItems returns items of one batch in Seq order after f.After;
+// see store.Replays. ENOTFOUND for an unknown batch, EINVALID for a bad
+// filter.
+func (s *Store) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilter) ([]quarantine.ReplayItem, bool, error) {
+	if err := f.Validate(); err != nil {
+		return nil, false, err
+	}
+	if !quarantine.ValidID(f.BatchID) {
+		return nil, false, quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+	}
+	q := `SELECT ` + itemColumns + ` FROM replay_items i WHERE i.batch_id = ? AND i.seq > ?`
+	args := []any{f.BatchID, f.After}
+	if len(f.Outcome) > 0 {
+		q += ` AND i.outcome IN (SELECT value FROM json_each(?))`
+		args = append(args, jsonArray(strs(f.Outcome)))
+	}
+	q += ` ORDER BY i.seq LIMIT ?`
+	args = append(args, f.Limit+1)
+	out := []quarantine.ReplayItem{}
+	err := s.read(ctx, "list replay items", func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM replay_batches WHERE id = ?`, f.BatchID).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+		}
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			it, err := scanItem(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, it)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	more := len(out) > f.Limit
+	if more {
+		out = out[:f.Limit]
+	}
+	return out, more, nil
+}

@@ -1,0 +1,210 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/replays"
+)
+
+// errDraftExpired is what a start of an expired draft returns, after the
+// transaction that expired it committed.
+var errDraftExpired = quarantine.Errorf(quarantine.ECONFLICT, "the draft expired")
+
+// ChangeReplay applies c.Action to its batch; see store.Replays. Errors:
+// EINVALID for an unknown action, ENOTFOUND for an unknown batch,
+// ECONFLICT when the batch's state does not allow the action, when a
+// draft expired before its start (it is expired, committed) or when a
+// complete finds pending items, EUNAVAILABLE.
+func (s *Store) ChangeReplay(ctx context.Context, c quarantine.ReplayChange) (*quarantine.ReplayBatch, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var b *quarantine.ReplayBatch
+	var expired bool
+	err := s.write(ctx, "change a replay", func(tx *sql.Tx) error {
+		var err error
+		expired = false
+		if b, err = getBatch(ctx, tx, c.BatchID); err != nil {
+			return err
+		}
+		from := b.State
+		to, act, err := quarantine.ReplayTransition(from, c.Action)
+		if err != nil {
+			return err
+		}
+		now := s.clock()
+		if c.Action == quarantine.ReplayActStart && replays.Expired(b, now) {
+			expired = true
+			replays.Move(b, quarantine.ReplayExpired, errDraftExpired.Message, now)
+			if err := saveBatch(ctx, tx, b); err != nil {
+				return err
+			}
+			return s.appendAudits(ctx, tx, []*quarantine.AuditEvent{replays.ChangeEvent(replays.SystemActor,
+				quarantine.ActionReplayExpire, b.ID, errDraftExpired.Message, from, quarantine.ReplayExpired)})
+		}
+		events := []*quarantine.AuditEvent{replays.ChangeEvent(c.Actor, act, b.ID, c.Reason, from, to)}
+		switch c.Action {
+		case quarantine.ReplayActStart:
+			if err := startItems(ctx, tx, b.ID, now); err != nil {
+				return err
+			}
+			if f := replays.ForceEvent(c.Actor, b.ID, c.Reason, false, c.Force, c.AcceptKeyRuleChange); f != nil {
+				events = append(events, f)
+			}
+		case quarantine.ReplayActCancel:
+			if err := cancelItems(ctx, tx, b.ID, from != quarantine.ReplayDraft, now); err != nil {
+				return err
+			}
+		case quarantine.ReplayActComplete:
+			n, err := countPending(ctx, tx, b.ID)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				return quarantine.Errorf(quarantine.ECONFLICT, "the replay still has %d pending items", n)
+			}
+		}
+		replays.Move(b, to, c.Reason, now)
+		if to == quarantine.ReplayRunning {
+			n, err := countPending(ctx, tx, b.ID)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				replays.Move(b, quarantine.ReplayCompleted, c.Reason, now)
+				events = append(events, replays.CompleteEvent(b))
+			}
+		}
+		if err := saveBatch(ctx, tx, b); err != nil {
+			return err
+		}
+		if err := fillCounts(ctx, tx, []*quarantine.ReplayBatch{b}); err != nil {
+			return err
+		}
+		return s.appendAudits(ctx, tx, events)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if expired {
+		return nil, errDraftExpired
+	}
+	return b, nil
+}
+
+func countPending(ctx context.Context, tx *sql.Tx, batchID string) (int, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM replay_items WHERE batch_id = ? AND outcome = 'pending'`, batchID).Scan(&n)
+	return n, err
+}
+
+// startItems skips each pending item whose message is no longer
+// quarantined (quarantine.StartSkipReason) and moves the others'
+// messages to replaying.
+func startItems(ctx context.Context, tx *sql.Tx, batchID string, now time.Time) error {
+	rows, err := tx.QueryContext(ctx, `SELECT i.seq, i.message_id, m.status FROM replay_items i
+		LEFT JOIN messages m ON m.id = i.message_id
+		WHERE i.batch_id = ? AND i.outcome = 'pending' ORDER BY i.seq`, batchID)
+	if err != nil {
+		return err
+	}
+	type skip struct {
+		seq    int
+		reason string
+	}
+	var skips []skip
+	var ids []string
+	for rows.Next() {
+		var seq int
+		var id string
+		var st sql.NullString
+		if err := rows.Scan(&seq, &id, &st); err != nil {
+			rows.Close()
+			return err
+		}
+		if why := quarantine.StartSkipReason(st.Valid, quarantine.Status(st.String)); why != "" {
+			skips = append(skips, skip{seq, why})
+		} else {
+			ids = append(ids, id)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, sk := range skips {
+		if _, err := tx.ExecContext(ctx, `UPDATE replay_items SET outcome = 'skipped', reason = ?, updated_at = ?
+			WHERE batch_id = ? AND seq = ?`, sk.reason, micros(now), batchID, sk.seq); err != nil {
+			return err
+		}
+	}
+	return setReplaying(ctx, tx, ids, now)
+}
+
+// cancelItems skips the pending items of a batch ("cancelled"), bumping
+// their fences so that a result of a lease taken before is refused, and
+// with release returns their (replaying) messages to quarantined.
+func cancelItems(ctx context.Context, tx *sql.Tx, batchID string, release bool, now time.Time) error {
+	if release {
+		if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'quarantined', updated_at = ?
+			WHERE id IN (SELECT message_id FROM replay_items WHERE batch_id = ? AND outcome = 'pending')
+			AND status = 'replaying'`, micros(now), batchID); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE replay_items SET outcome = 'skipped', reason = 'cancelled',
+		fence = fence + 1, lease_owner = '', lease_expires_at = NULL, updated_at = ?
+		WHERE batch_id = ? AND outcome = 'pending'`, micros(now), batchID)
+	return err
+}
+
+// completeIfDone completes the running batch id when none of its items is
+// pending, returning the event to append (nil when it did nothing).
+func completeIfDone(ctx context.Context, tx *sql.Tx, id string, now time.Time) (*quarantine.AuditEvent, error) {
+	b, err := getBatch(ctx, tx, id)
+	if err != nil || b.State != quarantine.ReplayRunning || b.Counts[quarantine.ItemPending] > 0 {
+		return nil, err
+	}
+	replays.Move(b, quarantine.ReplayCompleted, "", now)
+	if err := saveBatch(ctx, tx, b); err != nil {
+		return nil, err
+	}
+	return replays.CompleteEvent(b), nil
+}
+
+// SetReplayCanary records the canary's verdict; see store.Replays.
+// Errors: EINVALID for an unknown verdict, ENOTFOUND, EUNAVAILABLE.
+func (s *Store) SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error) {
+	if !replays.ValidVerdict(verdict) {
+		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "canary_verdict", "unknown canary verdict %q", truncateText(verdict))
+	}
+	var b *quarantine.ReplayBatch
+	err := s.write(ctx, "record a canary verdict", func(tx *sql.Tx) error {
+		var err error
+		if b, err = getBatch(ctx, tx, batchID); err != nil || b.CanaryVerdict == verdict {
+			return err
+		}
+		b.CanaryVerdict, b.CanaryUntil, b.UpdatedAt = verdict, nil, s.clock()
+		if until != nil {
+			u := until.UTC().Truncate(time.Microsecond)
+			b.CanaryUntil = &u
+		}
+		return saveBatch(ctx, tx, b)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// truncateText shortens untrusted input quoted back in an error message.
+func truncateText(s string) string {
+	s = quarantine.SanitizeText(s)
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
