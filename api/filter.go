@@ -14,7 +14,7 @@ import (
 // filterParams name a message filter, as query parameters and as the
 // members of a body's "filter" object.
 var filterParams = []string{"queue", "job_name", "failure_class", "status", "owner", "source", "idempotency_key",
-	"failed_after", "failed_before", "older_than", "q"}
+	"fingerprint", "failed_after", "failed_before", "older_than", "q"}
 
 // maxAge bounds older_than: a hundred years.
 const maxAge = 100 * 365 * 24 * time.Hour
@@ -28,6 +28,7 @@ type filterInput struct {
 	Owner          []string `json:"owner"`
 	Source         []string `json:"source"`
 	IdempotencyKey []string `json:"idempotency_key"`
+	Fingerprint    []string `json:"fingerprint"`
 	FailedAfter    string   `json:"failed_after"`
 	FailedBefore   string   `json:"failed_before"`
 	OlderThan      string   `json:"older_than"`
@@ -39,7 +40,7 @@ func filterFromQuery(q query) (filterInput, error) {
 	in := filterInput{
 		Queue: q.all("queue"), JobName: q.all("job_name"), FailureClass: q.all("failure_class"),
 		Status: q.all("status"), Owner: q.all("owner"), Source: q.all("source"),
-		IdempotencyKey: q.all("idempotency_key"),
+		IdempotencyKey: q.all("idempotency_key"), Fingerprint: q.all("fingerprint"),
 	}
 	for _, p := range []struct {
 		name string
@@ -67,7 +68,7 @@ func filterFromBody(raw []byte) (filterInput, error) {
 // empty reports whether in selects every message.
 func (in filterInput) empty() bool {
 	return len(in.Queue)+len(in.JobName)+len(in.FailureClass)+len(in.Status)+len(in.Owner)+len(in.Source)+
-		len(in.IdempotencyKey) == 0 && in.FailedAfter == "" && in.FailedBefore == "" && in.OlderThan == "" && in.Q == ""
+		len(in.IdempotencyKey)+len(in.Fingerprint) == 0 && in.FailedAfter == "" && in.FailedBefore == "" && in.OlderThan == "" && in.Q == ""
 }
 
 // filter parses and validates in; older_than counts back from now. at
@@ -75,12 +76,13 @@ func (in filterInput) empty() bool {
 // for a body's filter.
 func (in filterInput) filter(now time.Time, at string) (quarantine.Filter, error) {
 	f := quarantine.Filter{Queue: in.Queue, JobName: in.JobName, Owner: in.Owner, Source: in.Source,
-		IdempotencyKey: in.IdempotencyKey, Text: in.Q, Limit: 1}
+		IdempotencyKey: in.IdempotencyKey, Fingerprint: in.Fingerprint, Text: in.Q, Limit: 1}
 	for _, l := range []struct {
 		name string
 		n    int
 	}{{"queue", len(in.Queue)}, {"job_name", len(in.JobName)}, {"failure_class", len(in.FailureClass)},
-		{"status", len(in.Status)}, {"owner", len(in.Owner)}, {"source", len(in.Source)}, {"idempotency_key", len(in.IdempotencyKey)}} {
+		{"status", len(in.Status)}, {"owner", len(in.Owner)}, {"source", len(in.Source)}, {"idempotency_key", len(in.IdempotencyKey)},
+		{"fingerprint", len(in.Fingerprint)}} {
 		if l.n > quarantine.MaxFilterValues {
 			return f, quarantine.FieldErrorf(quarantine.EINVALID, at+l.name, "at most %d values", quarantine.MaxFilterValues)
 		}

@@ -45,6 +45,25 @@ type Config struct {
 	// Schemas holds the JSON Schema of each job name (see CompileSchema):
 	// an edited payload of that job must validate against it.
 	Schemas map[string]*Schema
+	// Replay holds the defaults and limits of replay requests.
+	Replay ReplayDefaults
+}
+
+// ReplayDefaults are the configured defaults of a replay request (each
+// used when the request leaves the field out) and its limits.
+type ReplayDefaults struct {
+	Rate            float64       // msg/s (0: quarantine.DefaultReplayRate)
+	MaxRate         float64       // a request above it is 422 (0: quarantine.DefaultReplayMaxRat)
+	Canary          int           // items published first, then observed
+	Observe         time.Duration // how long the canary is observed
+	HaltRefailRatio float64       // the breaker's threshold (0: off)
+	DraftTTL        time.Duration // how long a dry run's draft may wait (0: quarantine.DefaultDraftTTL)
+	// KeyRule describes each queue's idempotency rule now, so that a
+	// message collected under another rule is skipped (nil: no check).
+	KeyRule quarantine.KeyRuleFunc
+	// Collectors are the configured collector names: a destination
+	// naming another one is 422.
+	Collectors []string
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -81,6 +100,15 @@ func New(cfg Config) *Server {
 		if err := ValidatePointer(p); err != nil {
 			panic("api: Config.RedactPointers: " + err.Error())
 		}
+	}
+	if cfg.Replay.Rate <= 0 {
+		cfg.Replay.Rate = quarantine.DefaultReplayRate
+	}
+	if cfg.Replay.MaxRate <= 0 {
+		cfg.Replay.MaxRate = quarantine.DefaultReplayMaxRat
+	}
+	if cfg.Replay.DraftTTL <= 0 {
+		cfg.Replay.DraftTTL = quarantine.DefaultDraftTTL
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
@@ -121,6 +149,15 @@ func (s *Server) routes() *chi.Mux {
 		operate.Post("/api/v1/messages/{id}/discard", s.discardMessage)
 		read.Get("/api/v1/groups", s.listGroups)
 		read.Get("/api/v1/queues", s.listQueues)
+		operate.Post("/api/v1/replays", s.createReplay)
+		read.Get("/api/v1/replays", s.listReplays)
+		read.Get("/api/v1/replays/{id}", s.getReplay)
+		read.Get("/api/v1/replays/{id}/items", s.listReplayItems)
+		read.Get("/api/v1/replays/{id}/report", s.replayReport)
+		operate.Post("/api/v1/replays/{id}/start", s.changeReplay(quarantine.ReplayActStart))
+		operate.Post("/api/v1/replays/{id}/pause", s.changeReplay(quarantine.ReplayActPause))
+		operate.Post("/api/v1/replays/{id}/resume", s.changeReplay(quarantine.ReplayActResume))
+		operate.Post("/api/v1/replays/{id}/cancel", s.changeReplay(quarantine.ReplayActCancel))
 		audit.Get("/api/v1/audit", s.listAudit)
 		audit.Get("/api/v1/audit/export", s.exportAudit)
 		audit.Get("/api/v1/audit/verify", s.verifyAudit)

@@ -238,10 +238,10 @@ func checkResponse(t *testing.T, req *http.Request, r *resp) {
 	}
 }
 
-// ndjsonDecoder checks a JSON Lines body: every line must be an
-// AuditEvent of the spec. The body is then validated as the string the
-// spec declares.
-func ndjsonDecoder(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+// ndjsonDecoder checks a JSON Lines body: every line must match the
+// schema the response's x-jsonl-line names (AuditEvent when it names
+// none). The body is then validated as the string the spec declares.
+func ndjsonDecoder(body io.Reader, _ http.Header, ref *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
 	b, err := io.ReadAll(body)
 	if err != nil {
 		return nil, err
@@ -249,7 +249,17 @@ func ndjsonDecoder(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ opena
 	if len(b) > 0 && b[len(b)-1] != '\n' {
 		return nil, errors.New("JSON Lines body does not end with a newline")
 	}
-	schema := specDoc.Components.Schemas["AuditEvent"].Value
+	name := "AuditEvent"
+	if ref != nil && ref.Value != nil {
+		if v, ok := ref.Value.Extensions["x-jsonl-line"].(string); ok {
+			name = v
+		}
+	}
+	sref := specDoc.Components.Schemas[name]
+	if sref == nil {
+		return nil, fmt.Errorf("x-jsonl-line names %q, not a schema of the spec", name)
+	}
+	schema := sref.Value
 	for i, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
 		if len(b) == 0 {
 			break
@@ -259,7 +269,7 @@ func ndjsonDecoder(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ opena
 			return nil, fmt.Errorf("line %d: %w", i+1, err)
 		}
 		if err := schema.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
-			return nil, fmt.Errorf("line %d is not an AuditEvent: %w", i+1, err)
+			return nil, fmt.Errorf("line %d is not a %s: %w", i+1, name, err)
 		}
 	}
 	return string(b), nil

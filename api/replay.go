@@ -1,0 +1,248 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// replayPreviewItems is how many items a dry run answers with; the rest
+// are paged through GET /api/v1/replays/{id}/items.
+const replayPreviewItems = 50
+
+// replayBody is the body of POST /api/v1/replays. Absent optional
+// members take the configured defaults (Config.Replay).
+type replayBody struct {
+	IDs                 []string        `json:"ids"`
+	Filter              json.RawMessage `json:"filter"`
+	ExpectCount         *int            `json:"expect_count"`
+	Destination         json.RawMessage `json:"destination"`
+	Rate                *float64        `json:"rate"`
+	Burst               *int            `json:"burst"`
+	Canary              *int            `json:"canary"`
+	Observe             *string         `json:"observe"`
+	HaltRefailRatio     *float64        `json:"halt_refail_ratio"`
+	Reason              string          `json:"reason"`
+	DryRun              bool            `json:"dry_run"`
+	ForceWithoutKey     bool            `json:"force_without_key"`
+	Force               bool            `json:"force"`
+	AcceptKeyRuleChange bool            `json:"accept_key_rule_change"`
+}
+
+// replayDestinationBody is the "destination" member of a replay body.
+type replayDestinationBody struct {
+	Queue     string `json:"queue"`
+	Collector string `json:"collector"`
+}
+
+// replayCreated is the answer to POST /api/v1/replays.
+type replayCreated struct {
+	Replay           replayJSON `json:"replay"`
+	EstimatedSeconds float64    `json:"estimated_seconds"`
+}
+
+// replayPreview is the answer to a dry run: also the first page of the
+// draft's items (NextCursor nil on the last page).
+type replayPreview struct {
+	replayCreated
+	Items      []quarantine.ReplayItem `json:"items"`
+	NextCursor *string                 `json:"next_cursor"`
+}
+
+// createReplay pins the messages named by ids, or matching a filter,
+// within the token's owners, as a new batch: a draft with dry_run, else
+// started at once. The checks, in order: the body (400, 413), the
+// request's rules (422 for the reason, a rate above the maximum, an
+// unknown collector; 400 for malformed values), then the store (409 when
+// expect_count does not hold, 422 above quarantine.MaxBulk). Ids of
+// other owners' messages are skipped as not found, and the attempt is
+// recorded as access.denied, as a bulk discard does.
+func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
+	var b replayBody
+	if err := s.decodeBody(w, r, &b); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t := tokenFrom(r.Context())
+	req, err := s.replayRequest(&b, t)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(req.IDs) > 0 && len(t.Owners) > 0 {
+		_, foreign, err := s.ownIDs(r, t, req.IDs)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if len(foreign) > 0 {
+			ev := quarantine.NewAuditEvent(t.Actor(), quarantine.ActionAccessDenied, clipPath(r.URL.Path), map[string]any{
+				"method": clip(r.Method), "path": clipPath(r.URL.Path), "ids": foreign,
+				"reason": "the messages are outside the token's owners"})
+			if _, err := s.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
+	}
+	batch, err := s.cfg.Store.CreateReplay(r.Context(), req, s.cfg.Replay.KeyRule)
+	if err != nil {
+		s.fail(w, r, replayField(err, ""))
+		return
+	}
+	out := replayCreated{Replay: newReplayJSON(batch, s.cfg.Now()), EstimatedSeconds: estimateSeconds(batch)}
+	w.Header().Set("Location", "/api/v1/replays/"+batch.ID)
+	if !req.DryRun {
+		s.writeJSON(w, r, http.StatusCreated, out)
+		return
+	}
+	items, more, err := s.cfg.Store.ListReplayItems(r.Context(),
+		quarantine.ReplayItemFilter{BatchID: batch.ID, After: -1, Limit: replayPreviewItems})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	items = nonNilItems(items)
+	s.writeJSON(w, r, http.StatusCreated, replayPreview{replayCreated: out, Items: items, NextCursor: nextItemCursor(items, more)})
+}
+
+// replayRequest checks a replay body and builds the store's request,
+// with the configured defaults and the token's owners and actor.
+func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.ReplayRequest, error) {
+	d := s.cfg.Replay
+	req := quarantine.ReplayRequest{
+		ExpectCount: b.ExpectCount, Rate: d.Rate, Canary: d.Canary, Observe: d.Observe,
+		HaltRefailRatio: d.HaltRefailRatio, DryRun: b.DryRun, ForceWithoutKey: b.ForceWithoutKey,
+		Force: b.Force, AcceptKeyRuleChange: b.AcceptKeyRuleChange, Reason: b.Reason,
+		Actor: t.Actor(), Owners: tokenOwners(t), DraftTTL: d.DraftTTL,
+	}
+	hasFilter := len(b.Filter) > 0 && string(b.Filter) != "null"
+	if b.IDs != nil && hasFilter {
+		return req, quarantine.FieldErrorf(quarantine.EINVALID, "/filter", "give ids or a filter, not both")
+	}
+	if b.IDs == nil && !hasFilter {
+		return req, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "give either ids or a filter")
+	}
+	if len(b.IDs) > quarantine.MaxBulk {
+		return req, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "at most %d ids at once", quarantine.MaxBulk)
+	}
+	for i, id := range b.IDs {
+		if !quarantine.ValidID(id) {
+			return req, quarantine.FieldErrorf(quarantine.EINVALID, "/ids/"+strconv.Itoa(i), "%q is not a message id", clip(id))
+		}
+		if !slices.Contains(req.IDs, id) {
+			req.IDs = append(req.IDs, id)
+		}
+	}
+	if b.IDs != nil && len(b.IDs) == 0 {
+		return req, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "give at least one id")
+	}
+	if hasFilter {
+		in, err := filterFromBody(b.Filter)
+		if err != nil {
+			return req, err
+		}
+		if in.empty() && b.ExpectCount == nil {
+			return req, quarantine.FieldErrorf(quarantine.EINVALID, "/filter",
+				"an empty filter selects every message: narrow it, or confirm with expect_count")
+		}
+		f, err := in.filter(s.cfg.Now(), "/filter/")
+		if err != nil {
+			return req, err
+		}
+		req.Filter = &f // the store narrows it to req.Owners
+	}
+	if len(b.Destination) > 0 && string(b.Destination) != "null" {
+		var dst replayDestinationBody
+		if err := decodeObject(b.Destination, &dst, "/destination"); err != nil {
+			return req, err
+		}
+		req.Destination = quarantine.ReplayDestination{Queue: dst.Queue, Collector: dst.Collector}
+	}
+	if b.Rate != nil {
+		req.Rate = *b.Rate
+	}
+	if b.Burst != nil {
+		req.Burst = *b.Burst
+	}
+	if b.Canary != nil {
+		req.Canary = *b.Canary
+	}
+	if b.HaltRefailRatio != nil {
+		req.HaltRefailRatio = *b.HaltRefailRatio
+	}
+	if b.Observe != nil {
+		o, err := time.ParseDuration(*b.Observe)
+		if err != nil {
+			return req, quarantine.FieldErrorf(quarantine.EINVALID, "/observe",
+				"observe must be a duration like 30s, 5m or 1h, not %q", clip(*b.Observe))
+		}
+		req.Observe = o
+	}
+	if err := req.Validate(d.MaxRate); err != nil {
+		return req, replayField(err, "")
+	}
+	if c := req.Destination.Collector; c != "" && !slices.Contains(d.Collectors, c) {
+		return req, quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "/destination/collector",
+			"no collector named %q is configured", clip(c))
+	}
+	return req, nil
+}
+
+// tokenOwners returns the owners t is limited to, nil for every owner
+// (the store reads an empty, non-nil list as none).
+func tokenOwners(t *quarantine.Token) []string {
+	if len(t.Owners) == 0 {
+		return nil
+	}
+	return slices.Clone(t.Owners)
+}
+
+// replayField turns the field of a domain error ("rate",
+// "destination/collector") into a JSON Pointer below at. Unlike inBody it
+// keeps the slashes: the domain names nested members that way.
+func replayField(err error, at string) error {
+	var e *quarantine.Error
+	if !errors.As(err, &e) || e.Field == "" || strings.HasPrefix(e.Field, "/") {
+		return err
+	}
+	c := *e
+	c.Field = at + "/" + strings.ReplaceAll(e.Field, "~", "~0")
+	return &c
+}
+
+// estimateSeconds is how long the pending items of b take at its rate,
+// plus the canary's observation when it has one still to come.
+func estimateSeconds(b *quarantine.ReplayBatch) float64 {
+	est := 0.0
+	if b.Rate > 0 {
+		est = float64(b.Counts[quarantine.ItemPending]) / b.Rate
+	}
+	if b.Canary > 0 && (b.CanaryVerdict == quarantine.CanaryNone || b.CanaryVerdict == quarantine.CanaryPending) {
+		est += b.Observe.Seconds()
+	}
+	return roundSeconds(est)
+}
+
+// roundSeconds keeps a tenth of a second: estimates are not more exact.
+func roundSeconds(v float64) float64 {
+	return float64(int64(v*10+0.5)) / 10
+}
+
+func nonNilItems(items []quarantine.ReplayItem) []quarantine.ReplayItem {
+	if items == nil {
+		return []quarantine.ReplayItem{}
+	}
+	for i := range items {
+		if items[i].DroppedHeaders == nil {
+			items[i].DroppedHeaders = []string{}
+		}
+	}
+	return items
+}

@@ -1,0 +1,287 @@
+package api
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// replayJSON is a batch as the API shows it: the stored batch, its
+// observation as a duration string, and what the API computes from it.
+type replayJSON struct {
+	*quarantine.ReplayBatch
+	Observe string `json:"observe"`
+	// AchievedRate is (published + deduplicated) per second since the
+	// batch started, until it finished; nil before it starts.
+	AchievedRate *float64 `json:"achieved_rate"`
+	// ETASeconds is how long the pending items still take at the batch's
+	// rate (plus the canary's observation still to come); nil when the
+	// batch is terminal.
+	ETASeconds *float64 `json:"eta_seconds"`
+}
+
+// newReplayJSON returns b as shown at now. Counts gets every outcome.
+func newReplayJSON(b *quarantine.ReplayBatch, now time.Time) replayJSON {
+	counts := make(map[quarantine.ItemOutcome]int, len(quarantine.ItemOutcomes))
+	for _, o := range quarantine.ItemOutcomes {
+		counts[o] = b.Counts[o]
+	}
+	c := *b
+	c.Counts = counts
+	if c.Queues == nil {
+		c.Queues = []string{}
+	}
+	if c.Owners == nil {
+		c.Owners = []string{}
+	}
+	out := replayJSON{ReplayBatch: &c, Observe: c.Observe.String()}
+	if c.StartedAt != nil {
+		end := now
+		if c.FinishedAt != nil {
+			end = *c.FinishedAt
+		}
+		if secs := end.Sub(*c.StartedAt).Seconds(); secs > 0 {
+			rate := float64(counts[quarantine.ItemPublished]+counts[quarantine.ItemDeduplicated]) / secs
+			rate = float64(int64(rate*1000+0.5)) / 1000
+			out.AchievedRate = &rate
+		}
+	}
+	if !c.State.Terminal() {
+		eta := estimateSeconds(&c)
+		if c.CanaryVerdict == quarantine.CanaryObserving && c.CanaryUntil != nil && c.CanaryUntil.After(now) {
+			eta = roundSeconds(eta + c.CanaryUntil.Sub(now).Seconds())
+		}
+		out.ETASeconds = &eta
+	}
+	return out
+}
+
+// errNoReplay answers an unknown batch, and one the token may not see.
+var errNoReplay = quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no replay with this id")
+
+// seesReplay reports whether t may see b: a token without owners sees
+// every batch; one with owners the batches touching one of them, and
+// those it created.
+func seesReplay(t *quarantine.Token, b *quarantine.ReplayBatch) bool {
+	if len(t.Owners) == 0 || b.Actor == t.Actor() {
+		return true
+	}
+	for _, o := range b.Owners {
+		if t.Sees(o) {
+			return true
+		}
+	}
+	return false
+}
+
+// actsOnReplay reports whether t may change b: every owner of its
+// messages must be one of t's.
+func actsOnReplay(t *quarantine.Token, b *quarantine.ReplayBatch) bool {
+	for _, o := range b.Owners {
+		if !t.Sees(o) {
+			return false
+		}
+	}
+	return true
+}
+
+// loadReplay returns the batch named by the route's id, when the token
+// may see it; otherwise it answers 404 (and false). On a write route
+// (write set), an attempt on a batch the token may not see is audited.
+func (s *Server) loadReplay(w http.ResponseWriter, r *http.Request, write bool) (*quarantine.ReplayBatch, bool) {
+	id := chi.URLParam(r, "id")
+	if !quarantine.ValidID(id) {
+		s.fail(w, r, errNoReplay)
+		return nil, false
+	}
+	b, err := s.cfg.Store.GetReplay(r.Context(), id)
+	switch {
+	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND:
+		s.fail(w, r, errNoReplay)
+	case err != nil:
+		s.fail(w, r, err)
+	case !seesReplay(tokenFrom(r.Context()), b):
+		if write {
+			s.denyHiddenReplay(w, r, id)
+		} else {
+			s.fail(w, r, errNoReplay)
+		}
+	default:
+		return b, true
+	}
+	return nil, false
+}
+
+// denyHiddenReplay answers a write on a batch the token may not see with
+// the 404 of one that does not exist, and records the attempt as
+// access.denied.
+func (s *Server) denyHiddenReplay(w http.ResponseWriter, r *http.Request, id string) {
+	ev := quarantine.NewAuditEvent(tokenFrom(r.Context()).Actor(), quarantine.ActionAccessDenied, id, map[string]any{
+		"method": clip(r.Method), "path": clipPath(r.URL.Path), "reason": "the replay is outside the token's owners"})
+	if _, err := s.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.fail(w, r, errNoReplay)
+}
+
+// replayPage is the body of GET /api/v1/replays.
+type replayPage struct {
+	Items      []replayJSON `json:"items"`
+	NextCursor *string      `json:"next_cursor"`
+}
+
+// listReplays lists batches, newest first, within the token's owners.
+func (s *Server) listReplays(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r, "state", "queue", "actor", "cursor", "limit")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f := quarantine.ReplayFilter{Owners: tokenOwners(tokenFrom(r.Context()))}
+	if len(q.all("state")) > len(quarantine.ReplayStates) {
+		s.fail(w, r, quarantine.FieldErrorf(quarantine.EINVALID, "state", "at most %d values", len(quarantine.ReplayStates)))
+		return
+	}
+	for _, st := range q.all("state") {
+		f.State = append(f.State, quarantine.ReplayState(st))
+	}
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{{"queue", &f.Queue}, {"actor", &f.Actor}, {"cursor", &f.After}} {
+		if *p.dst, err = q.one(p.name); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	if f.Limit, err = q.limit(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := f.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	batches, next, err := s.cfg.Store.ListReplays(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	now := s.cfg.Now()
+	page := replayPage{Items: make([]replayJSON, 0, len(batches))}
+	for _, b := range batches {
+		page.Items = append(page.Items, newReplayJSON(b, now))
+	}
+	if next != "" {
+		page.NextCursor = &next
+	}
+	s.writeJSON(w, r, http.StatusOK, page)
+}
+
+// getReplay answers one batch.
+func (s *Server) getReplay(w http.ResponseWriter, r *http.Request) {
+	if _, err := parseQuery(r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	b, ok := s.loadReplay(w, r, false)
+	if !ok {
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, newReplayJSON(b, s.cfg.Now()))
+}
+
+// replayItemPage is the body of GET /api/v1/replays/{id}/items.
+type replayItemPage struct {
+	Items      []quarantine.ReplayItem `json:"items"`
+	NextCursor *string                 `json:"next_cursor"`
+}
+
+// listReplayItems pages through a batch's items in publication order.
+func (s *Server) listReplayItems(w http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r, "outcome", "cursor", "limit")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f := quarantine.ReplayItemFilter{After: -1}
+	if len(q.all("outcome")) > len(quarantine.ItemOutcomes) {
+		s.fail(w, r, quarantine.FieldErrorf(quarantine.EINVALID, "outcome", "at most %d values", len(quarantine.ItemOutcomes)))
+		return
+	}
+	for _, o := range q.all("outcome") {
+		f.Outcome = append(f.Outcome, quarantine.ItemOutcome(o))
+	}
+	c, err := q.one("cursor")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if c != "" {
+		if f.After, err = decodeItemCursor(c); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	if f.Limit, err = q.limit(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := f.Validate(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	b, ok := s.loadReplay(w, r, false)
+	if !ok {
+		return
+	}
+	f.BatchID = b.ID
+	items, more, err := s.cfg.Store.ListReplayItems(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	items = nonNilItems(items)
+	s.writeJSON(w, r, http.StatusOK, replayItemPage{Items: items, NextCursor: nextItemCursor(items, more)})
+}
+
+// itemCursorPrefix starts the (decoded) cursor of an item page.
+const itemCursorPrefix = "seq:"
+
+// nextItemCursor returns the cursor after the last of items when more
+// follow, else nil.
+func nextItemCursor(items []quarantine.ReplayItem, more bool) *string {
+	if !more || len(items) == 0 {
+		return nil
+	}
+	c := base64.RawURLEncoding.EncodeToString([]byte(itemCursorPrefix + strconv.Itoa(items[len(items)-1].Seq)))
+	return &c
+}
+
+// decodeItemCursor parses a cursor made by nextItemCursor.
+func decodeItemCursor(s string) (int, error) {
+	bad := quarantine.FieldErrorf(quarantine.EINVALID, "cursor", "cursor is not one this server issued")
+	if len(s) > 64 {
+		return 0, bad
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return 0, bad
+	}
+	digits, ok := strings.CutPrefix(string(b), itemCursorPrefix)
+	if !ok {
+		return 0, bad
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n < 0 || strconv.Itoa(n) != digits {
+		return 0, bad
+	}
+	return n, nil
+}
