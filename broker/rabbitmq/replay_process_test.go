@@ -21,6 +21,7 @@ type replayedMsg struct {
 	headers amqp.Table
 	id      string
 	ctype   string
+	at      time.Time
 }
 
 // consumeN takes n messages from queue (acknowledging them) within d, and
@@ -41,7 +42,7 @@ func (b *testBroker) consumeN(queue string, n int, d, quiet time.Duration) []rep
 	for len(out) < n {
 		select {
 		case m := <-ds:
-			out = append(out, replayedMsg{string(m.Body), m.Headers, m.MessageId, m.ContentType})
+			out = append(out, replayedMsg{string(m.Body), m.Headers, m.MessageId, m.ContentType, time.Now()})
 		case <-timeout:
 			b.t.Fatalf("consumed %d of %d messages of %s", len(out), n, queue)
 		}
@@ -49,7 +50,7 @@ func (b *testBroker) consumeN(queue string, n int, d, quiet time.Duration) []rep
 	for {
 		select {
 		case m := <-ds:
-			out = append(out, replayedMsg{string(m.Body), m.Headers, m.MessageId, m.ContentType})
+			out = append(out, replayedMsg{string(m.Body), m.Headers, m.MessageId, m.ContentType, time.Now()})
 		case <-time.After(quiet):
 			return out
 		}

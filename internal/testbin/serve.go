@@ -31,13 +31,13 @@ var (
 	tokenRe   = regexp.MustCompile(`Bearer (qt_[A-Za-z0-9_\-]+)'`)
 )
 
-// Serve starts `quarantine serve --config config` and waits until it
-// serves (at most 60 s), failing tb otherwise. The process is killed when
-// the test ends.
-func Serve(tb testing.TB, bin, config string) *Process {
+// Serve starts `quarantine serve --config config` (and more args, like
+// --migrate) and waits until it serves (at most 60 s), failing tb
+// otherwise. The process is killed when the test ends.
+func Serve(tb testing.TB, bin, config string, args ...string) *Process {
 	tb.Helper()
 	p := &Process{out: &syncBuffer{}, done: make(chan error, 1)}
-	p.Cmd = exec.Command(bin, "serve", "--config", config)
+	p.Cmd = exec.Command(bin, append([]string{"serve", "--config", config}, args...)...)
 	p.Cmd.Stdout, p.Cmd.Stderr = p.out, p.out
 	if err := p.Cmd.Start(); err != nil {
 		tb.Fatal(err)

@@ -1,0 +1,214 @@
+package rabbitmq
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine/internal/pgtest"
+	"github.com/quarantine-dev/quarantine/internal/testbin"
+)
+
+// consumer takes every message of a queue as it arrives, noting when.
+type consumer struct {
+	mu  sync.Mutex
+	got []replayedMsg
+}
+
+func (b *testBroker) consumeAll(queue string) *consumer {
+	b.t.Helper()
+	ch, err := b.conn.Channel()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(func() { _ = ch.Close() })
+	ds, err := ch.Consume(queue, "", true, false, false, false, nil)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	c := &consumer{}
+	go func() {
+		for m := range ds {
+			c.mu.Lock()
+			c.got = append(c.got, replayedMsg{string(m.Body), m.Headers, m.MessageId, m.ContentType, time.Now()})
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+func (c *consumer) messages() []replayedMsg {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]replayedMsg(nil), c.got...)
+}
+
+// waitFor waits until the consumer holds n messages.
+func (c *consumer) waitFor(t *testing.T, n int, within time.Duration) []replayedMsg {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+		got := c.messages()
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the work queue got %d of %d messages", len(got), n)
+		}
+	}
+}
+
+// maxPerWindow is the most arrivals within any window of length w.
+func maxPerWindow(ms []replayedMsg, w time.Duration) int {
+	at := make([]time.Time, len(ms))
+	for i, m := range ms {
+		at[i] = m.at
+	}
+	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+	best, j := 0, 0
+	for i := range at {
+		for at[i].Sub(at[j]) >= w {
+			j++
+		}
+		best = max(best, i-j+1)
+	}
+	return best
+}
+
+// twoProcesses starts two services on one PostgreSQL schema, each with a
+// collector on dlq, and returns them (the first one's admin token works
+// for both).
+func twoProcesses(t *testing.T, dlq, work, extra string) (a, b *testbin.Process, token string) {
+	t.Helper()
+	dir := t.TempDir()
+	config := filepath.Join(dir, "quarantine.yaml")
+	yaml := fmt.Sprintf(`database: %q
+listen: 127.0.0.1:0
+collectors:
+  - name: orders
+    kind: rabbitmq
+    url: %q
+    queue: %q
+idempotency:
+  - queues: [%q]
+    header: x-idempotency-key
+%s`, pgtest.URL(t), testURL(), dlq, work, extra)
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := testbin.Path(t)
+	a = testbin.Serve(t, bin, config, "--migrate")
+	b = testbin.Serve(t, bin, config)
+	return a, b, a.Token
+}
+
+var publishedRe = regexp.MustCompile(`(?m)^quarantine_replay_published_total\{outcome="(\w+)",queue="[^"]*"\} (\d+)`)
+
+// published returns a process's replay counters by outcome, from /metrics.
+func published(t *testing.T, p *testbin.Process) map[string]int {
+	t.Helper()
+	_, raw := p.API("").Do(t, "GET", "/metrics", nil, nil)
+	out := map[string]int{}
+	for _, m := range publishedRe.FindAllStringSubmatch(string(raw), -1) {
+		n, _ := strconv.Atoi(m[2])
+		out[m[1]] += n
+	}
+	return out
+}
+
+// Two service processes sharing one PostgreSQL share a batch's rate:
+// where the messages arrive, never more than rate + burst in a second.
+func TestReplayTwoProcessesShareTheRate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the quarantine binary")
+	}
+	t.Parallel()
+	const n, rate, burst = 150, 40, 4
+	br := newBroker(t)
+	work, dlq := deadLetters(br, n)
+	a, b, token := twoProcesses(t, dlq, work, "replay: {canary: 0, poll: 50ms}\n")
+	api := a.API(token)
+	waitMessages(t, api, work, n)
+	got := br.consumeAll(work)
+	var created struct {
+		Replay apiBatch `json:"replay"`
+	}
+	start := time.Now()
+	api.MustDo(t, 201, "POST", "/api/v1/replays", map[string]any{
+		"filter": map[string]any{"queue": []string{work}}, "expect_count": n, "rate": rate, "burst": burst, "reason": "rate test",
+	}, &created)
+	waitReplay(t, b.API(token), created.Replay.ID, 60*time.Second, "completed")
+	ms := got.waitFor(t, n, 10*time.Second)
+	took := time.Since(start)
+	if peak := maxPerWindow(ms, time.Second); peak > rate+burst {
+		t.Errorf("%d messages arrived within one second; the rate is %d/s with burst %d", peak, rate, burst)
+	}
+	if min := time.Duration(n-burst) * time.Second / rate; took < min {
+		t.Errorf("%d messages took %s, less than the rate allows (%s)", n, took, min)
+	}
+	pa, pb := published(t, a)["published"], published(t, b)["published"]
+	if pa == 0 || pb == 0 || pa+pb != n {
+		t.Errorf("process a published %d, b %d: want both to take part, %d in all", pa, pb, n)
+	}
+	t.Logf("%d messages in %s; a published %d, b %d", n, took, pa, pb)
+}
+
+// A process stopped (SIGSTOP) past its lease, then continued, cannot
+// record the items the other process took over: each message is recorded
+// once, and the batch completes exactly.
+func TestReplayZombieProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the quarantine binary")
+	}
+	t.Parallel()
+	const n = 120
+	br := newBroker(t)
+	work, dlq := deadLetters(br, n)
+	a, b, token := twoProcesses(t, dlq, work, "replay: {canary: 0, lease: 1s, poll: 50ms}\n")
+	api := b.API(token)
+	waitMessages(t, api, work, n)
+	got := br.consumeAll(work)
+	var created struct {
+		Replay apiBatch `json:"replay"`
+	}
+	api.MustDo(t, 201, "POST", "/api/v1/replays", map[string]any{
+		"filter": map[string]any{"queue": []string{work}}, "expect_count": n, "rate": 40, "burst": 8, "reason": "zombie test",
+	}, &created)
+	got.waitFor(t, 10, 20*time.Second)
+	a.Signal(t, syscall.SIGSTOP) // a holds leases, waiting for tokens or publishing
+	time.Sleep(2500 * time.Millisecond)
+	a.Signal(t, syscall.SIGCONT)
+	done := waitReplay(t, api, created.Replay.ID, 60*time.Second, "completed")
+	if done.Counts["published"] != n {
+		t.Fatalf("counts %v", done.Counts)
+	}
+	ms := got.waitFor(t, n, 10*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	var page struct {
+		Items []struct {
+			ID          string `json:"id"`
+			ReplayCount int    `json:"replay_count"`
+		} `json:"items"`
+	}
+	api.MustDo(t, 200, "GET", "/api/v1/messages?limit=1000&queue="+work, nil, &page)
+	for _, m := range page.Items {
+		if m.ReplayCount != 1 {
+			t.Errorf("message %s has replay_count %d: a result was recorded twice", m.ID, m.ReplayCount)
+		}
+	}
+	keys := map[string]bool{}
+	for _, m := range got.messages() {
+		k, _ := m.headers["x-idempotency-key"].(string)
+		keys[k] = true
+	}
+	if len(keys) != n {
+		t.Errorf("%d distinct keys arrived, want %d", len(keys), n)
+	}
+	t.Logf("%d deliveries; the zombie's refused results: %d", len(ms), published(t, a)["stale"])
+}
