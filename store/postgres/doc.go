@@ -39,6 +39,13 @@
 // case-insensitive literal ILIKE over the reason and the current payload
 // (when it is text), walking the candidates newest first (text.go).
 //
+// Replays (replay.go, replay_change.go, replay_lease.go, bucket.go):
+// batches, their items and the shared token buckets (migration 0003).
+// Writers lock a batch row, then its items, then messages by id. Engines
+// lease items with FOR UPDATE SKIP LOCKED, so concurrent engines never
+// take the same item, and each lease bumps the item's fencing token,
+// which a result must bring back. Token buckets are locked in key order.
+//
 // Driver errors are translated to *quarantine.Error in one place
 // (errors.go).
 package postgres

@@ -24,4 +24,10 @@
 // store/internal/sampling). The retention purge leaves an empty blob where
 // the payload was (the schema keeps exactly one of the two payload columns
 // set).
+//
+// Replays (replay.go, replay_change.go, replay_lease.go, bucket.go):
+// batches, their items and the shared token buckets (migration 0004),
+// each change in the one write transaction, which is also what keeps two
+// leasers from taking the same item. Each lease bumps the item's fencing
+// token, which a result must bring back.
 package sqlite

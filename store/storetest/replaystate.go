@@ -1,0 +1,244 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// The life of a batch after its creation: expiry, transitions, cancel,
+// lists, and the size cap.
+
+func testReplayDraftExpiry(t *testing.T, h Harness) {
+	s, clock := openClock(t, h)
+	m := newMsg()
+	insert(t, s, m)
+	r := replayReq(m.ID)
+	r.DryRun, r.DraftTTL = true, time.Minute
+	draft := createReplay(t, s, r, nil)
+	run, err := s.RunnableReplays(t.Context(), clock.Now())
+	wantOK(t, err, "RunnableReplays")
+	if len(run) != 0 {
+		t.Fatalf("a fresh draft is runnable: %v", run)
+	}
+	clock.Add(2 * time.Minute)
+	run, err = s.RunnableReplays(t.Context(), clock.Now())
+	wantOK(t, err, "RunnableReplays")
+	if len(run) != 1 || run[0].ID != draft.ID {
+		t.Fatalf("RunnableReplays = %v, want the expired draft", run)
+	}
+	_, err = change(t, s, draft.ID, quarantine.ReplayActStart)
+	wantCode(t, err, quarantine.ECONFLICT)
+	got, err := s.GetReplay(t.Context(), draft.ID)
+	wantOK(t, err, "GetReplay")
+	if got.State != quarantine.ReplayExpired || got.FinishedAt == nil {
+		t.Fatalf("a draft started past its expiry is %+v, want expired", got)
+	}
+	if n := len(auditOf(t, s, draft.ID, quarantine.ActionReplayExpire)); n != 1 {
+		t.Fatalf("%d expire events", n)
+	}
+	wantStatuses(t, s, []*quarantine.Message{m})
+	wantChain(t, s)
+}
+
+func testReplayTransitions(t *testing.T, h Harness) {
+	s := h.Open(t)
+	m := newMsg()
+	insert(t, s, m)
+	batch := createReplay(t, s, replayReq(m.ID), nil)
+	steps := []struct {
+		action string
+		want   quarantine.ReplayState
+		code   string
+	}{
+		{quarantine.ReplayActStart, "", quarantine.ECONFLICT},
+		{quarantine.ReplayActPause, quarantine.ReplayPaused, ""},
+		{quarantine.ReplayActPause, "", quarantine.ECONFLICT},
+		{quarantine.ReplayActHalt, "", quarantine.ECONFLICT},
+		{quarantine.ReplayActResume, quarantine.ReplayRunning, ""},
+		{quarantine.ReplayActHalt, quarantine.ReplayHalted, ""},
+		{quarantine.ReplayActResume, quarantine.ReplayRunning, ""},
+		{quarantine.ReplayActComplete, "", quarantine.ECONFLICT}, // an item is pending
+		{quarantine.ReplayActExpire, "", quarantine.ECONFLICT},
+		{quarantine.ReplayActCancel, quarantine.ReplayCancelled, ""},
+		{quarantine.ReplayActCancel, "", quarantine.ECONFLICT},
+		{quarantine.ReplayActResume, "", quarantine.ECONFLICT},
+	}
+	state := quarantine.ReplayRunning
+	for _, st := range steps {
+		got, err := change(t, s, batch.ID, st.action)
+		if st.code != "" {
+			wantCode(t, err, st.code)
+			cur, err := s.GetReplay(t.Context(), batch.ID)
+			wantOK(t, err, "GetReplay")
+			if cur.State != state {
+				t.Fatalf("a refused %s moved the batch from %s to %s", st.action, state, cur.State)
+			}
+			continue
+		}
+		wantOK(t, err, st.action)
+		if got.State != st.want || got.StateReason != "because "+st.action {
+			t.Fatalf("%s: state %s (%q), want %s", st.action, got.State, got.StateReason, st.want)
+		}
+		state = got.State
+	}
+	_, err := change(t, s, quarantine.NewID(baseTime), quarantine.ReplayActPause)
+	wantCode(t, err, quarantine.ENOTFOUND)
+	_, err = change(t, s, batch.ID, "explode")
+	wantCode(t, err, quarantine.EINVALID)
+	for _, c := range []struct {
+		action string
+		n      int
+	}{{quarantine.ActionReplayPause, 1}, {quarantine.ActionReplayResume, 2}, {quarantine.ActionReplayHalt, 1}, {quarantine.ActionReplayCancel, 1}} {
+		if evs := auditOf(t, s, batch.ID, c.action); len(evs) != c.n {
+			t.Fatalf("%d %s events, want %d", len(evs), c.action, c.n)
+		}
+	}
+	final, err := s.GetReplay(t.Context(), batch.ID)
+	wantOK(t, err, "GetReplay")
+	if final.FinishedAt == nil || final.Counts[quarantine.ItemSkipped] != 1 {
+		t.Fatalf("cancelled batch %+v", final)
+	}
+	wantStatuses(t, s, []*quarantine.Message{m})
+	wantChain(t, s)
+}
+
+func testReplayCancel(t *testing.T, h Harness) {
+	s := h.Open(t)
+	var msgs []*quarantine.Message
+	for range 4 {
+		msgs = append(msgs, newMsg())
+	}
+	insert(t, s, msgs...)
+	batch := createReplay(t, s, replayReq(ids(msgs)...), nil)
+	ls, err := s.LeaseReplayItems(t.Context(), batch.ID, "engine-1", 2, time.Hour, 0)
+	wantOK(t, err, "LeaseReplayItems")
+	if len(ls) != 2 {
+		t.Fatalf("leased %d items, want 2", len(ls))
+	}
+	// One result arrives before the cancel: it stays.
+	stale, err := s.RecordReplayResults(t.Context(), []quarantine.ReplayResult{published(ls[0])})
+	wantOK(t, err, "RecordReplayResults")
+	if len(stale) != 0 {
+		t.Fatalf("stale %v", stale)
+	}
+	got, err := change(t, s, batch.ID, quarantine.ReplayActCancel)
+	wantOK(t, err, "cancel")
+	if got.State != quarantine.ReplayCancelled || got.Counts[quarantine.ItemSkipped] != 3 || got.Counts[quarantine.ItemPublished] != 1 {
+		t.Fatalf("cancelled batch %+v", got)
+	}
+	for _, it := range items(t, s, batch.ID)[1:] {
+		if it.Outcome != quarantine.ItemSkipped || it.Reason != "cancelled" {
+			t.Fatalf("item %+v after cancel", it)
+		}
+	}
+	// The result of the other lease comes late: refused.
+	stale, err = s.RecordReplayResults(t.Context(), []quarantine.ReplayResult{published(ls[1])})
+	wantOK(t, err, "RecordReplayResults")
+	if !slices.Equal(stale, []int{0}) {
+		t.Fatalf("a result after the cancel: stale %v, want [0]", stale)
+	}
+	msgs[0].Status = quarantine.StatusReplayed
+	wantStatuses(t, s, msgs)
+	wantChain(t, s)
+}
+
+func testReplayList(t *testing.T, h Harness) {
+	s := h.Open(t)
+	a, b := newMsg(withQueue("l1")), newMsg(withQueue("l2"))
+	insert(t, s, a, b)
+	var made []string
+	for i := range 5 {
+		r := replayReq(a.ID, b.ID)
+		r.DryRun = true
+		if i%2 == 1 {
+			r.IDs = []string{b.ID}
+			r.Actor = "carol"
+		}
+		made = append(made, createReplay(t, s, r, nil).ID)
+		time.Sleep(time.Millisecond) // ids are time-ordered
+	}
+	var got []string
+	f := quarantine.ReplayFilter{Limit: 2}
+	for pages := 0; ; pages++ {
+		list, next, err := s.ListReplays(t.Context(), f)
+		wantOK(t, err, "ListReplays")
+		for _, bt := range list {
+			wantCounts(t, bt)
+			got = append(got, bt.ID)
+		}
+		if next == "" {
+			break
+		}
+		f.After = next
+	}
+	want := slices.Clone(made)
+	slices.Reverse(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("pages %v, want newest first %v", got, want)
+	}
+	for _, c := range []struct {
+		f quarantine.ReplayFilter
+		n int
+	}{
+		{quarantine.ReplayFilter{Queue: "l1"}, 3},
+		{quarantine.ReplayFilter{Queue: "l2"}, 5},
+		{quarantine.ReplayFilter{Actor: "carol"}, 2},
+		{quarantine.ReplayFilter{State: []quarantine.ReplayState{quarantine.ReplayDraft}}, 5},
+		{quarantine.ReplayFilter{State: []quarantine.ReplayState{quarantine.ReplayRunning}}, 0},
+	} {
+		list, _, err := s.ListReplays(t.Context(), c.f)
+		wantOK(t, err, "ListReplays")
+		if len(list) != c.n {
+			t.Fatalf("ListReplays(%+v) = %d batches, want %d", c.f, len(list), c.n)
+		}
+	}
+}
+
+func testReplayMaxBulk(t *testing.T, h Harness) {
+	if raceEnabled {
+		t.Skip("10,001 messages take minutes under the race detector; run without -race")
+	}
+	s := h.Open(t)
+	ctx := t.Context()
+	var msgs []*quarantine.Message
+	for i := range quarantine.MaxBulk + 1 {
+		msgs = append(msgs, newMsg(withQueue("bulk")))
+		if len(msgs) == 1000 || i == quarantine.MaxBulk {
+			insert(t, s, msgs...)
+			msgs = msgs[:0]
+		}
+	}
+	r := replayReq()
+	r.IDs, r.Filter = nil, &quarantine.Filter{Queue: []string{"bulk"}}
+	_, err := s.CreateReplay(ctx, r, nil)
+	wantCode(t, err, quarantine.EUNPROCESSABLE)
+	if msg := quarantine.ErrorMessage(err); !contains(msg, "10001") {
+		t.Fatalf("the error does not name the count: %q", msg)
+	}
+	list, _, err := s.ListReplays(ctx, quarantine.ReplayFilter{})
+	wantOK(t, err, "ListReplays")
+	if len(list) != 0 {
+		t.Fatalf("a refused replay left %d batches", len(list))
+	}
+	// Exactly MaxBulk is allowed.
+	p, err := s.ListMessages(ctx, quarantine.Filter{Queue: []string{"bulk"}, Limit: 1})
+	wantOK(t, err, "ListMessages")
+	r.Filter.FailedBefore = p.Messages[0].FailedAt // all but the newest
+	batch := createReplay(t, s, r, nil)
+	if batch.Total != quarantine.MaxBulk || batch.Counts[quarantine.ItemPending] != quarantine.MaxBulk {
+		t.Fatalf("batch at the cap: total %d counts %v", batch.Total, batch.Counts)
+	}
+	got, err := s.GetReplay(ctx, batch.ID)
+	wantOK(t, err, "GetReplay")
+	if got.Counts[quarantine.ItemPending] != quarantine.MaxBulk {
+		t.Fatalf("stored counts %v", got.Counts)
+	}
+	counts, err := s.CountByQueue(ctx, quarantine.Filter{Queue: []string{"bulk"}, Status: []quarantine.Status{quarantine.StatusReplaying}})
+	wantOK(t, err, "CountByQueue")
+	if len(counts) != 1 || counts[0].Count != quarantine.MaxBulk {
+		t.Fatalf("replaying counts %+v, want %d (the failure groups follow the status change)", counts, quarantine.MaxBulk)
+	}
+}
