@@ -76,10 +76,17 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 	drainReturns(s.returns, nil) // left over from an abandoned call
 
 	// Publish everything, then wait.
-	confirms := make([]*amqp.DeferredConfirmation, len(msgs))
+	type inflight struct {
+		i int
+		c *amqp.DeferredConfirmation
+	}
+	sent := make([]inflight, 0, len(msgs))
 	byID := make(map[string][]int, len(msgs))
-	sent := 0
 	for i := range msgs {
+		if err := checkFields(&msgs[i]); err != nil {
+			res[i] = replay.Result{Outcome: quarantine.ItemFailed, Err: err}
+			continue
+		}
 		c, err := s.ch.PublishWithDeferredConfirmWithContext(ctx, "", msgs[i].Queue, true, false, publishing(&msgs[i]))
 		if err != nil {
 			if ctx.Err() == nil {
@@ -90,9 +97,8 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 			}
 			break
 		}
-		confirms[i] = c
+		sent = append(sent, inflight{i, c})
 		byID[msgs[i].MessageID] = append(byID[msgs[i].MessageID], i)
-		sent++
 	}
 
 	returned := make([]bool, len(msgs))
@@ -106,10 +112,12 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 	}
 	returns := s.returns
 	lost := false
-	for i := 0; i < sent; i++ {
-		c := confirms[i]
-		done := false
-		for !done {
+	confirmed := 0 // sent[:confirmed] have their answer
+wait:
+	for _, f := range sent {
+		i := f.i
+	one:
+		for {
 			select {
 			case r, ok := <-returns:
 				if !ok {
@@ -117,20 +125,17 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 					continue
 				}
 				onReturn(r)
-			case <-c.Done():
-				done = true
+			case <-f.c.Done():
+				break one
 			case <-ctx.Done():
-				for j := i; j < sent; j++ {
-					res[j] = pending(ctx, ctx.Err(), "waiting for the broker's confirm")
+				for _, g := range sent[confirmed:] {
+					res[g.i] = pending(ctx, ctx.Err(), "waiting for the broker's confirm")
 				}
-				sent = i
-				done = true
+				break wait
 			}
 		}
-		if i == sent {
-			break
-		}
-		if c.Acked() {
+		confirmed++
+		if f.c.Acked() {
 			res[i] = replay.Result{Outcome: quarantine.ItemPublished}
 			continue
 		}
@@ -151,13 +156,39 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 	// client hands it over before it handles the ack: every return of a
 	// confirmed message is received or buffered by now.
 	drainReturns(returns, onReturn)
-	for i := range sent {
-		if returned[i] {
-			res[i] = replay.Result{Outcome: quarantine.ItemFailed, Err: &quarantine.Error{Code: quarantine.ENOTFOUND,
-				Message: fmt.Sprintf("rabbitmq: no queue named %s: the message was unroutable", word(msgs[i].Queue))}}
+	for _, f := range sent[:confirmed] {
+		if returned[f.i] {
+			res[f.i] = replay.Result{Outcome: quarantine.ItemFailed, Err: &quarantine.Error{Code: quarantine.ENOTFOUND,
+				Message: fmt.Sprintf("rabbitmq: no queue named %s: the message was unroutable", word(msgs[f.i].Queue))}}
 		}
 	}
 	return res
+}
+
+// checkFields refuses what AMQP cannot carry: the queue, message id,
+// content type, job name and header names are short strings of at most
+// 255 bytes. (A longer one would fail the frame half written.)
+func checkFields(o *replay.Outgoing) error {
+	bad := ""
+	switch {
+	case len(o.Queue) > maxNameBytes:
+		bad = "the queue name"
+	case len(o.MessageID) > maxNameBytes:
+		bad = "the message id"
+	case len(o.ContentType) > maxNameBytes:
+		bad = "the content type"
+	case len(o.JobName) > maxNameBytes:
+		bad = "the job name"
+	}
+	for k := range o.Headers {
+		if bad == "" && len(k) > maxNameBytes {
+			bad = "a header name"
+		}
+	}
+	if bad == "" {
+		return nil
+	}
+	return quarantine.Errorf(quarantine.EINVALID, "rabbitmq: %s is longer than %d bytes, which AMQP cannot carry", bad, maxNameBytes)
 }
 
 // publishing maps an Outgoing onto the AMQP properties.

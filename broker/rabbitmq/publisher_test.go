@@ -170,10 +170,17 @@ func TestPublishUnroutableFailsAlone(t *testing.T) {
 		}
 	}
 
-	// The channel survives: the next slice is published.
-	res = p.Publish(context.Background(), outgoing("after", q, 0, 5, 10))
-	if c := outcomes(res); c[quarantine.ItemPublished] != 5 {
-		t.Fatalf("after a return: %v", c)
+	// The channel survives: the next slice is published. Fields AMQP
+	// cannot carry fail their message alone, before anything is written.
+	after := outgoing("after", q, 0, 5, 10)
+	after[1].Queue = strings.Repeat("q", 256)
+	after[3].Headers[strings.Repeat("h", 256)] = "v"
+	res = p.Publish(context.Background(), after)
+	for i, r := range res {
+		if (i == 1 || i == 3) != (r.Outcome == quarantine.ItemFailed && quarantine.ErrorCode(r.Err) == quarantine.EINVALID) ||
+			(i != 1 && i != 3 && r.Outcome != quarantine.ItemPublished) {
+			t.Fatalf("after a return, message %d: %s %v", i, r.Outcome, r.Err)
+		}
 	}
 }
 
