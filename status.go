@@ -18,7 +18,7 @@ var Statuses = []Status{StatusQuarantined, StatusReplaying, StatusReplayed, Stat
 // transitions is the one place that says which status may follow which.
 var transitions = map[Status][]Status{
 	StatusQuarantined: {StatusReplaying, StatusDiscarded},
-	StatusReplaying:   {StatusReplayed, StatusQuarantined}, // published, or the replay item was cancelled or failed
+	StatusReplaying:   {StatusReplayed, StatusQuarantined, StatusRefailed}, // published; the item was cancelled or failed; or it came back failing before its publish was recorded
 	StatusReplayed:    {StatusRefailed, StatusDiscarded},
 	StatusRefailed:    {StatusDiscarded},
 	StatusDiscarded:   nil,

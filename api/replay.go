@@ -117,7 +117,7 @@ func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
 func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.ReplayRequest, error) {
 	d := s.cfg.Replay
 	req := quarantine.ReplayRequest{
-		ExpectCount: b.ExpectCount, Rate: d.Rate, Canary: d.Canary, Observe: d.Observe,
+		ExpectCount: b.ExpectCount, Rate: d.Rate, Burst: d.Burst, Canary: d.Canary, Observe: d.Observe,
 		HaltRefailRatio: d.HaltRefailRatio, DryRun: b.DryRun, ForceWithoutKey: b.ForceWithoutKey,
 		Force: b.Force, AcceptKeyRuleChange: b.AcceptKeyRuleChange, Reason: b.Reason,
 		Actor: t.Actor(), Owners: tokenOwners(t), DraftTTL: d.DraftTTL,
@@ -167,6 +167,9 @@ func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.R
 	}
 	if b.Rate != nil {
 		req.Rate = *b.Rate
+		if b.Burst == nil {
+			req.Burst = 0 // the default burst follows the rate asked for
+		}
 	}
 	if b.Burst != nil {
 		req.Burst = *b.Burst

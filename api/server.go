@@ -54,6 +54,7 @@ type Config struct {
 type ReplayDefaults struct {
 	Rate            float64       // msg/s (0: quarantine.DefaultReplayRate)
 	MaxRate         float64       // a request above it is 422 (0: quarantine.DefaultReplayMaxRat)
+	Burst           int           // tokens at once (0: rate/10, at least 1)
 	Canary          int           // items published first, then observed
 	Observe         time.Duration // how long the canary is observed
 	HaltRefailRatio float64       // the breaker's threshold (0: off)

@@ -17,14 +17,14 @@ import (
 // fixture is a real SQLite store, an in-memory broker with queue
 // "orders", and a router sending collector "rmq"'s messages to it.
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	store  *sqlite.Store
 	broker *memory.Broker
 	routes *replay.Routes
 	n      int // messages inserted so far
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "q.db"))

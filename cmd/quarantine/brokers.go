@@ -31,6 +31,9 @@ func init() {
 		}
 		return brokerOpeners{
 			source: func(d collectorDeps) (collect.Source, error) { return sqs.NewSource(name, c, d.logger) },
+			publisher: func(d collectorDeps) (replay.Publisher, error) {
+				return sqs.NewPublisher(c, name, d.logger)
+			},
 		}, nil
 	}
 	brokerKinds["nats"] = func(name string, raw []byte) (brokerOpeners, error) {
@@ -46,6 +49,9 @@ func init() {
 				}
 				s.SetAudit(d.audit)
 				return s, nil
+			},
+			publisher: func(d collectorDeps) (replay.Publisher, error) {
+				return nats.NewPublisher(c, name, d.logger), nil
 			},
 		}, nil
 	}

@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarantine-dev/quarantine/broker/webhook"
 	"github.com/quarantine-dev/quarantine/replay"
 )
 
@@ -40,7 +39,7 @@ func (m *Main) routes(deps collectorDeps) (*replay.Routes, []replay.Publisher, e
 		d := &m.Config.Destinations[i]
 		o := replay.Override{Queues: d.Queues, Collector: d.Collector}
 		if d.Collector == "" {
-			p, err := newHTTPDestination(d)
+			p, err := newHTTPDestination(d, d.destinationName(i), deps)
 			if err != nil {
 				return nil, pubs, fmt.Errorf("destinations[%d]: %w", i, err)
 			}
@@ -52,16 +51,14 @@ func (m *Main) routes(deps collectorDeps) (*replay.Routes, []replay.Publisher, e
 	return r, pubs, nil
 }
 
-// readTokenFile returns the token in path, without surrounding space.
-func readTokenFile(path string) (string, error) {
-	if path == "" {
-		return "", nil
+// collectorNames lists the configured collectors, the possible
+// destination.collector of a replay.
+func (m *Main) collectorNames() []string {
+	names := make([]string, 0, len(m.Config.Collectors))
+	for _, c := range m.Config.Collectors {
+		names = append(names, c.Name)
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("cannot read token_file: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
+	return names
 }
 
 // startReplays starts the replay engine in the background.
@@ -107,7 +104,8 @@ func (rr *runningReplays) stop() error {
 	return errors.Join(errs...)
 }
 
-// newHTTPDestination is replaced when broker/webhook lands.
-func newHTTPDestination(d *DestinationConfig) (replay.Publisher, error) {
-	return nil, errors.New("http destinations are not wired yet")
+// newHTTPDestination builds the publisher of an http (or cloudflare)
+// destination: a POST of the canonical envelope.
+func newHTTPDestination(d *DestinationConfig, name string, deps collectorDeps) (replay.Publisher, error) {
+	return webhook.NewPublisher(webhook.Config{URL: d.URL, TokenFile: d.TokenFile, Timeout: d.timeout}, name, deps.logger)
 }

@@ -75,6 +75,12 @@ func (m *Main) runServe(ctx context.Context) error {
 		Now:             time.Now,
 		RedactPointers:  m.Config.RedactPointers,
 		Schemas:         m.Config.Schemas,
+		Replay: api.ReplayDefaults{
+			Rate: m.Config.Replay.Rate, MaxRate: m.Config.Replay.MaxRate, Burst: m.Config.Replay.Burst,
+			Canary: m.Config.Replay.Canary, Observe: m.Config.Replay.Observe,
+			HaltRefailRatio: m.Config.Replay.HaltRefailRatio, DraftTTL: m.Config.Replay.DraftTTL,
+			KeyRule: prep.KeyRule, Collectors: m.collectorNames(),
+		},
 	}).Handler()
 	m.retention = newRetention(m.store, m.Config.Retention, m.logger, reg)
 	if m.retention.enabled() {

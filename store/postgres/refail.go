@@ -12,7 +12,7 @@ import (
 )
 
 // The re-failure link: a new message whose idempotency key equals that of
-// a replayed message re-failed from it. InsertBatch locks the replayed
+// a replayed message (or one being replayed) re-failed from it. InsertBatch locks the replayed
 // candidates before it inserts (message rows first, then the counters the
 // triggers keep: the order every writer takes), then links as if the
 // batch were stored one message at a time, in order: the first new
@@ -25,7 +25,7 @@ import (
 // order so that concurrent writers cannot deadlock: one probe of the
 // small partial index messages_replayed_key_idx per key.
 const lockReplayedSQL = `SELECT id, idempotency_key, failed_at FROM messages
-WHERE status = 'replayed' AND idempotency_key = ANY($1::text[])
+WHERE status IN ('replayed', 'replaying') AND idempotency_key = ANY($1::text[])
 ORDER BY id FOR UPDATE`
 
 type replayedMsg struct {
@@ -118,7 +118,7 @@ func (s *Store) applyRefailures(ctx context.Context, tx pgx.Tx, links []refailLi
 		news[i], olds[i] = l.new, l.old
 	}
 	if _, err := tx.Exec(ctx, `UPDATE messages SET status = 'refailed', updated_at = $2
-		WHERE id = ANY($1::text[]) AND status = 'replayed'`, olds, now); err != nil {
+		WHERE id = ANY($1::text[]) AND status IN ('replayed', 'replaying')`, olds, now); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE messages m SET refail_of = l.old
@@ -133,5 +133,14 @@ func (s *Store) applyRefailures(ctx context.Context, tx pgx.Tx, links []refailLi
 			WHERE j.message_id = l.old AND j.outcome IN ('published', 'deduplicated')
 			ORDER BY j.published_at DESC NULLS LAST, j.batch_id DESC LIMIT 1) p
 		WHERE i.batch_id = p.batch_id AND i.seq = p.seq`, news, olds, now)
+	if err != nil {
+		return err
+	}
+	// A message still replaying came back before its publish was
+	// recorded: its pending item notes the new entry, and becomes
+	// refailed when the publish is recorded.
+	_, err = tx.Exec(ctx, `UPDATE replay_items i SET refail_id = l.new, updated_at = $3
+		FROM unnest($1::text[], $2::text[]) AS l(new, old)
+		WHERE i.message_id = l.old AND i.outcome = 'pending'`, news, olds, now)
 	return err
 }

@@ -161,12 +161,19 @@ func startItems(ctx context.Context, tx pgx.Tx, batchID string, now time.Time) e
 	return setReplaying(ctx, tx, start, now)
 }
 
-// cancelItems skips the pending items of a batch ("cancelled"), bumping
-// their fences so that a result of a lease taken before is refused, and
-// with release returns their (replaying) messages to quarantined.
+// cancelItems skips the pending items of a batch ("cancelled") and with
+// release returns their (replaying) messages to quarantined. Items whose
+// lease has expired get a new fence, so that a late result is refused;
+// an item whose lease is live keeps it, and a publish its engine records
+// afterwards is recorded (the message was published: replayed it is).
 func cancelItems(ctx context.Context, tx pgx.Tx, batchID string, release bool, now time.Time) error {
+	// An item whose lease is live keeps it: the engine holding it may be
+	// publishing it now, and what it publishes is recorded.
 	rows, err := tx.Query(ctx, `UPDATE replay_items SET outcome = 'skipped', reason = 'cancelled',
-		fence = fence + 1, lease_owner = '', lease_expires_at = NULL, updated_at = $2
+		fence = CASE WHEN lease_owner <> '' AND lease_expires_at > $2 THEN fence ELSE fence + 1 END,
+		lease_owner = CASE WHEN lease_owner <> '' AND lease_expires_at > $2 THEN lease_owner ELSE '' END,
+		lease_expires_at = CASE WHEN lease_owner <> '' AND lease_expires_at > $2 THEN lease_expires_at END,
+		updated_at = $2
 		WHERE batch_id = $1 AND outcome = 'pending' RETURNING message_id`, batchID, now)
 	if err != nil {
 		return err

@@ -162,7 +162,8 @@ func (s *Store) RecordReplayResults(ctx context.Context, results []quarantine.Re
 		for i, r := range results {
 			var seq int32
 			err := tx.QueryRow(ctx, `SELECT seq FROM replay_items WHERE batch_id = $1 AND message_id = $2
-				AND outcome = 'pending' AND fence = $3 FOR UPDATE`, r.BatchID, r.MessageID, r.Fence).Scan(&seq)
+				AND fence = $3 AND (outcome = 'pending' OR $4 AND outcome = 'skipped' AND reason = 'cancelled' AND lease_owner <> '')
+				FOR UPDATE`, r.BatchID, r.MessageID, r.Fence, replays.Published(r.Outcome)).Scan(&seq)
 			if errors.Is(err, pgx.ErrNoRows) {
 				stale = append(stale, i)
 				continue
@@ -207,7 +208,9 @@ func recordResult(ctx context.Context, tx pgx.Tx, r quarantine.ReplayResult, seq
 	for i, h := range r.DroppedHeaders {
 		dropped[i] = quarantine.SanitizeText(h)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE replay_items SET outcome = $3, reason = $4, destination = $5,
+	if _, err := tx.Exec(ctx, `UPDATE replay_items SET
+		outcome = CASE WHEN refail_id <> '' AND $3 IN ('published', 'deduplicated') THEN 'refailed' ELSE $3 END,
+		reason = $4, destination = $5,
 		payload_version = $6, payload_sha256 = $7, dropped_headers = $8, published_at = $9, updated_at = $10,
 		lease_owner = '', lease_expires_at = NULL WHERE batch_id = $1 AND seq = $2`,
 		r.BatchID, seq, string(r.Outcome), quarantine.SanitizeText(r.Reason), quarantine.SanitizeText(r.Destination),
@@ -216,8 +219,12 @@ func recordResult(ctx context.Context, tx pgx.Tx, r quarantine.ReplayResult, seq
 	}
 	q := `UPDATE messages SET status = 'quarantined', updated_at = $2 WHERE id = $1 AND status = 'replaying'`
 	if replays.Published(r.Outcome) {
-		q = `UPDATE messages SET status = 'replayed', replay_count = replay_count + 1, updated_at = $2
-			WHERE id = $1 AND status = 'replaying'`
+		// Replaying as usual; refailed when it came back before this
+		// record; quarantined when its batch was cancelled while the
+		// publish was in flight.
+		q = `UPDATE messages SET status = CASE status WHEN 'refailed' THEN 'refailed' ELSE 'replayed' END,
+			replay_count = replay_count + 1, updated_at = $2
+			WHERE id = $1 AND status IN ('replaying', 'refailed', 'quarantined')`
 	}
 	_, err := tx.Exec(ctx, q, r.MessageID, now)
 	return err

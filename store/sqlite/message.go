@@ -109,7 +109,7 @@ func lockReplayed(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message) (
 		return nil, nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT m.idempotency_key, m.id FROM messages m
-		WHERE m.idempotency_key IN (SELECT value FROM json_each(?)) AND m.status = 'replayed'
+		WHERE m.idempotency_key IN (SELECT value FROM json_each(?)) AND m.status IN ('replayed', 'replaying')
 		ORDER BY m.idempotency_key, m.failed_at DESC, m.id DESC`, jsonArray(keys))
 	if err != nil {
 		return nil, err
@@ -141,6 +141,14 @@ func refail(ctx context.Context, tx *sql.Tx, m *quarantine.Message, old string, 
 		WHERE (batch_id, seq) = (SELECT batch_id, seq FROM replay_items WHERE message_id = ?
 			AND outcome IN ('published', 'deduplicated') ORDER BY published_at DESC, batch_id DESC LIMIT 1)`,
 		m.ID, micros(now), old)
+	if err != nil {
+		return err
+	}
+	// A message still replaying came back before its publish was
+	// recorded: its pending item notes the new entry, and becomes
+	// refailed when the publish is recorded.
+	_, err = tx.ExecContext(ctx, `UPDATE replay_items SET refail_id = ?, updated_at = ?
+		WHERE message_id = ? AND outcome = 'pending'`, m.ID, micros(now), old)
 	return err
 }
 

@@ -144,9 +144,11 @@ func startItems(ctx context.Context, tx *sql.Tx, batchID string, now time.Time) 
 	return setReplaying(ctx, tx, ids, now)
 }
 
-// cancelItems skips the pending items of a batch ("cancelled"), bumping
-// their fences so that a result of a lease taken before is refused, and
-// with release returns their (replaying) messages to quarantined.
+// cancelItems skips the pending items of a batch ("cancelled") and with
+// release returns their (replaying) messages to quarantined. Items whose
+// lease has expired get a new fence, so that a late result is refused;
+// an item whose lease is live keeps it, and a publish its engine records
+// afterwards is recorded (the message was published: replayed it is).
 func cancelItems(ctx context.Context, tx *sql.Tx, batchID string, release bool, now time.Time) error {
 	if release {
 		if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'quarantined', updated_at = ?
@@ -155,9 +157,13 @@ func cancelItems(ctx context.Context, tx *sql.Tx, batchID string, release bool, 
 			return err
 		}
 	}
+	live := `lease_owner <> '' AND lease_expires_at > :now`
 	_, err := tx.ExecContext(ctx, `UPDATE replay_items SET outcome = 'skipped', reason = 'cancelled',
-		fence = fence + 1, lease_owner = '', lease_expires_at = NULL, updated_at = ?
-		WHERE batch_id = ? AND outcome = 'pending'`, micros(now), batchID)
+		fence = CASE WHEN `+live+` THEN fence ELSE fence + 1 END,
+		lease_owner = CASE WHEN `+live+` THEN lease_owner ELSE '' END,
+		lease_expires_at = CASE WHEN `+live+` THEN lease_expires_at END,
+		updated_at = :now
+		WHERE batch_id = :batch AND outcome = 'pending'`, sql.Named("now", micros(now)), sql.Named("batch", batchID))
 	return err
 }
 

@@ -131,7 +131,8 @@ func (s *Store) RecordReplayResults(ctx context.Context, results []quarantine.Re
 		for i, r := range results {
 			var seq int
 			err := tx.QueryRowContext(ctx, `SELECT seq FROM replay_items WHERE batch_id = ? AND message_id = ?
-				AND outcome = 'pending' AND fence = ?`, r.BatchID, r.MessageID, r.Fence).Scan(&seq)
+				AND fence = ? AND (outcome = 'pending' OR ? AND outcome = 'skipped' AND reason = 'cancelled' AND lease_owner <> '')`,
+				r.BatchID, r.MessageID, r.Fence, replays.Published(r.Outcome)).Scan(&seq)
 			if err == sql.ErrNoRows {
 				stale = append(stale, i)
 				continue
@@ -179,7 +180,9 @@ func recordResult(ctx context.Context, tx *sql.Tx, r quarantine.ReplayResult, se
 	for i, h := range r.DroppedHeaders {
 		dropped[i] = quarantine.SanitizeText(h)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE replay_items SET outcome = ?, reason = ?, destination = ?,
+	if _, err := tx.ExecContext(ctx, `UPDATE replay_items SET
+		outcome = CASE WHEN refail_id <> '' AND ?1 IN ('published', 'deduplicated') THEN 'refailed' ELSE ?1 END,
+		reason = ?, destination = ?,
 		payload_version = ?, payload_sha256 = ?, dropped_headers = ?, published_at = ?, updated_at = ?,
 		lease_owner = '', lease_expires_at = NULL WHERE batch_id = ? AND seq = ?`,
 		string(r.Outcome), quarantine.SanitizeText(r.Reason), quarantine.SanitizeText(r.Destination),
@@ -189,8 +192,12 @@ func recordResult(ctx context.Context, tx *sql.Tx, r quarantine.ReplayResult, se
 	}
 	q := `UPDATE messages SET status = 'quarantined', updated_at = ? WHERE id = ? AND status = 'replaying'`
 	if replays.Published(r.Outcome) {
-		q = `UPDATE messages SET status = 'replayed', replay_count = replay_count + 1, updated_at = ?
-			WHERE id = ? AND status = 'replaying'`
+		// Replaying as usual; refailed when it came back before this
+		// record; quarantined when its batch was cancelled while the
+		// publish was in flight.
+		q = `UPDATE messages SET status = CASE status WHEN 'refailed' THEN 'refailed' ELSE 'replayed' END,
+			replay_count = replay_count + 1, updated_at = ?
+			WHERE id = ? AND status IN ('replaying', 'refailed', 'quarantined')`
 	}
 	_, err := tx.ExecContext(ctx, q, micros(now), r.MessageID)
 	return err

@@ -113,10 +113,10 @@ func testReplayCancel(t *testing.T, h Harness) {
 	}
 	insert(t, s, msgs...)
 	batch := createReplay(t, s, replayReq(ids(msgs)...), nil)
-	ls, err := s.LeaseReplayItems(t.Context(), batch.ID, "engine-1", 2, time.Hour, 0)
+	ls, err := s.LeaseReplayItems(t.Context(), batch.ID, "engine-1", 3, time.Hour, 0)
 	wantOK(t, err, "LeaseReplayItems")
-	if len(ls) != 2 {
-		t.Fatalf("leased %d items, want 2", len(ls))
+	if len(ls) != 3 {
+		t.Fatalf("leased %d items, want 3", len(ls))
 	}
 	// One result arrives before the cancel: it stays.
 	stale, err := s.RecordReplayResults(t.Context(), []quarantine.ReplayResult{published(ls[0])})
@@ -134,14 +134,30 @@ func testReplayCancel(t *testing.T, h Harness) {
 			t.Fatalf("item %+v after cancel", it)
 		}
 	}
-	// The result of the other lease comes late: refused.
-	stale, err = s.RecordReplayResults(t.Context(), []quarantine.ReplayResult{published(ls[1])})
-	wantOK(t, err, "RecordReplayResults")
-	if !slices.Equal(stale, []int{0}) {
-		t.Fatalf("a result after the cancel: stale %v, want [0]", stale)
-	}
 	msgs[0].Status = quarantine.StatusReplayed
 	wantStatuses(t, s, msgs)
+	// The engine holding a live lease was publishing while the cancel
+	// came: what it published is recorded, the message is replayed. A
+	// failure it reports changes nothing (the item stays skipped).
+	late := published(ls[1])
+	failed := published(ls[2])
+	failed.Outcome, failed.Reason = quarantine.ItemFailed, "unroutable"
+	stale, err = s.RecordReplayResults(t.Context(), []quarantine.ReplayResult{late, failed})
+	wantOK(t, err, "RecordReplayResults")
+	if !slices.Equal(stale, []int{1}) {
+		t.Fatalf("results after the cancel: stale %v, want [1] (the failure)", stale)
+	}
+	if it := items(t, s, batch.ID)[ls[1].Item.Seq]; it.Outcome != quarantine.ItemPublished {
+		t.Fatalf("the late publish was not recorded: %+v", it)
+	}
+	msgs[ls[1].Item.Seq].Status = quarantine.StatusReplayed
+	wantStatuses(t, s, msgs)
+	// Its fence is spent: the same result again is refused.
+	stale, err = s.RecordReplayResults(t.Context(), []quarantine.ReplayResult{late})
+	wantOK(t, err, "RecordReplayResults")
+	if !slices.Equal(stale, []int{0}) {
+		t.Fatalf("a repeated result: stale %v, want [0]", stale)
+	}
 	wantChain(t, s)
 }
 

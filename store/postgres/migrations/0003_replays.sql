@@ -74,3 +74,8 @@ CREATE TABLE replay_buckets (
     tokens     double precision NOT NULL,
     updated_at timestamptz NOT NULL
 );
+
+-- The re-failure link also finds messages still replaying: a worker can
+-- fail a replayed message again before the engine recorded its publish.
+DROP INDEX messages_replayed_key_idx;
+CREATE INDEX messages_replayed_key_idx ON messages (idempotency_key) WHERE status IN ('replayed', 'replaying');
