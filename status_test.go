@@ -13,6 +13,7 @@ func TestStatusTransitions(t *testing.T) {
 		{"quarantined", "discarded"}: true,
 		{"replaying", "replayed"}:    true,
 		{"replaying", "quarantined"}: true,
+		{"replaying", "refailed"}:    true, // came back before its publish was recorded
 		{"replayed", "refailed"}:     true,
 		{"replayed", "discarded"}:    true,
 		{"refailed", "discarded"}:    true,

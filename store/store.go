@@ -34,11 +34,13 @@ type Store interface {
 	// message of the batch is committed, or none is and an error returns.
 	//
 	// Re-failure link: a new message whose non-empty idempotency key equals
-	// that of a stored message in status replayed marks that message
+	// that of a stored message in status replayed (or replaying: it came
+	// back before its publish was recorded) marks that message
 	// refailed and records its ID in the new message's RefailOf, in the same
 	// transaction (the most recently failed one, if several), and marks
 	// the latest published or deduplicated replay item of that message
-	// refailed with RefailID the new message's ID.
+	// refailed with RefailID the new message's ID (a pending item notes
+	// RefailID, and becomes refailed when its publish is recorded).
 	InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error)
 
 	// GetMessage returns one message with its current payload, or ENOTFOUND.
@@ -198,8 +200,10 @@ type Replays interface {
 	//     skipped (quarantine.StartSkipReason); the others' messages become
 	//     replaying. A draft past its expiry is ECONFLICT (and expires).
 	//   cancel: pending items are skipped ("cancelled"), their messages
-	//     (replaying) become quarantined again; leased items too: a result
-	//     recorded for them later is refused.
+	//     (replaying) become quarantined again. An item whose lease is live
+	//     keeps it: a publish its engine records afterwards is recorded
+	//     (the message was published), a failure is refused as stale; an
+	//     expired lease's result is refused.
 	//   pause, resume, halt: the state only; messages stay replaying.
 	//   complete: only when no item is pending (ECONFLICT otherwise).
 	//   expire: a draft only.
