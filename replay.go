@@ -1,7 +1,9 @@
 package quarantine
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -202,6 +204,14 @@ type ReplayRequest struct {
 	Owners []string
 	// DraftTTL is how long a draft may wait to be started (0: DefaultDraftTTL).
 	DraftTTL time.Duration
+	// MaxReplays, when above 0, skips a message whose job was replayed
+	// that many times already (ReplayCount) unless Admin: a job that keeps
+	// coming back needs an admin's decision.
+	MaxReplays int
+	Admin      bool
+	// Guard, when set, is the incident guard checked when the batch
+	// starts (unless Force).
+	Guard *IncidentGuard
 }
 
 // MinBreakerSamples is how many published items the breaker waits for
@@ -352,6 +362,8 @@ type ReplayChange struct {
 	// Force, AcceptKeyRuleChange: as in ReplayRequest, for a start.
 	Force               bool
 	AcceptKeyRuleChange bool
+	// Guard, when set, is the incident guard checked at a start.
+	Guard *IncidentGuard
 }
 
 // Validate checks c.
@@ -449,6 +461,7 @@ type ReplayCandidate struct {
 	Owner          string
 	IdempotencyKey string
 	KeyRule        string
+	ReplayCount    int
 }
 
 // KeyRuleEnvelope is the KeyRule of a key the message carried itself.
@@ -496,6 +509,8 @@ func (r *ReplayRequest) skipReason(c ReplayCandidate, keyRule KeyRuleFunc) strin
 		return "the message is " + string(c.Status) + ", not quarantined"
 	case c.IdempotencyKey == "" && !r.ForceWithoutKey:
 		return "the message has no idempotency key: a repeat could not be recognised (force_without_key replays it anyway)"
+	case r.MaxReplays > 0 && c.ReplayCount >= r.MaxReplays && !r.Admin:
+		return fmt.Sprintf("this job was replayed %d times and came back failing each time: only an admin may replay it again", c.ReplayCount)
 	}
 	if keyRule != nil && !r.AcceptKeyRuleChange && c.KeyRule != "" && c.KeyRule != KeyRuleEnvelope {
 		if now := keyRule(c.Queue); now != c.KeyRule {
@@ -523,4 +538,38 @@ func describeRule(r string) string {
 		return KeyRuleNone
 	}
 	return r
+}
+
+// IncidentGuard refuses to start a batch larger than its canary while its
+// queues are still receiving new dead letters: more than PerMinute per
+// minute over the last Window, not counting the batch's own messages. The
+// runbook: stabilise the dependency first, replay a small batch, check
+// the queue's age, then continue.
+type IncidentGuard struct {
+	Window    time.Duration
+	PerMinute float64
+}
+
+// Check returns ECONFLICT (field force) when a batch with pending items
+// and canary must not start because of inflow (new dead letters per queue
+// within the window, the batch's own excluded); nil otherwise.
+func (g *IncidentGuard) Check(pending, canary int, force bool, inflow map[string]int) error {
+	if g == nil || force || g.Window <= 0 || pending <= canary {
+		return nil
+	}
+	minutes := g.Window.Minutes()
+	queues := make([]string, 0, len(inflow))
+	for q := range inflow {
+		queues = append(queues, q)
+	}
+	slices.Sort(queues)
+	for _, q := range queues {
+		if n := inflow[q]; float64(n)/minutes > g.PerMinute {
+			return FieldErrorf(ECONFLICT, "force",
+				"queue %s received %d new dead letters in the last %s (above %g a minute): the incident is still producing failures. "+
+					"Stabilise the dependency and replay at most the canary (%d) first, or give force with a reason",
+				q, n, g.Window, g.PerMinute, canary)
+		}
+	}
+	return nil
 }

@@ -121,6 +121,7 @@ func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.R
 		HaltRefailRatio: d.HaltRefailRatio, DryRun: b.DryRun, ForceWithoutKey: b.ForceWithoutKey,
 		Force: b.Force, AcceptKeyRuleChange: b.AcceptKeyRuleChange, Reason: b.Reason,
 		Actor: t.Actor(), Owners: tokenOwners(t), DraftTTL: d.DraftTTL,
+		MaxReplays: d.MaxReplays, Admin: t.Role == quarantine.RoleAdmin, Guard: d.guard(),
 	}
 	hasFilter := len(b.Filter) > 0 && string(b.Filter) != "null"
 	if b.IDs != nil && hasFilter {

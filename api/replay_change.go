@@ -38,6 +38,7 @@ func (s *Server) changeReplay(action string) http.HandlerFunc {
 				return
 			}
 			c.Reason, c.Force, c.AcceptKeyRuleChange = b.Reason, b.Force, b.AcceptKeyRuleChange
+			c.Guard = s.cfg.Replay.guard()
 		} else {
 			var b replayChangeBody
 			if err := s.decodeBody(w, r, &b); err != nil {

@@ -65,6 +65,23 @@ type ReplayDefaults struct {
 	// Collectors are the configured collector names: a destination
 	// naming another one is 422.
 	Collectors []string
+	// MaxReplays: a job replayed that many times already (and failed
+	// again each time) is skipped unless an admin replays it (0: no cap).
+	MaxReplays int
+	// IncidentWindow and IncidentRate are the incident guard: a batch
+	// larger than its canary does not start while one of its queues
+	// received more than IncidentRate new dead letters a minute over the
+	// last IncidentWindow, unless force (IncidentWindow 0: no guard).
+	IncidentWindow time.Duration
+	IncidentRate   float64
+}
+
+// guard returns the incident guard of d, nil when it has none.
+func (d ReplayDefaults) guard() *quarantine.IncidentGuard {
+	if d.IncidentWindow <= 0 {
+		return nil
+	}
+	return &quarantine.IncidentGuard{Window: d.IncidentWindow, PerMinute: d.IncidentRate}
 }
 
 // Server is the HTTP API. It is safe for concurrent use.

@@ -23,6 +23,9 @@ type ReplayConfig struct {
 	Lease           time.Duration // how long an engine holds an item
 	DraftTTL        time.Duration // how long a dry run may wait to be started
 	Poll            time.Duration // how often the engine looks for work
+	MaxReplays      int           // a job replayed this often needs an admin (0: no cap)
+	IncidentWindow  time.Duration // the incident guard's window (0: no guard)
+	IncidentRate    float64       // new dead letters a minute above which the guard refuses
 }
 
 // Defaults of `replay:`.
@@ -31,6 +34,7 @@ func defaultReplayConfig() ReplayConfig {
 		Rate: quarantine.DefaultReplayRate, MaxRate: quarantine.DefaultReplayMaxRat,
 		Canary: 5, Observe: 30 * time.Second, HaltRefailRatio: 0.2,
 		Lease: replay.DefaultLease, DraftTTL: quarantine.DefaultDraftTTL, Poll: replay.DefaultPoll,
+		MaxReplays: 3, IncidentWindow: 5 * time.Minute, IncidentRate: 1,
 	}
 }
 
@@ -44,6 +48,9 @@ type fileReplay struct {
 	Lease           any      `yaml:"lease"`
 	DraftTTL        any      `yaml:"draft_ttl"`
 	Poll            any      `yaml:"poll"`
+	MaxReplays      *int     `yaml:"max_replays"`
+	IncidentWindow  any      `yaml:"incident_window"`
+	IncidentRate    *float64 `yaml:"incident_rate"`
 }
 
 // DestinationConfig is one entry of `destinations:`: the replays of the
@@ -70,12 +77,13 @@ func (s *configSource) decodeReplay(f fileReplay, r *ReplayConfig) error {
 		{"replay.rate", f.Rate, &r.Rate, math.MaxFloat64},
 		{"replay.max_rate", f.MaxRate, &r.MaxRate, math.MaxFloat64},
 		{"replay.halt_refail_ratio", f.HaltRefailRatio, &r.HaltRefailRatio, 1},
+		{"replay.incident_rate", f.IncidentRate, &r.IncidentRate, math.MaxFloat64},
 	}
 	for _, k := range floats {
 		if k.v == nil {
 			continue
 		}
-		if math.IsNaN(*k.v) || *k.v < 0 || *k.v > k.max || (*k.v == 0 && k.key != "replay.halt_refail_ratio") {
+		if math.IsNaN(*k.v) || *k.v < 0 || *k.v > k.max || (*k.v == 0 && k.key != "replay.halt_refail_ratio" && k.key != "replay.incident_rate") {
 			if k.max == 1 {
 				return s.errorf(k.key, "must be between 0 and 1")
 			}
@@ -87,7 +95,7 @@ func (s *configSource) decodeReplay(f fileReplay, r *ReplayConfig) error {
 		key string
 		v   *int
 		dst *int
-	}{{"replay.burst", f.Burst, &r.Burst}, {"replay.canary", f.Canary, &r.Canary}}
+	}{{"replay.burst", f.Burst, &r.Burst}, {"replay.canary", f.Canary, &r.Canary}, {"replay.max_replays", f.MaxReplays, &r.MaxReplays}}
 	for _, k := range ints {
 		if k.v == nil {
 			continue
@@ -107,6 +115,7 @@ func (s *configSource) decodeReplay(f fileReplay, r *ReplayConfig) error {
 		{"replay.lease", f.Lease, &r.Lease, time.Second, time.Hour},
 		{"replay.draft_ttl", f.DraftTTL, &r.DraftTTL, time.Minute, 30 * 24 * time.Hour},
 		{"replay.poll", f.Poll, &r.Poll, 10 * time.Millisecond, time.Minute},
+		{"replay.incident_window", f.IncidentWindow, &r.IncidentWindow, 0, 24 * time.Hour},
 	}
 	for _, k := range durs {
 		if k.v == nil {

@@ -80,6 +80,8 @@ func (m *Main) runServe(ctx context.Context) error {
 			Canary: m.Config.Replay.Canary, Observe: m.Config.Replay.Observe,
 			HaltRefailRatio: m.Config.Replay.HaltRefailRatio, DraftTTL: m.Config.Replay.DraftTTL,
 			KeyRule: prep.KeyRule, Collectors: m.collectorNames(),
+			MaxReplays: m.Config.Replay.MaxReplays, IncidentWindow: m.Config.Replay.IncidentWindow,
+			IncidentRate: m.Config.Replay.IncidentRate,
 		},
 	}).Handler()
 	m.retention = newRetention(m.store, m.Config.Retention, m.logger, reg)

@@ -121,8 +121,11 @@ func (s *Store) applyRefailures(ctx context.Context, tx pgx.Tx, links []refailLi
 		WHERE id = ANY($1::text[]) AND status IN ('replayed', 'replaying')`, olds, now); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE messages m SET refail_of = l.old
-		FROM unnest($1::text[], $2::text[]) AS l(new, old) WHERE m.id = l.new`, news, olds); err != nil {
+	// The new entry carries the replays of its job so far, for the
+	// replay cap.
+	if _, err := tx.Exec(ctx, `UPDATE messages m SET refail_of = l.old, replay_count = o.replay_count
+		FROM unnest($1::text[], $2::text[]) AS l(new, old) JOIN messages o ON o.id = l.old
+		WHERE m.id = l.new`, news, olds); err != nil {
 		return err
 	}
 	// The replay that published each old message: its latest published

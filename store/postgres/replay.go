@@ -53,6 +53,9 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 			return err
 		}
 		if !r.DryRun {
+			if err := checkIncident(ctx, tx, r.Guard, b, r.Force, now); err != nil {
+				return err
+			}
 			if err := setReplaying(ctx, tx, replays.Pending(items), now); err != nil {
 				return err
 			}
@@ -72,11 +75,11 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 	return b, nil
 }
 
-const candidateColumns = `SELECT m.id, m.status, m.queue, m.owner, m.idempotency_key, m.key_rule FROM messages m`
+const candidateColumns = `SELECT m.id, m.status, m.queue, m.owner, m.idempotency_key, m.key_rule, m.replay_count FROM messages m`
 
 func scanCandidates(rows pgx.Rows, fn func(c quarantine.ReplayCandidate)) error {
 	var c quarantine.ReplayCandidate
-	_, err := pgx.ForEachRow(rows, []any{&c.ID, &c.Status, &c.Queue, &c.Owner, &c.IdempotencyKey, &c.KeyRule}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&c.ID, &c.Status, &c.Queue, &c.Owner, &c.IdempotencyKey, &c.KeyRule, &c.ReplayCount}, func() error {
 		c.Found = true
 		fn(c)
 		return nil
@@ -424,3 +427,35 @@ func (s *Store) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilt
 // lockClause locks a batch row against other writers of it, not against
 // the key share of inserted items.
 const lockClause = "FOR NO KEY UPDATE"
+
+// checkIncident applies the incident guard to batch b (its items stored):
+// the new dead letters of its queues within the guard's window, its own
+// messages not counted.
+func checkIncident(ctx context.Context, tx pgx.Tx, g *quarantine.IncidentGuard, b *quarantine.ReplayBatch, force bool, now time.Time) error {
+	if g == nil || force {
+		return nil
+	}
+	var queues []string
+	var pending int32
+	if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT queue), '{}'), count(*) FROM replay_items
+		WHERE batch_id = $1 AND outcome = 'pending'`, b.ID).Scan(&queues, &pending); err != nil {
+		return err
+	}
+	if int(pending) <= b.Canary || len(queues) == 0 {
+		return nil
+	}
+	rows, err := tx.Query(ctx, `SELECT m.queue, count(*) FROM messages m
+		WHERE m.queue = ANY($1::text[]) AND m.collected_at >= $2
+		AND NOT EXISTS (SELECT 1 FROM replay_items i WHERE i.batch_id = $3 AND i.message_id = m.id)
+		GROUP BY m.queue`, queues, now.Add(-g.Window), b.ID)
+	if err != nil {
+		return err
+	}
+	inflow := map[string]int{}
+	var q string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&q, &n}, func() error { inflow[q] = int(n); return nil }); err != nil {
+		return err
+	}
+	return g.Check(int(pending), b.Canary, force, inflow)
+}

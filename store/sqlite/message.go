@@ -133,7 +133,10 @@ func refail(ctx context.Context, tx *sql.Tx, m *quarantine.Message, old string, 
 	if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'refailed', updated_at = ? WHERE id = ?`, micros(now), old); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE messages SET refail_of = ? WHERE id = ?`, old, m.ID); err != nil {
+	// The new entry carries the replays of its job so far, for the
+	// replay cap.
+	if _, err := tx.ExecContext(ctx, `UPDATE messages SET refail_of = ?1,
+		replay_count = (SELECT replay_count FROM messages WHERE id = ?1) WHERE id = ?2`, old, m.ID); err != nil {
 		return err
 	}
 	// The replay that published old: its latest published item re-failed.

@@ -50,6 +50,9 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 			return err
 		}
 		if !r.DryRun {
+			if err := checkIncident(ctx, tx, r.Guard, b, r.Force, now); err != nil {
+				return err
+			}
 			if err := setReplaying(ctx, tx, replays.Pending(items), now); err != nil {
 				return err
 			}
@@ -72,13 +75,13 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 // replayCandidates reads the messages r selects, as the write
 // transaction sees them.
 func replayCandidates(ctx context.Context, tx *sql.Tx, r *quarantine.ReplayRequest) ([]quarantine.ReplayCandidate, error) {
-	const cols = `SELECT m.id, m.status, m.queue, m.owner, m.idempotency_key, m.key_rule FROM messages m`
+	const cols = `SELECT m.id, m.status, m.queue, m.owner, m.idempotency_key, m.key_rule, m.replay_count FROM messages m`
 	scan := func(rows *sql.Rows, fn func(c quarantine.ReplayCandidate)) error {
 		defer rows.Close()
 		for rows.Next() {
 			var c quarantine.ReplayCandidate
 			var st string
-			if err := rows.Scan(&c.ID, &st, &c.Queue, &c.Owner, &c.IdempotencyKey, &c.KeyRule); err != nil {
+			if err := rows.Scan(&c.ID, &st, &c.Queue, &c.Owner, &c.IdempotencyKey, &c.KeyRule, &c.ReplayCount); err != nil {
 				return err
 			}
 			c.Status, c.Found = quarantine.Status(st), true
@@ -429,4 +432,42 @@ func (s *Store) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilt
 		out = out[:f.Limit]
 	}
 	return out, more, nil
+}
+
+// checkIncident applies the incident guard to batch b (its items stored):
+// the new dead letters of its queues within the guard's window, its own
+// messages not counted.
+func checkIncident(ctx context.Context, tx *sql.Tx, g *quarantine.IncidentGuard, b *quarantine.ReplayBatch, force bool, now time.Time) error {
+	if g == nil || force {
+		return nil
+	}
+	var pending int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM replay_items WHERE batch_id = ? AND outcome = 'pending'`, b.ID).Scan(&pending); err != nil {
+		return err
+	}
+	if pending <= b.Canary {
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT m.queue, count(*) FROM messages m
+		WHERE m.queue IN (SELECT DISTINCT queue FROM replay_items WHERE batch_id = :batch AND outcome = 'pending')
+		AND m.collected_at >= :since
+		AND NOT EXISTS (SELECT 1 FROM replay_items i WHERE i.batch_id = :batch AND i.message_id = m.id)
+		GROUP BY m.queue`, sql.Named("batch", b.ID), sql.Named("since", micros(now.Add(-g.Window))))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	inflow := map[string]int{}
+	for rows.Next() {
+		var q string
+		var n int
+		if err := rows.Scan(&q, &n); err != nil {
+			return err
+		}
+		inflow[q] = n
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return g.Check(pending, b.Canary, force, inflow)
 }

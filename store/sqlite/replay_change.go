@@ -51,6 +51,9 @@ func (s *Store) ChangeReplay(ctx context.Context, c quarantine.ReplayChange) (*q
 			if err := startItems(ctx, tx, b.ID, now); err != nil {
 				return err
 			}
+			if err := checkIncident(ctx, tx, c.Guard, b, c.Force, now); err != nil {
+				return err
+			}
 			if f := replays.ForceEvent(c.Actor, b.ID, c.Reason, false, c.Force, c.AcceptKeyRuleChange); f != nil {
 				events = append(events, f)
 			}

@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"Replay", testReplay},
 		{"ReplayLease", testReplayLease},
 		{"ReplayTokens", testReplayTokens},
+		{"ReplayGuards", testReplayGuards},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
