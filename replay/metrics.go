@@ -1,9 +1,12 @@
 package replay
 
 import (
+	"context"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quarantine-dev/quarantine"
 )
 
 // Metrics are the engine's Prometheus metrics. Labels are bounded: the
@@ -62,5 +65,37 @@ func (m *Metrics) halt() {
 func (m *Metrics) breaker() {
 	if m != nil {
 		m.breakers.Inc()
+	}
+}
+
+// BatchCounter counts batches by state (store.Replays has it).
+type BatchCounter interface {
+	CountReplays(ctx context.Context) (map[quarantine.ReplayState]int, error)
+}
+
+// RegisterBatchGauge registers quarantine_replay_batches{state}, read
+// from the store at each scrape (within 2 s; nothing is reported when the
+// store does not answer).
+func RegisterBatchGauge(reg prometheus.Registerer, st BatchCounter) {
+	reg.MustRegister(&batchCollector{st: st, desc: prometheus.NewDesc("quarantine_replay_batches",
+		"Replay batches by state.", []string{"state"}, nil)})
+}
+
+type batchCollector struct {
+	st   BatchCounter
+	desc *prometheus.Desc
+}
+
+func (c *batchCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *batchCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	counts, err := c.st.CountReplays(ctx)
+	if err != nil {
+		return
+	}
+	for _, s := range quarantine.ReplayStates {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
 	}
 }

@@ -242,6 +242,10 @@ type Replays interface {
 	// is already verdict.
 	SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error)
 
+	// CountReplays returns the number of batches in each state, every
+	// state present (zero included), for the metrics.
+	CountReplays(ctx context.Context) (map[quarantine.ReplayState]int, error)
+
 	// TakeReplayTokens takes up to want tokens from every bucket at once
 	// (the same number from each: the smallest available), refilling each
 	// at its rate up to its burst since it was last taken from, in one

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -212,6 +213,15 @@ func TestReplayEndToEnd(t *testing.T) {
 	}
 	if len(keys) != n {
 		t.Errorf("%d distinct idempotency keys arrived, want %d", len(keys), n)
+	}
+	_, metrics := api.Do(t, "GET", "/metrics", nil, nil)
+	for _, want := range []string{
+		`quarantine_replay_batches{state="completed"} 1`,
+		fmt.Sprintf(`quarantine_replay_published_total{outcome="published",queue=%q} %d`, work, n),
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	var v struct {
 		OK bool `json:"ok"`

@@ -78,6 +78,7 @@ func (m *Main) startReplays(reg prometheus.Registerer, deps collectorDeps) error
 		Logger:  m.logger,
 		Metrics: replay.NewMetrics(reg),
 	})
+	replay.RegisterBatchGauge(reg, m.store)
 	ctx, cancel := context.WithCancel(context.Background())
 	rr.cancel = cancel
 	go func() {

@@ -459,3 +459,30 @@ func checkIncident(ctx context.Context, tx pgx.Tx, g *quarantine.IncidentGuard, 
 	}
 	return g.Check(int(pending), b.Canary, force, inflow)
 }
+
+// CountReplays returns the number of batches in each state; see
+// store.Replays. Errors: EUNAVAILABLE.
+func (s *Store) CountReplays(ctx context.Context) (map[quarantine.ReplayState]int, error) {
+	out := make(map[quarantine.ReplayState]int, len(quarantine.ReplayStates))
+	for _, st := range quarantine.ReplayStates {
+		out[st] = 0
+	}
+	opts := pgx.TxOptions{AccessMode: pgx.ReadOnly}
+	err := s.inTxOpts(ctx, opts, "count replays", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT state, count(*) FROM replay_batches GROUP BY state`)
+		if err != nil {
+			return err
+		}
+		var st string
+		var n int64
+		_, err = pgx.ForEachRow(rows, []any{&st, &n}, func() error {
+			out[quarantine.ReplayState(st)] = int(n)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

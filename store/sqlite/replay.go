@@ -471,3 +471,32 @@ func checkIncident(ctx context.Context, tx *sql.Tx, g *quarantine.IncidentGuard,
 	}
 	return g.Check(pending, b.Canary, force, inflow)
 }
+
+// CountReplays returns the number of batches in each state; see
+// store.Replays. Errors: EUNAVAILABLE.
+func (s *Store) CountReplays(ctx context.Context) (map[quarantine.ReplayState]int, error) {
+	out := make(map[quarantine.ReplayState]int, len(quarantine.ReplayStates))
+	for _, st := range quarantine.ReplayStates {
+		out[st] = 0
+	}
+	err := s.read(ctx, "count replays", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT state, count(*) FROM replay_batches GROUP BY state`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var st string
+			var n int
+			if err := rows.Scan(&st, &n); err != nil {
+				return err
+			}
+			out[quarantine.ReplayState(st)] = n
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -10,6 +10,31 @@ import (
 func testReplayGuards(t *testing.T, h Harness) {
 	t.Run("IncidentGuard", func(t *testing.T) { t.Parallel(); testReplayIncidentGuard(t, h) })
 	t.Run("ReplayCap", func(t *testing.T) { t.Parallel(); testReplayCap(t, h) })
+	t.Run("CountReplays", func(t *testing.T) { t.Parallel(); testCountReplays(t, h) })
+}
+
+func testCountReplays(t *testing.T, h Harness) {
+	s := h.Open(t)
+	a, b := newMsg(), newMsg()
+	insert(t, s, a, b)
+	d := replayReq(a.ID)
+	d.DryRun = true
+	createReplay(t, s, d, nil)
+	createReplay(t, s, replayReq(b.ID), nil)
+	c := replayReq(a.ID)
+	c.DryRun = true
+	cancelled := createReplay(t, s, c, nil)
+	_, err := change(t, s, cancelled.ID, quarantine.ReplayActCancel)
+	wantOK(t, err, "cancel")
+	got, err := s.CountReplays(t.Context())
+	wantOK(t, err, "CountReplays")
+	want := map[quarantine.ReplayState]int{quarantine.ReplayDraft: 1, quarantine.ReplayRunning: 1, quarantine.ReplayCancelled: 1}
+	for _, st := range quarantine.ReplayStates {
+		n, ok := got[st]
+		if !ok || n != want[st] {
+			t.Errorf("%s: %d (present %v), want %d", st, n, ok, want[st])
+		}
+	}
 }
 
 func withCollectedAt(at time.Time) msgOpt { return func(m *quarantine.Message) { m.CollectedAt = at } }
