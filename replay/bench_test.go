@@ -20,7 +20,7 @@ func BenchmarkReplayRate(b *testing.B) {
 	for _, rate := range []float64{10, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("rate=%g", rate), func(b *testing.B) {
 			// About 6 s of messages, at least 60.
-			n := max(int(rate*6), 60)
+			n := min(max(int(rate*6), 60), quarantine.MaxBulk)
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				f := newFixture(b)

@@ -26,15 +26,23 @@ type worker struct {
 
 func (w *worker) run(ctx context.Context) {
 	st := w.e.cfg.Store
+	var b *quarantine.ReplayBatch
+	var readAt time.Time
 	for ctx.Err() == nil {
-		b, err := st.GetReplay(ctx, w.id)
-		if err != nil {
-			if quarantine.ErrorCode(err) == quarantine.ENOTFOUND {
-				return
+		// The batch (its state and counts) is read again at most every
+		// refresh while items keep coming, and at once when they stop.
+		fresh := false
+		if b == nil || time.Since(readAt) >= refresh {
+			nb, err := st.GetReplay(ctx, w.id)
+			if err != nil {
+				if quarantine.ErrorCode(err) == quarantine.ENOTFOUND {
+					return
+				}
+				w.e.log.Warn("cannot read replay", "replay", w.id, "err", err)
+				sleep(ctx, w.e.cfg.Poll)
+				continue
 			}
-			w.e.log.Warn("cannot read replay", "replay", w.id, "err", err)
-			sleep(ctx, w.e.cfg.Poll)
-			continue
+			b, readAt, fresh = nb, time.Now(), true
 		}
 		if b.State != quarantine.ReplayRunning {
 			return
@@ -42,18 +50,32 @@ func (w *worker) run(ctx context.Context) {
 		if w.lim == nil || w.lim.Limit() != rate.Limit(b.Rate) || w.lim.Burst() != max(b.Burst, 1) {
 			w.lim = newLimiter(b)
 		}
-		if w.breaker(ctx, b) {
+		if fresh && w.breaker(ctx, b) {
 			return
 		}
-		maxSeq, wait, stop := w.canary(ctx, b)
-		if stop {
-			return
-		}
-		if wait > 0 {
-			sleep(ctx, min(wait, w.e.cfg.Poll))
-			continue
+		maxSeq := 0
+		if b.Canary > 0 && b.CanaryVerdict != quarantine.CanaryPassed && b.CanaryVerdict != quarantine.CanaryFailed {
+			if !fresh {
+				b = nil // the canary decides on what the store holds now
+				continue
+			}
+			var wait time.Duration
+			var stop bool
+			maxSeq, wait, stop = w.canary(ctx, b)
+			if stop {
+				return
+			}
+			if wait > 0 {
+				sleep(ctx, min(wait, w.e.cfg.Poll))
+				b = nil
+				continue
+			}
 		}
 		if b.Counts[quarantine.ItemPending] == 0 {
+			if !fresh {
+				b = nil
+				continue
+			}
 			w.e.system(ctx, w.id, quarantine.ReplayActComplete, "every item has an outcome")
 			return
 		}
@@ -66,17 +88,25 @@ func (w *worker) run(ctx context.Context) {
 			continue
 		}
 		if len(leases) == 0 {
-			// Another engine holds the rest, or the canary's items are all
-			// out: look again soon.
+			// Another engine holds the rest, the canary's items are all
+			// out, or the batch changed: look again soon.
+			if !fresh {
+				b = nil
+				continue
+			}
 			sleep(ctx, w.e.cfg.Poll/4)
+			b = nil
 			continue
 		}
-		retry := w.publish(ctx, b, leases)
-		if retry > 0 {
+		if retry := w.publish(ctx, b, leases); retry > 0 {
 			sleep(ctx, retry)
+			b = nil
 		}
 	}
 }
+
+// refresh is how often a worker reads its batch again while publishing.
+const refresh = 250 * time.Millisecond
 
 // chunk is how many items to lease at once: what the batch may publish in
 // about a fifth of a second, within its burst.

@@ -211,7 +211,7 @@ type Replays interface {
 
 	// RunnableReplays returns every batch in state running, oldest first,
 	// and every draft whose expiry is before now (so that the engine
-	// expires them).
+	// expires them), without their counts (Counts nil: GetReplay has them).
 	RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error)
 
 	// LeaseReplayItems leases up to n items of a running batch to owner

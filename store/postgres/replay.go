@@ -286,6 +286,15 @@ func (s *Store) GetReplay(ctx context.Context, id string) (*quarantine.ReplayBat
 
 // queryBatches reads the batches q selects, with their counts.
 func queryBatches(ctx context.Context, tx pgx.Tx, q string, args ...any) ([]*quarantine.ReplayBatch, error) {
+	out, err := scanBatches(ctx, tx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return out, fillCounts(ctx, tx, out)
+}
+
+// scanBatches reads the batches q selects, without their counts.
+func scanBatches(ctx context.Context, tx pgx.Tx, q string, args ...any) ([]*quarantine.ReplayBatch, error) {
 	rows, err := tx.Query(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -299,7 +308,7 @@ func queryBatches(ctx context.Context, tx pgx.Tx, q string, args ...any) ([]*qua
 	}); err != nil {
 		return nil, err
 	}
-	return out, fillCounts(ctx, tx, out)
+	return out, nil
 }
 
 // ListReplays returns batches matching f, newest first; see
@@ -348,7 +357,7 @@ func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quaranti
 	var out []*quarantine.ReplayBatch
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := s.inTxOpts(ctx, opts, "list runnable replays", func(tx pgx.Tx) (err error) {
-		out, err = queryBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
+		out, err = scanBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
 			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < $1) ORDER BY b.id`, now)
 		return err
 	})

@@ -195,6 +195,10 @@ func cancelItems(ctx context.Context, tx pgx.Tx, batchID string, release bool, n
 // when none of its items is pending, returning the event to append (nil
 // when it did nothing).
 func completeIfDone(ctx context.Context, tx pgx.Tx, id string, now time.Time) (*quarantine.AuditEvent, error) {
+	var pending bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM replay_items WHERE batch_id = $1 AND outcome = 'pending')`, id).Scan(&pending); err != nil || pending {
+		return nil, err
+	}
 	b, err := getBatch(ctx, tx, id, "")
 	if err != nil || b.State != quarantine.ReplayRunning || b.Counts[quarantine.ItemPending] > 0 {
 		return nil, err

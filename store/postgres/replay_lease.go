@@ -159,21 +159,17 @@ func (s *Store) RecordReplayResults(ctx context.Context, results []quarantine.Re
 			return err
 		}
 		now := s.clock()
-		for i, r := range results {
-			var seq int32
-			err := tx.QueryRow(ctx, `SELECT seq FROM replay_items WHERE batch_id = $1 AND message_id = $2
-				AND fence = $3 AND (outcome = 'pending' OR $4 AND outcome = 'skipped' AND reason = 'cancelled' AND lease_owner <> '')
-				FOR UPDATE`, r.BatchID, r.MessageID, r.Fence, replays.Published(r.Outcome)).Scan(&seq)
-			if errors.Is(err, pgx.ErrNoRows) {
+		valid, err := lockResults(ctx, tx, results)
+		if err != nil {
+			return err
+		}
+		for i := range results {
+			if _, ok := valid[i]; !ok {
 				stale = append(stale, i)
-				continue
 			}
-			if err != nil {
-				return err
-			}
-			if err := recordResult(ctx, tx, r, seq, now); err != nil {
-				return err
-			}
+		}
+		if err := recordResults(ctx, tx, results, valid, now); err != nil {
+			return err
 		}
 		var events []*quarantine.AuditEvent
 		for _, id := range batches {
@@ -193,39 +189,105 @@ func (s *Store) RecordReplayResults(ctx context.Context, results []quarantine.Re
 	return stale, nil
 }
 
-// recordResult writes r to its item (batch r.BatchID, seq) and moves the
-// message: replayed when published, quarantined again otherwise.
-func recordResult(ctx context.Context, tx pgx.Tx, r quarantine.ReplayResult, seq int32, now time.Time) error {
-	at := now
-	if !r.At.IsZero() {
-		at = r.At.UTC().Truncate(time.Microsecond)
+// lockResults locks the items whose results may be recorded (their
+// fence is current and they are pending, or they were cancelled while
+// their lease was live and the result is a publish), in key order, and
+// returns their seqs by index into results.
+func lockResults(ctx context.Context, tx pgx.Tx, results []quarantine.ReplayResult) (map[int]int32, error) {
+	bs, ms := make([]string, len(results)), make([]string, len(results))
+	fs, ps := make([]int64, len(results)), make([]bool, len(results))
+	for i, r := range results {
+		bs[i], ms[i], fs[i], ps[i] = r.BatchID, r.MessageID, r.Fence, replays.Published(r.Outcome)
 	}
-	var published *time.Time
-	if replays.Published(r.Outcome) {
-		published = &at
+	rows, err := tx.Query(ctx, `SELECT u.idx, i.seq
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bool[]) WITH ORDINALITY AS u(b, m, f, p, idx)
+		JOIN replay_items i ON i.batch_id = u.b AND i.message_id = u.m AND i.fence = u.f
+			AND (i.outcome = 'pending' OR u.p AND i.outcome = 'skipped' AND i.reason = 'cancelled' AND i.lease_owner <> '')
+		ORDER BY i.batch_id, i.seq FOR UPDATE OF i`, bs, ms, fs, ps)
+	if err != nil {
+		return nil, err
 	}
-	dropped := make([]string, len(r.DroppedHeaders))
-	for i, h := range r.DroppedHeaders {
-		dropped[i] = quarantine.SanitizeText(h)
+	out := make(map[int]int32, len(results))
+	var idx int64
+	var seq int32
+	_, err = pgx.ForEachRow(rows, []any{&idx, &seq}, func() error {
+		out[int(idx-1)] = seq
+		return nil
+	})
+	return out, err
+}
+
+// resultRow is one result as jsonb_to_recordset reads it.
+type resultRow struct {
+	B string     `json:"b"`
+	S int32      `json:"s"`
+	O string     `json:"o"`
+	P bool       `json:"p"`
+	R string     `json:"r"`
+	D string     `json:"d"`
+	V int        `json:"v"`
+	H string     `json:"h"`
+	X []string   `json:"x"`
+	A *time.Time `json:"a"`
+}
+
+// recordResults writes the valid results to their items and moves their
+// messages (locked in id order): replayed when published (refailed when
+// it came back before this record; replayed too when its batch was
+// cancelled while the publish was in flight), quarantined again
+// otherwise. An item that noted an early re-failure becomes refailed.
+func recordResults(ctx context.Context, tx pgx.Tx, results []quarantine.ReplayResult, valid map[int]int32, now time.Time) error {
+	if len(valid) == 0 {
+		return nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE replay_items SET
-		outcome = CASE WHEN refail_id <> '' AND $3 IN ('published', 'deduplicated') THEN 'refailed' ELSE $3 END,
-		reason = $4, destination = $5,
-		payload_version = $6, payload_sha256 = $7, dropped_headers = $8, published_at = $9, updated_at = $10,
-		lease_owner = '', lease_expires_at = NULL WHERE batch_id = $1 AND seq = $2`,
-		r.BatchID, seq, string(r.Outcome), quarantine.SanitizeText(r.Reason), quarantine.SanitizeText(r.Destination),
-		r.PayloadVersion, quarantine.SanitizeText(r.PayloadSHA256), dropped, published, now); err != nil {
+	rows := make([]resultRow, 0, len(valid))
+	var published, other []string
+	for i, r := range results {
+		seq, ok := valid[i]
+		if !ok {
+			continue
+		}
+		at := now
+		if !r.At.IsZero() {
+			at = r.At.UTC().Truncate(time.Microsecond)
+		}
+		row := resultRow{B: r.BatchID, S: seq, O: string(r.Outcome), P: replays.Published(r.Outcome),
+			R: quarantine.SanitizeText(r.Reason), D: quarantine.SanitizeText(r.Destination), V: r.PayloadVersion,
+			H: quarantine.SanitizeText(r.PayloadSHA256), X: make([]string, len(r.DroppedHeaders))}
+		for j, h := range r.DroppedHeaders {
+			row.X[j] = quarantine.SanitizeText(h)
+		}
+		if row.P {
+			row.A = &at
+			published = append(published, r.MessageID)
+		} else {
+			other = append(other, r.MessageID)
+		}
+		rows = append(rows, row)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE replay_items i SET
+		outcome = CASE WHEN i.refail_id <> '' AND r.p THEN 'refailed' ELSE r.o END,
+		reason = r.r, destination = r.d, payload_version = r.v, payload_sha256 = r.h,
+		dropped_headers = ARRAY(SELECT jsonb_array_elements_text(r.x)), published_at = r.a, updated_at = $2,
+		lease_owner = '', lease_expires_at = NULL
+		FROM jsonb_to_recordset($1::jsonb) AS r(b text, s int, o text, p bool, r text, d text, v int, h text, x jsonb, a timestamptz)
+		WHERE i.batch_id = r.b AND i.seq = r.s`, rows, now); err != nil {
 		return err
 	}
-	q := `UPDATE messages SET status = 'quarantined', updated_at = $2 WHERE id = $1 AND status = 'replaying'`
-	if replays.Published(r.Outcome) {
-		// Replaying as usual; refailed when it came back before this
-		// record; quarantined when its batch was cancelled while the
-		// publish was in flight.
-		q = `UPDATE messages SET status = CASE status WHEN 'refailed' THEN 'refailed' ELSE 'replayed' END,
+	if len(published) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE messages SET status = CASE status WHEN 'refailed' THEN 'refailed' ELSE 'replayed' END,
 			replay_count = replay_count + 1, updated_at = $2
-			WHERE id = $1 AND status IN ('replaying', 'refailed', 'quarantined')`
+			WHERE id IN (SELECT id FROM messages WHERE id = ANY($1::text[]) AND status IN ('replaying', 'refailed', 'quarantined')
+				ORDER BY id FOR UPDATE)`, published, now); err != nil {
+			return err
+		}
 	}
-	_, err := tx.Exec(ctx, q, r.MessageID, now)
-	return err
+	if len(other) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE messages SET status = 'quarantined', updated_at = $2
+			WHERE id IN (SELECT id FROM messages WHERE id = ANY($1::text[]) AND status = 'replaying' ORDER BY id FOR UPDATE)`,
+			other, now); err != nil {
+			return err
+		}
+	}
+	return nil
 }

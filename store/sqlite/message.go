@@ -267,6 +267,34 @@ func getMessage(ctx context.Context, tx *sql.Tx, id string) (*quarantine.Message
 	return m, nil
 }
 
+// getMessages returns the messages of the leases, with their current
+// payloads, by id: one query for any number.
+func getMessages(ctx context.Context, tx *sql.Tx, ls []quarantine.ReplayLease) (map[string]*quarantine.Message, error) {
+	ids := make([]string, len(ls))
+	for i, l := range ls {
+		ids[i] = l.Item.MessageID
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+messageColumns+`, pv.payload, pv.payload_text
+		FROM messages m JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
+		WHERE m.id IN (SELECT value FROM json_each(?))`, jsonArray(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]*quarantine.Message, len(ids))
+	for rows.Next() {
+		var blob []byte
+		var text sql.NullString
+		m, err := scanMessage(rows, &blob, &text)
+		if err != nil {
+			return nil, err
+		}
+		m.Payload = joinPayload(blob, text)
+		out[m.ID] = m
+	}
+	return out, rows.Err()
+}
+
 type scanner interface{ Scan(dest ...any) error }
 
 // scanMessage reads messageColumns, then extra destinations.

@@ -279,6 +279,15 @@ func (s *Store) GetReplay(ctx context.Context, id string) (*quarantine.ReplayBat
 
 // queryBatches reads the batches q selects, with their counts.
 func queryBatches(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]*quarantine.ReplayBatch, error) {
+	out, err := scanBatches(ctx, tx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return out, fillCounts(ctx, tx, out)
+}
+
+// scanBatches reads the batches q selects, without their counts.
+func scanBatches(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]*quarantine.ReplayBatch, error) {
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -292,10 +301,7 @@ func queryBatches(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]*qu
 		}
 		out = append(out, b)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, fillCounts(ctx, tx, out)
+	return out, rows.Err()
 }
 
 // ListReplays returns batches matching f, newest first; see
@@ -353,7 +359,7 @@ func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*
 func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
 	var out []*quarantine.ReplayBatch
 	err := s.read(ctx, "list runnable replays", func(tx *sql.Tx) (err error) {
-		out, err = queryBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
+		out, err = scanBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
 			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < ?) ORDER BY b.id`, micros(now))
 		return err
 	})

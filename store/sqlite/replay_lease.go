@@ -82,9 +82,13 @@ func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n i
 		if err := rows.Err(); err != nil {
 			return err
 		}
+		msgs, err := getMessages(ctx, tx, out)
+		if err != nil {
+			return err
+		}
 		for i := range out {
-			if out[i].Message, err = getMessage(ctx, tx, out[i].Item.MessageID); err != nil {
-				return err
+			if out[i].Message = msgs[out[i].Item.MessageID]; out[i].Message == nil {
+				return quarantine.Errorf(quarantine.EINTERNAL, "replay item %d names a message that does not exist", out[i].Item.Seq)
 			}
 		}
 		return nil
@@ -126,26 +130,34 @@ func (s *Store) RecordReplayResults(ctx context.Context, results []quarantine.Re
 	var stale []int
 	err := s.write(ctx, "record replay results", func(tx *sql.Tx) error {
 		stale = nil
+		if len(results) == 0 {
+			return nil
+		}
 		now := s.clock()
-		var batches []string
+		rs := make([]resultRow, len(results))
 		for i, r := range results {
-			var seq int
-			err := tx.QueryRowContext(ctx, `SELECT seq FROM replay_items WHERE batch_id = ? AND message_id = ?
-				AND fence = ? AND (outcome = 'pending' OR ? AND outcome = 'skipped' AND reason = 'cancelled' AND lease_owner <> '')`,
-				r.BatchID, r.MessageID, r.Fence, replays.Published(r.Outcome)).Scan(&seq)
-			if err == sql.ErrNoRows {
+			rs[i] = newResultRow(r, now)
+		}
+		seqs, err := resultSeqs(ctx, tx, rs)
+		if err != nil {
+			return err
+		}
+		var valid []resultRow
+		var batches []string
+		for i := range rs {
+			seq, ok := seqs[i]
+			if !ok {
 				stale = append(stale, i)
 				continue
 			}
-			if err != nil {
-				return err
+			rs[i].Seq = seq
+			valid = append(valid, rs[i])
+			if !slices.Contains(batches, rs[i].Batch) {
+				batches = append(batches, rs[i].Batch)
 			}
-			if err := recordResult(ctx, tx, r, seq, now); err != nil {
-				return err
-			}
-			if !slices.Contains(batches, r.BatchID) {
-				batches = append(batches, r.BatchID)
-			}
+		}
+		if err := recordResults(ctx, tx, valid, now); err != nil {
+			return err
 		}
 		var events []*quarantine.AuditEvent
 		for _, id := range batches {
@@ -165,40 +177,113 @@ func (s *Store) RecordReplayResults(ctx context.Context, results []quarantine.Re
 	return stale, nil
 }
 
-// recordResult writes r to its item (batch r.BatchID, seq) and moves the
-// message: replayed when published, quarantined again otherwise.
-func recordResult(ctx context.Context, tx *sql.Tx, r quarantine.ReplayResult, seq int, now time.Time) error {
+// resultRow is one result as the set-based statements read it (JSON).
+type resultRow struct {
+	Batch     string   `json:"b"`
+	Message   string   `json:"m"`
+	Fence     int64    `json:"f"`
+	Outcome   string   `json:"o"`
+	Published bool     `json:"p"`
+	Reason    string   `json:"r"`
+	Dest      string   `json:"d"`
+	Version   int      `json:"v"`
+	SHA       string   `json:"h"`
+	Dropped   []string `json:"x"`
+	At        *int64   `json:"a"` // published_at, micros; null unless published
+	Seq       int      `json:"s"`
+}
+
+func newResultRow(r quarantine.ReplayResult, now time.Time) resultRow {
 	at := now
 	if !r.At.IsZero() {
 		at = r.At.UTC().Truncate(time.Microsecond)
 	}
-	var published any
-	if replays.Published(r.Outcome) {
-		published = micros(at)
-	}
-	dropped := make([]string, len(r.DroppedHeaders))
+	row := resultRow{Batch: r.BatchID, Message: r.MessageID, Fence: r.Fence, Outcome: string(r.Outcome),
+		Published: replays.Published(r.Outcome), Reason: quarantine.SanitizeText(r.Reason),
+		Dest: quarantine.SanitizeText(r.Destination), Version: r.PayloadVersion,
+		SHA: quarantine.SanitizeText(r.PayloadSHA256), Dropped: make([]string, len(r.DroppedHeaders))}
 	for i, h := range r.DroppedHeaders {
-		dropped[i] = quarantine.SanitizeText(h)
+		row.Dropped[i] = quarantine.SanitizeText(h)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE replay_items SET
-		outcome = CASE WHEN refail_id <> '' AND ?1 IN ('published', 'deduplicated') THEN 'refailed' ELSE ?1 END,
-		reason = ?, destination = ?,
-		payload_version = ?, payload_sha256 = ?, dropped_headers = ?, published_at = ?, updated_at = ?,
-		lease_owner = '', lease_expires_at = NULL WHERE batch_id = ? AND seq = ?`,
-		string(r.Outcome), quarantine.SanitizeText(r.Reason), quarantine.SanitizeText(r.Destination),
-		r.PayloadVersion, quarantine.SanitizeText(r.PayloadSHA256), jsonArray(dropped), published, micros(now),
-		r.BatchID, seq); err != nil {
+	if row.Published {
+		a := micros(at)
+		row.At = &a
+	}
+	return row
+}
+
+// resultSeqs returns, by index into rs, the seq of each item whose
+// result may be recorded: its fence is current and it is pending, or it
+// was cancelled while its lease was live and the result is a publish.
+func resultSeqs(ctx context.Context, tx *sql.Tx, rs []resultRow) (map[int]int, error) {
+	b, err := json.Marshal(rs)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT CAST(j.key AS INTEGER), i.seq FROM json_each(?) j
+		JOIN replay_items i ON i.batch_id = j.value->>'b' AND i.message_id = j.value->>'m'
+			AND i.fence = j.value->>'f'
+			AND (i.outcome = 'pending' OR j.value->>'p' AND i.outcome = 'skipped' AND i.reason = 'cancelled' AND i.lease_owner <> '')`,
+		string(b))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[int]int, len(rs))
+	for rows.Next() {
+		var idx, seq int
+		if err := rows.Scan(&idx, &seq); err != nil {
+			return nil, err
+		}
+		out[idx] = seq
+	}
+	return out, rows.Err()
+}
+
+// recordResults writes the results to their items and moves their
+// messages: replayed when published (refailed when it came back before
+// this record, replayed too when its batch was cancelled while the
+// publish was in flight), quarantined again otherwise. An item that
+// noted an early re-failure becomes refailed.
+func recordResults(ctx context.Context, tx *sql.Tx, rs []resultRow, now time.Time) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(rs)
+	if err != nil {
 		return err
 	}
-	q := `UPDATE messages SET status = 'quarantined', updated_at = ? WHERE id = ? AND status = 'replaying'`
-	if replays.Published(r.Outcome) {
-		// Replaying as usual; refailed when it came back before this
-		// record; quarantined when its batch was cancelled while the
-		// publish was in flight.
-		q = `UPDATE messages SET status = CASE status WHEN 'refailed' THEN 'refailed' ELSE 'replayed' END,
-			replay_count = replay_count + 1, updated_at = ?
-			WHERE id = ? AND status IN ('replaying', 'refailed', 'quarantined')`
+	if _, err := tx.ExecContext(ctx, `UPDATE replay_items SET
+		outcome = CASE WHEN replay_items.refail_id <> '' AND r.p THEN 'refailed' ELSE r.o END,
+		reason = r.r, destination = r.d, payload_version = r.v, payload_sha256 = r.h,
+		dropped_headers = r.x, published_at = r.a, updated_at = ?1, lease_owner = '', lease_expires_at = NULL
+		FROM (SELECT j.value->>'b' AS b, j.value->>'s' AS s, j.value->>'o' AS o, j.value->>'p' AS p,
+			j.value->>'r' AS r, j.value->>'d' AS d, j.value->>'v' AS v, j.value->>'h' AS h,
+			json(j.value->'x') AS x, j.value->>'a' AS a FROM json_each(?2) j) AS r
+		WHERE replay_items.batch_id = r.b AND replay_items.seq = r.s`, micros(now), string(b)); err != nil {
+		return err
 	}
-	_, err := tx.ExecContext(ctx, q, micros(now), r.MessageID)
-	return err
+	var published, other []string
+	for _, r := range rs {
+		if r.Published {
+			published = append(published, r.Message)
+		} else {
+			other = append(other, r.Message)
+		}
+	}
+	if len(published) > 0 {
+		if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = CASE status WHEN 'refailed' THEN 'refailed' ELSE 'replayed' END,
+			replay_count = replay_count + 1, updated_at = ?
+			WHERE id IN (SELECT value FROM json_each(?)) AND status IN ('replaying', 'refailed', 'quarantined')`,
+			micros(now), jsonArray(published)); err != nil {
+			return err
+		}
+	}
+	if len(other) > 0 {
+		if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'quarantined', updated_at = ?
+			WHERE id IN (SELECT value FROM json_each(?)) AND status = 'replaying'`, micros(now), jsonArray(other)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

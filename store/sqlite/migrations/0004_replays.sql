@@ -64,6 +64,8 @@ CREATE TABLE replay_items (
 
 -- The pending items of a batch in seq order (leases, start, cancel).
 CREATE INDEX replay_items_pending ON replay_items (batch_id, seq) WHERE outcome = 'pending';
+-- Counts by outcome read this index in order, without sorting the items.
+CREATE INDEX replay_items_outcome ON replay_items (batch_id, outcome);
 -- Results by message, and the re-failure link.
 CREATE INDEX replay_items_message ON replay_items (message_id);
 
