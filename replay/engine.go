@@ -37,6 +37,8 @@ const (
 	DefaultPoll  = time.Second
 	// MaxChunk caps the items leased and published at once.
 	MaxChunk = 500
+	// DefaultWorkers is how many chunks of a batch are on their way at once.
+	DefaultWorkers = 2
 )
 
 // Config is what an Engine needs. Store and Router are required.
@@ -51,7 +53,11 @@ type Config struct {
 	Lease time.Duration
 	// Poll is how often the engine looks for batches to run and re-reads
 	// a waiting batch (default 1 s).
-	Poll    time.Duration
+	Poll time.Duration
+	// Workers is how many chunks of one batch this engine has on their
+	// way at once (default 2): while one is published, the next is leased
+	// and the last recorded.
+	Workers int
 	Logger  *slog.Logger
 	Metrics *Metrics // nil: none
 	Now     func() time.Time
@@ -85,6 +91,9 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = DefaultPoll
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -138,16 +147,22 @@ func (e *Engine) scan(ctx context.Context) {
 			if busy {
 				continue
 			}
-			e.wg.Add(1)
+			var left sync.WaitGroup
+			for range e.cfg.Workers {
+				e.wg.Add(1)
+				left.Add(1)
+				go func(id string) {
+					defer e.wg.Done()
+					defer left.Done()
+					w := &worker{e: e, id: id, breakerBase: -1}
+					w.run(ctx)
+				}(b.ID)
+			}
 			go func(id string) {
-				defer e.wg.Done()
-				defer func() {
-					e.mu.Lock()
-					delete(e.running, id)
-					e.mu.Unlock()
-				}()
-				w := &worker{e: e, id: id, breakerBase: -1}
-				w.run(ctx)
+				left.Wait()
+				e.mu.Lock()
+				delete(e.running, id)
+				e.mu.Unlock()
 			}(b.ID)
 		}
 	}

@@ -106,7 +106,7 @@ func (w *worker) run(ctx context.Context) {
 }
 
 // refresh is how often a worker reads its batch again while publishing.
-const refresh = 250 * time.Millisecond
+const refresh = time.Second
 
 // chunk is how many items to lease at once: what the batch may publish in
 // about a fifth of a second, within its burst.

@@ -75,3 +75,40 @@ CREATE TABLE replay_buckets (
     tokens     REAL    NOT NULL,
     updated_at INTEGER NOT NULL
 ) WITHOUT ROWID;
+
+-- A replay moves every message twice (quarantined -> replaying ->
+-- replayed), oldest first, so each leaves its bucket at the lower bound.
+-- The trigger of 0003 then recounted all three bounds; this one recounts
+-- only the bound the message held.
+DROP TRIGGER messages_status_moved;
+CREATE TRIGGER messages_status_moved AFTER UPDATE OF status ON messages
+WHEN old.status <> new.status
+BEGIN
+    INSERT INTO failure_groups (fingerprint, queue, owner, status, job_name, failure_class, reason,
+        n, first_failed_at, last_failed_at, example_id)
+    VALUES (new.fingerprint, new.queue, new.owner, new.status, new.job_name, new.failure_class, new.reason,
+        1, new.failed_at, new.failed_at, new.id)
+    ON CONFLICT (fingerprint, queue, owner, status) DO UPDATE SET
+        n = n + 1,
+        first_failed_at = CASE WHEN n <= 0 OR excluded.first_failed_at < first_failed_at
+            THEN excluded.first_failed_at ELSE first_failed_at END,
+        last_failed_at = CASE WHEN n <= 0 OR excluded.last_failed_at > last_failed_at
+            THEN excluded.last_failed_at ELSE last_failed_at END,
+        example_id = CASE WHEN n <= 0 OR excluded.last_failed_at > last_failed_at
+            OR (excluded.last_failed_at = last_failed_at AND excluded.example_id > example_id)
+            THEN excluded.example_id ELSE example_id END;
+    UPDATE failure_groups SET n = n - 1
+    WHERE fingerprint = old.fingerprint AND queue = old.queue AND owner = old.owner AND status = old.status;
+    UPDATE failure_groups SET
+        first_failed_at = (SELECT m.failed_at FROM messages m WHERE m.queue = old.queue AND m.status = old.status
+            AND m.fingerprint = old.fingerprint AND m.owner = old.owner ORDER BY m.failed_at, m.id LIMIT 1)
+    WHERE fingerprint = old.fingerprint AND queue = old.queue AND owner = old.owner AND status = old.status
+        AND n > 0 AND old.failed_at <= first_failed_at;
+    UPDATE failure_groups SET
+        last_failed_at = (SELECT m.failed_at FROM messages m WHERE m.queue = old.queue AND m.status = old.status
+            AND m.fingerprint = old.fingerprint AND m.owner = old.owner ORDER BY m.failed_at DESC, m.id DESC LIMIT 1),
+        example_id = (SELECT m.id FROM messages m WHERE m.queue = old.queue AND m.status = old.status
+            AND m.fingerprint = old.fingerprint AND m.owner = old.owner ORDER BY m.failed_at DESC, m.id DESC LIMIT 1)
+    WHERE fingerprint = old.fingerprint AND queue = old.queue AND owner = old.owner AND status = old.status
+        AND n > 0 AND (old.failed_at >= last_failed_at OR old.id = example_id);
+END;

@@ -1,0 +1,154 @@
+package rabbitmq
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/quarantine-dev/quarantine/internal/testbin"
+	"github.com/quarantine-dev/quarantine/replay"
+)
+
+// deadLetters1K dead-letters n jobs of 1 KiB into dlq through a work
+// queue whose TTL is 0 (native x-death, reason expired), and returns the
+// work queue (the messages' queue in the quarantine).
+func deadLetters1K(b *testBroker, dlq string, n int, run string) string {
+	work := b.workQueue(dlq, amqp.Table{"x-message-ttl": int32(0)})
+	pad := strings.Repeat("x", 880)
+	ps := numbered(run, n, func(i int, p *amqp.Publishing) {
+		p.Body = fmt.Appendf(nil, `{"run":%q,"order_id":%d,"customer":"cust-%06d","amount_cents":%d,"currency":"EUR","note":%q}`,
+			run, i, i%5000, 100+i%9000, pad)
+		p.ContentType = "application/json"
+		p.MessageId = fmt.Sprintf("%s-%d", run, i)
+		p.Headers = amqp.Table{"x-idempotency-key": fmt.Sprintf("order:%s:%d", run, i)}
+	})
+	b.publish(work, ps...)
+	return work
+}
+
+// BenchmarkReplayBinaryVsBare runs the quarantine binary as users run it
+// (embedded SQLite default, canary off, no rate limit that binds) on
+// 20,000 native dead letters of 1 KiB that it collected, replays them in
+// two batches of 10,000 (the most one batch holds) to two queues at once,
+// and compares the time from the first POST /replays until both batches
+// completed with a bare amqp091 publisher pipelining confirms (windows of
+// 500) of the same 20,000 messages, measured in the same run.
+//
+//	go test -run '^$' -bench ReplayBinaryVsBare -benchtime=1x ./broker/rabbitmq/
+func BenchmarkReplayBinaryVsBare(b *testing.B) {
+	const half = 10000
+	br := newBroker(b)
+	dlq := br.failureQueue(nil)
+	run := fmt.Sprintf("rb%d", time.Now().UnixNano())
+	works := []string{deadLetters1K(br, dlq, half, run+"a"), deadLetters1K(br, dlq, half, run+"b")}
+	br.waitDepth(dlq, 2*half)
+
+	dir := b.TempDir()
+	config := filepath.Join(dir, "quarantine.yaml")
+	yaml := fmt.Sprintf(`database: "sqlite:%s"
+listen: 127.0.0.1:0
+collectors:
+  - name: orders
+    kind: rabbitmq
+    url: %q
+    queue: %q
+idempotency:
+  - queues: ["*"]
+    header: x-idempotency-key
+replay: {canary: 0, max_rate: 1000000}
+`, filepath.Join(dir, "q.db"), testURL(), dlq)
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	p := testbin.Serve(b, testbin.Path(b), config)
+	api := p.API(p.Token)
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		var qs struct {
+			Items []struct {
+				Counts map[string]int `json:"counts"`
+			} `json:"items"`
+		}
+		api.MustDo(b, 200, "GET", "/api/v1/queues", nil, &qs)
+		total := 0
+		for _, q := range qs.Items {
+			total += q.Counts["quarantined"]
+		}
+		if total == 2*half {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("collected %d of %d", total, 2*half)
+		}
+	}
+
+	// The bare publisher, before and after the replay (the machine is
+	// shared: the mean of both is the baseline).
+	msgs := outgoing("bare", "", 0, 2*half, 1024)
+	bare := func() time.Duration {
+		q := br.declare(br.name("bench-bare"), nil)
+		for i := range msgs {
+			msgs[i].Queue = q
+		}
+		start := time.Now()
+		barePublish(b, q, msgs, 500)
+		d := time.Since(start)
+		br.deleteNow(q)
+		return d
+	}
+	bare1 := bare()
+
+	targets := []string{br.declare(br.name("target-a"), nil), br.declare(br.name("target-b"), nil)}
+	b.ResetTimer()
+	start := time.Now()
+	var ids []string
+	for i, w := range works {
+		var created struct {
+			Replay struct {
+				ID string `json:"id"`
+			} `json:"replay"`
+		}
+		api.MustDo(b, 201, "POST", "/api/v1/replays", map[string]any{
+			"filter": map[string]any{"queue": []string{w}}, "expect_count": half, "rate": 1000000, "burst": replay.MaxChunk * 20,
+			"destination": map[string]any{"queue": targets[i]}, "reason": "benchmark",
+		}, &created)
+		ids = append(ids, created.Replay.ID)
+	}
+	created := time.Since(start)
+	for _, id := range ids {
+		for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			var bt struct {
+				State  string         `json:"state"`
+				Counts map[string]int `json:"counts"`
+			}
+			api.MustDo(b, 200, "GET", "/api/v1/replays/"+id, nil, &bt)
+			if bt.State == "completed" {
+				if bt.Counts["published"] != half {
+					b.Fatalf("replay %s: %v", id, bt.Counts)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("replay %s is %s %v", id, bt.State, bt.Counts)
+			}
+		}
+	}
+	took := time.Since(start)
+	b.StopTimer()
+	for _, q := range targets {
+		if d := br.depth(q); d != half {
+			b.Fatalf("queue %s holds %d, want %d", q, d, half)
+		}
+	}
+	bare2 := bare()
+	bareRate := float64(2*half) / ((bare1 + bare2).Seconds() / 2)
+	replayRate := float64(2*half) / took.Seconds()
+	b.ReportMetric(replayRate, "replay-msgs/s")
+	b.ReportMetric(bareRate, "bare-msgs/s")
+	b.ReportMetric(replayRate/bareRate, "replay/bare")
+	b.ReportMetric(created.Seconds(), "create-s")
+}
