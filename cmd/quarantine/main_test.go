@@ -180,7 +180,7 @@ func testEndToEnd(t *testing.T, db string, serveArgs ...string) {
 // testAuditTamper alters one audit row behind the service's back: the
 // audit verify command must report it and exit 1.
 func testAuditTamper(t *testing.T, db string) {
-	sqldb, err := sql.Open("sqlite", strings.TrimPrefix(db, "sqlite:"))
+	sqldb, err := sql.Open("sqlite", strings.TrimPrefix(db, "sqlite:")+"?_pragma=busy_timeout(10000)") // the service may be polling it
 	if err != nil {
 		t.Fatal(err)
 	}
