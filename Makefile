@@ -45,11 +45,13 @@ lint: ## gofmt (must list nothing) and go vet
 fmt: ## format the Go sources
 	gofmt -w $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*')
 
-bench: services ## run the benchmarks: stores, collectors vs bare broker drains, peak RSS (see README)
+bench: services ## run the benchmarks: stores, collectors vs bare broker drains, peak RSS, replay rate and speed (see README)
 	$(GO) test -run '^$$' -bench 'Fingerprint' -benchmem .
 	$(GO) test -run '^$$' -bench 'Insert100k|List|Operations|Explain' -benchtime=1x -timeout 90m -v ./store/...
 	$(GO) test -run '^$$' -bench 'CollectorVsBareDrain|PeakRSS' -benchtime=1x -timeout 60m ./broker/rabbitmq/
 	$(GO) test -run '^$$' -bench 'Drain' -benchtime=1x -timeout 30m ./broker/nats/ ./broker/sqs/
+	$(GO) test -run '^$$' -bench 'ReplayRate' -benchtime=1x -timeout 30m ./replay/
+	$(GO) test -run '^$$' -bench 'ReplayPublishVsBare|ReplayBinaryVsBare' -benchtime=1x -timeout 30m ./broker/rabbitmq/
 
 clean: ## remove build outputs and the embedded default database
 	rm -rf bin quarantine-data
