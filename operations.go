@@ -12,7 +12,8 @@ const MaxEditReasonBytes = 2000
 // PayloadEdit replaces the payload of one message. IfMatch is the
 // payload_sha256 the editor saw: the store refuses the edit when the
 // current payload differs (EPRECONDITION), so concurrent edits with the
-// same IfMatch have exactly one winner.
+// same IfMatch have exactly one winner. An edit that leaves the payload
+// as it is is refused (see CheckCurrent).
 type PayloadEdit struct {
 	MessageID   string
 	IfMatch     string
@@ -32,6 +33,23 @@ func (e *PayloadEdit) Validate() error {
 	}
 	if e.Actor == "" {
 		return Errorf(EINTERNAL, "an edit needs an actor")
+	}
+	return nil
+}
+
+// CheckCurrent checks the edit against sha, the SHA-256 of the message's
+// current payload: EPRECONDITION when e.IfMatch is not sha (the payload
+// changed since it was read), EUNPROCESSABLE naming /payload when the new
+// payload is the current one. A no-op edit is refused rather than
+// recorded: it would add a version whose hash (the ETag) equals the
+// previous one, so a second edit with the same If-Match would win too.
+// Stores call it inside the transaction that writes the edit.
+func (e *PayloadEdit) CheckCurrent(sha string) error {
+	if sha != e.IfMatch {
+		return Errorf(EPRECONDITION, "the payload changed: its SHA-256 is no longer %s", e.IfMatch)
+	}
+	if PayloadHash(e.Payload) == sha {
+		return FieldErrorf(EUNPROCESSABLE, "/payload", "the payload is unchanged: an edit must change it")
 	}
 	return nil
 }

@@ -24,7 +24,7 @@ type editBody struct {
 // editPayload replaces a message's payload with a new version. The
 // checks, in order: If-Match present (428) and well formed (400), the
 // body (400, 413), the reason (422), the message (404), If-Match current
-// (412), the status (409), the idempotency key the rules derive from the
+// (412), the status (409), a payload that changes (422), the idempotency key the rules derive from the
 // payload (422), the job's JSON Schema (422). The store then writes the
 // version and its audit event in one transaction, checking If-Match again
 // so that of concurrent edits with the same If-Match exactly one wins.
@@ -126,7 +126,8 @@ func (b *editBody) edit(ifMatch, actor string) (quarantine.PayloadEdit, error) {
 }
 
 // checkEdit refuses an edit the stored message forbids: a stale If-Match,
-// a status that cannot be edited, a payload that would change the
+// a status that cannot be edited, a payload equal to the current one
+// (quarantine.PayloadEdit.CheckCurrent), a payload that would change the
 // idempotency key, or one that violates its job's JSON Schema.
 func (s *Server) checkEdit(m *quarantine.Message, e quarantine.PayloadEdit) error {
 	if m.PayloadSHA256 != e.IfMatch {
@@ -134,6 +135,9 @@ func (s *Server) checkEdit(m *quarantine.Message, e quarantine.PayloadEdit) erro
 			"the payload changed since it was read: its payload_sha256 is now %s; read it again", m.PayloadSHA256)
 	}
 	if err := m.Status.Editable(); err != nil {
+		return err
+	}
+	if err := e.CheckCurrent(m.PayloadSHA256); err != nil { // a no-op edit: 422 naming /payload
 		return err
 	}
 	// The key a JSON Pointer rule reads from the payload must stay the

@@ -148,6 +148,58 @@ func TestEditConcurrent(t *testing.T) {
 	}
 }
 
+// TestEditConcurrentNoOp races 20 edits that send the current payload
+// with the current If-Match: a no-op edit is refused (422 naming
+// /payload), so none wins and no version is added. Then 20 identical
+// real edits with the same If-Match: exactly one 200, the others 412, and
+// the version count grows by one.
+func TestEditConcurrentNoOp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := e.ingestOne("billing", "charge", `{"amount":1}`)
+	base := e.message(id, e.viewer).PayloadSHA256
+	race := func(payload string) map[int]int {
+		const n = 20
+		var wg sync.WaitGroup
+		results := make([]*resp, n)
+		errs := make([]error, n)
+		body := []byte(`{"payload":` + payload + `,"reason":"race"}`)
+		for i := range n {
+			wg.Go(func() {
+				results[i], errs[i] = e.send(http.MethodPut, "/api/v1/messages/"+id+"/payload", e.operator, body, "If-Match", `"`+base+`"`)
+			})
+		}
+		wg.Wait()
+		counts := map[int]int{}
+		for i, r := range results {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			checkResponse(t, r.req, r)
+			counts[r.status]++
+			switch r.status {
+			case http.StatusUnprocessableEntity:
+				r.problem(t, r.status, "/payload")
+			case http.StatusPreconditionFailed:
+				r.problem(t, r.status, "If-Match")
+			}
+		}
+		return counts
+	}
+	if c := race(`{"amount":1}`); c[http.StatusUnprocessableEntity] != 20 {
+		t.Fatalf("no-op race answered %v, want 20 × 422", c)
+	}
+	if vs := e.versions(id, e.viewer); len(vs) != 1 {
+		t.Fatalf("%d versions after no-op edits, want 1", len(vs))
+	}
+	if c := race(`{"amount":2}`); c[http.StatusOK] != 1 || c[http.StatusPreconditionFailed] != 19 {
+		t.Fatalf("real race answered %v, want 1 × 200 and 19 × 412", c)
+	}
+	if vs := e.versions(id, e.viewer); len(vs) != 2 || vs[1].PrevSHA256 != base {
+		t.Fatalf("versions %+v", vs)
+	}
+}
+
 // writeSchema writes a JSON Schema file and compiles it.
 func writeSchema(t *testing.T, schema string) *api.Schema {
 	t.Helper()

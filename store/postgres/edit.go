@@ -15,6 +15,7 @@ import (
 // IfMatch exactly one wins and the others get EPRECONDITION. Errors:
 // EINVALID or EUNPROCESSABLE for a bad edit (e.Validate), ENOTFOUND,
 // ECONFLICT while replaying or once discarded, EPRECONDITION,
+// EUNPROCESSABLE when the payload is unchanged (e.CheckCurrent),
 // EUNAVAILABLE, EINTERNAL.
 func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*quarantine.Message, error) {
 	if err := e.Validate(); err != nil {
@@ -40,8 +41,8 @@ func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*qua
 		if err := status.Editable(); err != nil {
 			return err
 		}
-		if sha != e.IfMatch {
-			return quarantine.Errorf(quarantine.EPRECONDITION, "the payload changed: its SHA-256 is no longer %s", e.IfMatch)
+		if err := e.CheckCurrent(sha); err != nil {
+			return err
 		}
 		if ctype == "" {
 			ctype = curType

@@ -13,6 +13,7 @@ import (
 // same IfMatch exactly one wins, the others get EPRECONDITION. Errors:
 // EINVALID or EUNPROCESSABLE for a bad edit (e.Validate), ENOTFOUND,
 // ECONFLICT while replaying or once discarded, EPRECONDITION,
+// EUNPROCESSABLE when the payload is unchanged (e.CheckCurrent),
 // EUNAVAILABLE.
 func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*quarantine.Message, error) {
 	if err := e.Validate(); err != nil {
@@ -38,8 +39,8 @@ func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*qua
 		if err := status.Editable(); err != nil {
 			return err
 		}
-		if sha != e.IfMatch {
-			return quarantine.Errorf(quarantine.EPRECONDITION, "the payload changed: its SHA-256 is no longer %s", e.IfMatch)
+		if err := e.CheckCurrent(sha); err != nil {
+			return err
 		}
 		if ctype == "" {
 			ctype = curType

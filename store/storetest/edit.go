@@ -18,6 +18,8 @@ func edit(m *quarantine.Message, ifMatch string, p []byte) quarantine.PayloadEdi
 func testEditPayload(t *testing.T, h Harness) {
 	t.Run("Chain", func(t *testing.T) { t.Parallel(); testEditChain(t, h) })
 	t.Run("ConcurrentSameIfMatch", func(t *testing.T) { t.Parallel(); testEditConcurrent(t, h) })
+	t.Run("ConcurrentNoOp", func(t *testing.T) { t.Parallel(); testEditConcurrentNoOp(t, h) })
+	t.Run("NoOp", func(t *testing.T) { t.Parallel(); testEditNoOp(t, h) })
 	t.Run("Refusals", func(t *testing.T) { t.Parallel(); testEditRefusals(t, h) })
 }
 
@@ -115,7 +117,7 @@ func testEditConcurrent(t *testing.T, h Harness) {
 	s := h.Open(t)
 	m := newMsg()
 	insert(t, s, m)
-	const editors = 8
+	const editors = 20
 	var wg sync.WaitGroup
 	errs := make([]error, editors)
 	for i := range editors {
@@ -193,5 +195,91 @@ func testEditRefusals(t *testing.T, h Harness) {
 	// A replayed message may still be edited (to replay it again).
 	if _, err := s.EditPayload(ctx, edit(replayed, replayed.PayloadSHA256, p)); err != nil {
 		t.Fatalf("edit of a replayed message: %v", err)
+	}
+}
+
+// testEditConcurrentNoOp races editors that all send the current payload
+// with the current If-Match: a no-op edit is refused, so none wins, the
+// ETag stays valid and nothing is recorded. Then editors that all send
+// the same new payload: exactly one wins, the others find the ETag
+// changed, and the version count grows by one.
+func testEditConcurrentNoOp(t *testing.T, h Harness) {
+	s := h.Open(t)
+	m := newMsg()
+	insert(t, s, m)
+	const editors = 20
+	race := func(p []byte) []error {
+		var wg sync.WaitGroup
+		errs := make([]error, editors)
+		for i := range editors {
+			wg.Go(func() { _, errs[i] = s.EditPayload(t.Context(), edit(m, m.PayloadSHA256, p)) })
+		}
+		wg.Wait()
+		return errs
+	}
+	for i, err := range race(m.Payload) {
+		if quarantine.ErrorCode(err) != quarantine.EUNPROCESSABLE || quarantine.ErrorField(err) != "/payload" {
+			t.Fatalf("no-op editor %d: %v (field %q), want EUNPROCESSABLE naming /payload", i, err, quarantine.ErrorField(err))
+		}
+	}
+	vs, err := s.PayloadVersions(t.Context(), m.ID)
+	wantOK(t, err, "PayloadVersions")
+	if len(vs) != 1 {
+		t.Fatalf("%d versions after a race of no-op edits, want 1", len(vs))
+	}
+	p := []byte(`{"order_id":"o-1","amount":99}`)
+	won := 0
+	for i, err := range race(p) {
+		switch quarantine.ErrorCode(err) {
+		case "":
+			won++
+		case quarantine.EPRECONDITION:
+		default:
+			t.Fatalf("editor %d: %v, want success or EPRECONDITION", i, err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d editors with the same If-Match and payload won, want exactly 1", won)
+	}
+	vs, err = s.PayloadVersions(t.Context(), m.ID)
+	wantOK(t, err, "PayloadVersions")
+	if len(vs) != 2 || vs[1].SHA256 != quarantine.PayloadHash(p) {
+		t.Fatalf("versions after the race: %+v", vs)
+	}
+	evs, err := s.ListAudit(t.Context(), quarantine.AuditFilter{Action: quarantine.ActionEdit})
+	wantOK(t, err, "ListAudit")
+	if len(evs) != 1 {
+		t.Fatalf("%d edit events, want 1", len(evs))
+	}
+}
+
+// testEditNoOp: an edit to the current payload is refused whatever its
+// content type, a stale If-Match is still a precondition failure, and
+// going back to an earlier payload is a real change.
+func testEditNoOp(t *testing.T, h Harness) {
+	s := h.Open(t)
+	ctx := t.Context()
+	m := newMsg()
+	insert(t, s, m)
+	b := []byte(`{"order_id":"o-1","amount":10}`)
+	_, err := s.EditPayload(ctx, edit(m, m.PayloadSHA256, b))
+	wantOK(t, err, "EditPayload")
+	same := edit(m, quarantine.PayloadHash(b), b)
+	same.ContentType = "application/vnd.other+json"
+	if _, err := s.EditPayload(ctx, same); quarantine.ErrorCode(err) != quarantine.EUNPROCESSABLE {
+		t.Fatalf("no-op edit: %v, want EUNPROCESSABLE", err)
+	}
+	if _, err := s.EditPayload(ctx, edit(m, m.PayloadSHA256, b)); quarantine.ErrorCode(err) != quarantine.EPRECONDITION {
+		t.Fatalf("stale If-Match with the current payload: %v, want EPRECONDITION", err)
+	}
+	back, err := s.EditPayload(ctx, edit(m, quarantine.PayloadHash(b), m.Payload))
+	wantOK(t, err, "EditPayload back to the first payload")
+	if back.PayloadVersion != 3 || back.PayloadSHA256 != m.PayloadSHA256 {
+		t.Fatalf("after going back: version %d hash %s", back.PayloadVersion, back.PayloadSHA256)
+	}
+	vs, err := s.PayloadVersions(ctx, m.ID)
+	wantOK(t, err, "PayloadVersions")
+	if len(vs) != 3 {
+		t.Fatalf("%d versions, want 3", len(vs))
 	}
 }
