@@ -71,8 +71,36 @@ type Engine struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	running map[string]bool // batches a worker of this engine runs
+	running map[string]bool      // batches a worker of this engine runs
+	held    map[string]time.Time // destinations that asked to wait (429, Retry-After), or are down, until then
 	wg      sync.WaitGroup
+}
+
+// hold keeps every worker of this engine from publishing to the
+// destination label before until.
+func (e *Engine) hold(label string, until time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if until.After(e.held[label]) {
+		e.held[label] = until
+	}
+}
+
+// heldFor returns how long the destination label must still wait (0: it
+// may be published to).
+func (e *Engine) heldFor(label string) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	until, ok := e.held[label]
+	if !ok {
+		return 0
+	}
+	d := time.Until(until)
+	if d <= 0 {
+		delete(e.held, label)
+		return 0
+	}
+	return d
 }
 
 // New returns an engine for cfg, filling defaults. It panics when Store or
@@ -101,7 +129,7 @@ func New(cfg Config) *Engine {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Engine{cfg: cfg, log: cfg.Logger.With("component", "replay"), running: map[string]bool{}}
+	return &Engine{cfg: cfg, log: cfg.Logger.With("component", "replay"), running: map[string]bool{}, held: map[string]time.Time{}}
 }
 
 // Owner returns the owner token of this engine's leases.

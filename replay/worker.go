@@ -249,6 +249,9 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 	for gi, label := range order {
 		rest := groups[label]
 		for len(rest) > 0 {
+			if h := w.e.heldFor(label); h > 0 && wait == 0 {
+				wait = h // the destination asked to wait (or is down): the rest goes back
+			}
 			if ctx.Err() != nil || time.Since(leasedAt) > w.e.cfg.Lease/2 || wait > 0 {
 				// Give the rest back rather than publish on a lease
 				// about to expire.
@@ -313,6 +316,8 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 				if wait == 0 {
 					wait = collect.Backoff(w.failures, 200*time.Millisecond, 30*time.Second)
 				}
+				// Every worker of this engine waits, not only this one.
+				w.e.hold(label, time.Now().Add(wait))
 				w.e.log.Warn("destination did not take every message; retrying later", "replay", b.ID,
 					"destination", label, "retry_in", wait, "err", firstErr(res))
 			} else {
