@@ -1,0 +1,85 @@
+package worker
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the worker's Prometheus metrics. Labels are bounded: job is
+// a registered job name (or "unknown"), class a failure or retry class
+// from a fixed list; never a job id or key.
+//
+//	quarantine_worker_completions_total{job}
+//	quarantine_worker_retries_total{job,class}       class: error, retry_after, timeout, panic, shutdown, unknown_name, claim_held, claim_error, record_error
+//	quarantine_worker_redeliveries_total{job}        deliveries with attempt > 1
+//	quarantine_worker_dead_letters_total{job,class}  class: permanent, exhausted, unknown_name, malformed
+//	quarantine_worker_rejections_total{job}
+//	quarantine_worker_claim_conflicts_total{job}     duplicates of a completed key, acked without running
+//	quarantine_worker_handler_seconds{job}           handler latency
+type Metrics struct {
+	completions  *prometheus.CounterVec
+	retries      *prometheus.CounterVec
+	redeliveries *prometheus.CounterVec
+	deadLetters  *prometheus.CounterVec
+	rejections   *prometheus.CounterVec
+	conflicts    *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+}
+
+// NewMetrics creates the worker metrics and registers them with reg (not
+// registered when reg is nil). It panics, as prometheus.MustRegister does,
+// when they are registered twice with one registry.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		completions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarantine_worker_completions_total", Help: "Jobs completed and acknowledged."}, []string{"job"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarantine_worker_retries_total", Help: "Deliveries settled for a later retry, by class."}, []string{"job", "class"}),
+		redeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarantine_worker_redeliveries_total", Help: "Deliveries whose attempt is above 1."}, []string{"job"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarantine_worker_dead_letters_total", Help: "Deliveries dead-lettered with a failure envelope, by class."}, []string{"job", "class"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarantine_worker_rejections_total", Help: "Deliveries rejected to the backend's policy."}, []string{"job"}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarantine_worker_claim_conflicts_total", Help: "Duplicate deliveries of a completed idempotency key, acknowledged without running."}, []string{"job"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "quarantine_worker_handler_seconds", Help: "Handler run time.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"job"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.completions, m.retries, m.redeliveries, m.deadLetters, m.rejections, m.conflicts, m.latency)
+	}
+	return m
+}
+
+func (m *Metrics) observe(o Outcome) {
+	if m == nil {
+		return
+	}
+	switch o.Result {
+	case Completed:
+		m.completions.WithLabelValues(o.jobLabel).Inc()
+	case Duplicate:
+		m.conflicts.WithLabelValues(o.jobLabel).Inc()
+	case Retried:
+		m.retries.WithLabelValues(o.jobLabel, o.Class).Inc()
+	case DeadLettered:
+		m.deadLetters.WithLabelValues(o.jobLabel, o.Class).Inc()
+	case Rejected:
+		m.rejections.WithLabelValues(o.jobLabel).Inc()
+	}
+}
+
+func (m *Metrics) redelivered(job string) {
+	if m != nil {
+		m.redeliveries.WithLabelValues(job).Inc()
+	}
+}
+
+func (m *Metrics) ran(job string, d time.Duration) {
+	if m != nil {
+		m.latency.WithLabelValues(job).Observe(d.Seconds())
+	}
+}
