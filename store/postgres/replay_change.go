@@ -10,10 +10,6 @@ import (
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
-// errDraftExpired is what a start of an expired draft returns, after the
-// transaction that expired it committed.
-var errDraftExpired = quarantine.Errorf(quarantine.ECONFLICT, "the draft expired")
-
 // ChangeReplay applies c.Action to its batch, locked first; see
 // store.Replays. Errors: EINVALID for an unknown action, ENOTFOUND for an
 // unknown batch, ECONFLICT when the batch's state does not allow the
@@ -25,78 +21,70 @@ func (s *Store) ChangeReplay(ctx context.Context, c quarantine.ReplayChange) (*q
 	}
 	var b *quarantine.ReplayBatch
 	var expired bool
-	err := s.inTx(ctx, "change a replay", func(tx pgx.Tx) error {
-		var err error
-		expired = false
-		if b, err = getBatch(ctx, tx, c.BatchID, lockClause); err != nil {
-			return err
-		}
-		from := b.State
-		to, act, err := quarantine.ReplayTransition(from, c.Action)
-		if err != nil {
-			return err
-		}
-		now := s.clock()
-		if c.Action == quarantine.ReplayActStart && replays.Expired(b, now) {
-			expired = true
-			replays.Move(b, quarantine.ReplayExpired, errDraftExpired.Message, now)
-			if err := saveBatch(ctx, tx, b); err != nil {
-				return err
-			}
-			return s.appendAudits(ctx, tx, []*quarantine.AuditEvent{replays.ChangeEvent(replays.SystemActor,
-				quarantine.ActionReplayExpire, b.ID, errDraftExpired.Message, from, quarantine.ReplayExpired)})
-		}
-		events := []*quarantine.AuditEvent{replays.ChangeEvent(c.Actor, act, b.ID, c.Reason, from, to)}
-		switch c.Action {
-		case quarantine.ReplayActStart:
-			if err := startItems(ctx, tx, b.ID, now); err != nil {
-				return err
-			}
-			if err := checkIncident(ctx, tx, c.Guard, b, c.Force, now); err != nil {
-				return err
-			}
-			if f := replays.ForceEvent(c.Actor, b.ID, c.Reason, false, c.Force, c.AcceptKeyRuleChange); f != nil {
-				events = append(events, f)
-			}
-		case quarantine.ReplayActCancel:
-			if err := cancelItems(ctx, tx, b.ID, from != quarantine.ReplayDraft, now); err != nil {
-				return err
-			}
-		case quarantine.ReplayActComplete:
-			n, err := countPending(ctx, tx, b.ID)
-			if err != nil {
-				return err
-			}
-			if n > 0 {
-				return quarantine.Errorf(quarantine.ECONFLICT, "the replay still has %d pending items", n)
-			}
-		}
-		replays.Move(b, to, c.Reason, now)
-		if to == quarantine.ReplayRunning {
-			n, err := countPending(ctx, tx, b.ID)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				replays.Move(b, quarantine.ReplayCompleted, c.Reason, now)
-				events = append(events, replays.CompleteEvent(b))
-			}
-		}
-		if err := saveBatch(ctx, tx, b); err != nil {
-			return err
-		}
-		if err := fillCounts(ctx, tx, []*quarantine.ReplayBatch{b}); err != nil {
-			return err
-		}
-		return s.appendAudits(ctx, tx, events)
+	err := s.inTx(ctx, "change a replay", func(tx pgx.Tx) (err error) {
+		b, expired, err = replays.Change(ctx, replayTx{s, tx}, c, s.clock())
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	if expired {
-		return nil, errDraftExpired
+		return nil, replays.ErrDraftExpired
 	}
 	return b, nil
+}
+
+// replayTx is one transaction of the store, as the shared replay flows
+// (store/internal/replays) use it.
+type replayTx struct {
+	s  *Store
+	tx pgx.Tx
+}
+
+var _ replays.Tx = replayTx{}
+
+func (t replayTx) Candidates(ctx context.Context, r *quarantine.ReplayRequest) ([]quarantine.ReplayCandidate, error) {
+	return lockCandidates(ctx, t.tx, r)
+}
+
+func (t replayTx) InsertReplay(ctx context.Context, b *quarantine.ReplayBatch, items []quarantine.ReplayItem) error {
+	return insertReplay(ctx, t.tx, b, items)
+}
+
+func (t replayTx) SetReplaying(ctx context.Context, ids []string, now time.Time) error {
+	return setReplaying(ctx, t.tx, ids, now)
+}
+
+func (t replayTx) CheckIncident(ctx context.Context, g *quarantine.IncidentGuard, b *quarantine.ReplayBatch, force bool, now time.Time) error {
+	return checkIncident(ctx, t.tx, g, b, force, now)
+}
+
+func (t replayTx) GetBatch(ctx context.Context, id string) (*quarantine.ReplayBatch, error) {
+	return getBatch(ctx, t.tx, id, lockClause)
+}
+
+func (t replayTx) SaveBatch(ctx context.Context, b *quarantine.ReplayBatch) error {
+	return saveBatch(ctx, t.tx, b)
+}
+
+func (t replayTx) FillCounts(ctx context.Context, b *quarantine.ReplayBatch) error {
+	return fillCounts(ctx, t.tx, []*quarantine.ReplayBatch{b})
+}
+
+func (t replayTx) StartItems(ctx context.Context, batchID string, now time.Time) error {
+	return startItems(ctx, t.tx, batchID, now)
+}
+
+func (t replayTx) CancelItems(ctx context.Context, batchID string, release bool, now time.Time) error {
+	return cancelItems(ctx, t.tx, batchID, release, now)
+}
+
+func (t replayTx) CountPending(ctx context.Context, batchID string) (int, error) {
+	return countPending(ctx, t.tx, batchID)
+}
+
+func (t replayTx) AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error {
+	return t.s.appendAudits(ctx, t.tx, events)
 }
 
 func countPending(ctx context.Context, tx pgx.Tx, batchID string) (int, error) {

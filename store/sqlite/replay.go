@@ -34,37 +34,9 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 		return nil, err
 	}
 	var b *quarantine.ReplayBatch
-	err := s.write(ctx, "create a replay", func(tx *sql.Tx) error {
-		sel, err := replayCandidates(ctx, tx, &r)
-		if err != nil {
-			return err
-		}
-		items, _, err := r.Plan(sel, keyRule)
-		if err != nil {
-			return err
-		}
-		now := s.clock()
-		b = replays.NewBatch(&r, items, sel, now)
-		events := replays.CreateEvents(&r, b)
-		if err := insertReplay(ctx, tx, b, items); err != nil {
-			return err
-		}
-		if !r.DryRun {
-			if err := checkIncident(ctx, tx, r.Guard, b, r.Force, now); err != nil {
-				return err
-			}
-			if err := setReplaying(ctx, tx, replays.Pending(items), now); err != nil {
-				return err
-			}
-			if b.Counts[quarantine.ItemPending] == 0 {
-				replays.Move(b, quarantine.ReplayCompleted, "", now)
-				events = append(events, replays.CompleteEvent(b))
-				if err := saveBatch(ctx, tx, b); err != nil {
-					return err
-				}
-			}
-		}
-		return s.appendAudits(ctx, tx, events)
+	err := s.write(ctx, "create a replay", func(tx *sql.Tx) (err error) {
+		b, err = replays.Create(ctx, replayTx{s, tx}, &r, keyRule, s.clock())
+		return err
 	})
 	if err != nil {
 		return nil, err
