@@ -71,6 +71,14 @@ type Claims interface {
 //go:embed claims.sql
 var ProofQuery string
 
+// Prover is implemented by every Claims of this module: Violations runs
+// ProofQuery (or its in-memory equivalent) and returns the keys that have
+// more than one terminal result, or whose state disagrees with their
+// count; none when the invariant holds.
+type Prover interface {
+	Violations(ctx context.Context) ([]string, error)
+}
+
 // MemoryClaims is an in-process Claims, for tests and single-process
 // demos: nothing survives the process. The zero value is not usable: call
 // NewMemoryClaims.
@@ -87,7 +95,10 @@ type memClaim struct {
 	completions int
 }
 
-var _ Claims = (*MemoryClaims)(nil)
+var (
+	_ Claims = (*MemoryClaims)(nil)
+	_ Prover = (*MemoryClaims)(nil)
+)
 
 // NewMemoryClaims returns empty in-memory claims reading time from now
 // (time.Now when nil).
@@ -175,8 +186,8 @@ func (m *MemoryClaims) Done(key string) bool {
 
 // Violations is ProofQuery over the in-memory table: the keys, sorted,
 // whose completions counter disagrees with their state. Empty when every
-// key has at most one terminal result.
-func (m *MemoryClaims) Violations() []string {
+// key has at most one terminal result. It never fails.
+func (m *MemoryClaims) Violations(context.Context) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var bad []string
@@ -186,5 +197,5 @@ func (m *MemoryClaims) Violations() []string {
 		}
 	}
 	sort.Strings(bad)
-	return bad
+	return bad, nil
 }
