@@ -198,7 +198,7 @@ func extendMovesLease(t *testing.T, c worker.Claims, clk *Clock) {
 	must(t, c, "k", "a", worker.Claimed)
 	clk.Advance(4 * time.Minute)
 	ok(t, "Extend", c.Extend(ctx, "k", "a", lease)) // now until Start+9m
-	clk.Advance(4*time.Minute + 59*time.Second)    // Start+8m59s: past the first lease
+	clk.Advance(4*time.Minute + 59*time.Second)     // Start+8m59s: past the first lease
 	got := must(t, c, "k", "b", worker.HeldElsewhere)
 	if !got.LeaseUntil.Equal(Start.Add(9 * time.Minute)) {
 		t.Fatalf("lease until %s, want %s", got.LeaseUntil, Start.Add(9*time.Minute))
