@@ -94,36 +94,11 @@ replay: {canary: 0, poll: 100ms}
 	return s
 }
 
-type rpMessage struct {
-	ID             string            `json:"id"`
-	IdempotencyKey string            `json:"idempotency_key"`
-	PayloadSHA256  string            `json:"payload_sha256"`
-	Status         string            `json:"status"`
-	Queue          string            `json:"queue"`
-	Headers        map[string]string `json:"headers"`
-}
-
-type rpBatch struct {
-	ID     string         `json:"id"`
-	State  string         `json:"state"`
-	Total  int            `json:"total"`
-	Counts map[string]int `json:"counts"`
-}
-
-type rpItem struct {
-	MessageID      string   `json:"message_id"`
-	Outcome        string   `json:"outcome"`
-	Reason         string   `json:"reason"`
-	Destination    string   `json:"destination"`
-	IdempotencyKey string   `json:"idempotency_key"`
-	DroppedHeaders []string `json:"dropped_headers"`
-}
-
 // messages waits until the service lists n messages of the jobs' queue.
-func (s *replaySetup) messages(t *testing.T, n int) []rpMessage {
+func (s *replaySetup) messages(t *testing.T, n int) []testbin.Message {
 	t.Helper()
 	var page struct {
-		Items []rpMessage `json:"items"`
+		Items []testbin.Message `json:"items"`
 	}
 	eventually(t, 30*time.Second, fmt.Sprintf("%d messages of %s listed", n, s.subject), func() bool {
 		s.api.MustDo(t, 200, "GET", "/api/v1/messages?limit=1000&queue="+url.QueryEscape(s.subject), nil, &page)
@@ -134,42 +109,22 @@ func (s *replaySetup) messages(t *testing.T, n int) []rpMessage {
 
 // replay creates a batch of the n messages of the jobs' queue (more:
 // more members of the request) and waits until it completed.
-func (s *replaySetup) replay(t *testing.T, n int, more map[string]any) rpBatch {
+func (s *replaySetup) replay(t *testing.T, n int, more map[string]any) testbin.Batch {
 	t.Helper()
 	req := map[string]any{"filter": map[string]any{"queue": []string{s.subject}}, "expect_count": n, "rate": 200, "reason": "renderer fixed"}
 	for k, v := range more {
 		req[k] = v
 	}
 	var created struct {
-		Replay rpBatch `json:"replay"`
+		Replay testbin.Batch `json:"replay"`
 	}
 	s.api.MustDo(t, 201, "POST", "/api/v1/replays", req, &created)
-	var b rpBatch
+	var b testbin.Batch
 	eventually(t, 30*time.Second, "the replay completed", func() bool {
 		s.api.MustDo(t, 200, "GET", "/api/v1/replays/"+created.Replay.ID, nil, &b)
 		return b.State == "completed"
 	})
 	return b
-}
-
-func (s *replaySetup) items(t *testing.T, batch, query string) []rpItem {
-	t.Helper()
-	var page struct {
-		Items []rpItem `json:"items"`
-	}
-	s.api.MustDo(t, 200, "GET", "/api/v1/replays/"+batch+"/items?limit=1000"+query, nil, &page)
-	return page.Items
-}
-
-func (s *replaySetup) auditVerifies(t *testing.T) {
-	t.Helper()
-	var v struct {
-		OK bool `json:"ok"`
-	}
-	s.api.MustDo(t, 200, "GET", "/api/v1/audit/verify", nil, &v)
-	if !v.OK {
-		t.Error("the audit chain does not verify")
-	}
 }
 
 // consume reads the work stream from its start with an ordered consumer,
@@ -222,7 +177,7 @@ func TestReplayEndToEnd(t *testing.T) {
 	const n = 20
 	s := newReplaySetup(t, n)
 	msgs := s.messages(t, n)
-	byKey := map[string]rpMessage{}
+	byKey := map[string]testbin.Message{}
 	for _, m := range msgs {
 		byKey[m.IdempotencyKey] = m
 	}
@@ -247,7 +202,7 @@ func TestReplayEndToEnd(t *testing.T) {
 	if done.Counts["published"] != n {
 		t.Fatalf("counts %v, want %d published", done.Counts, n)
 	}
-	for _, it := range s.items(t, done.ID, "") {
+	for _, it := range s.api.Items(t, done.ID, "") {
 		if it.Outcome != "published" || len(it.DroppedHeaders) != 1 || it.DroppedHeaders[0] != "Authorization" {
 			t.Errorf("item %s: outcome %s, dropped headers %v", it.MessageID, it.Outcome, it.DroppedHeaders)
 		}
@@ -312,7 +267,7 @@ func TestReplayEndToEnd(t *testing.T) {
 			t.Errorf("message %s is %s after the replay, want replayed", m.ID, m.Status)
 		}
 	}
-	s.auditVerifies(t)
+	s.api.AuditVerifies(t)
 }
 
 // A replay redirected to a subject no stream captures completes with
@@ -331,7 +286,7 @@ func TestReplayMissingDestination(t *testing.T) {
 	if done.Counts["failed"] != n || done.Counts["published"] != 0 {
 		t.Fatalf("counts %v, want %d failed", done.Counts, n)
 	}
-	failed := s.items(t, done.ID, "&outcome=failed")
+	failed := s.api.Items(t, done.ID, "&outcome=failed")
 	if len(failed) != n {
 		t.Fatalf("%d failed items listed, want %d", len(failed), n)
 	}
@@ -349,5 +304,5 @@ func TestReplayMissingDestination(t *testing.T) {
 	if c := streamMsgs(t, s.js, s.work); c != 0 {
 		t.Errorf("the work stream holds %d messages", c)
 	}
-	s.auditVerifies(t)
+	s.api.AuditVerifies(t)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,52 +97,6 @@ idempotency:
 	return config
 }
 
-type apiMessage struct {
-	ID             string            `json:"id"`
-	IdempotencyKey string            `json:"idempotency_key"`
-	PayloadSHA256  string            `json:"payload_sha256"`
-	Status         string            `json:"status"`
-	Headers        map[string]string `json:"headers"`
-}
-
-type apiBatch struct {
-	ID     string         `json:"id"`
-	State  string         `json:"state"`
-	Total  int            `json:"total"`
-	Counts map[string]int `json:"counts"`
-}
-
-// waitMessages waits until the service lists n messages of queue.
-func waitMessages(t *testing.T, api testbin.API, queue string, n int) []apiMessage {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var page struct {
-			Items []apiMessage `json:"items"`
-		}
-		api.MustDo(t, 200, "GET", "/api/v1/messages?limit=1000&queue="+url.QueryEscape(queue), nil, &page)
-		if len(page.Items) == n {
-			return page.Items
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d messages of %s listed, want %d", len(page.Items), queue, n)
-		}
-	}
-}
-
-func waitReplay(t *testing.T, api testbin.API, id string, within time.Duration, state string) apiBatch {
-	t.Helper()
-	var b apiBatch
-	for deadline := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
-		api.MustDo(t, 200, "GET", "/api/v1/replays/"+id, nil, &b)
-		if b.State == state {
-			return b
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replay %s is %s %v after %s, want %s", id, b.State, b.Counts, within, state)
-		}
-	}
-}
-
 // Collect native dead letters, fix one payload, replay them all through
 // the binary: the worker queue gets the edited payload, the original
 // idempotency keys and the replay headers, and no bookkeeping or masked
@@ -158,11 +111,11 @@ func TestReplayEndToEnd(t *testing.T) {
 	work, dlq := deadLetters(b, n)
 	p := testbin.Serve(t, testbin.Path(t), replayConfig(t, dlq, work, "replay: {canary: 0}\n"))
 	api := p.API(p.Token)
-	msgs := waitMessages(t, api, work, n)
+	msgs := api.WaitMessages(t, work, n, 30*time.Second)
 	b.waitDepth(dlq, 0)
 
 	// Fix the payload of order-0.
-	var one apiMessage
+	var one testbin.Message
 	edited := fmt.Sprintf(`{"order_id":%d,"currency":"EUR"}`, 0)
 	for _, m := range msgs {
 		if m.IdempotencyKey == "order-0" {
@@ -177,12 +130,12 @@ func TestReplayEndToEnd(t *testing.T) {
 	}
 
 	var created struct {
-		Replay apiBatch `json:"replay"`
+		Replay testbin.Batch `json:"replay"`
 	}
 	api.MustDo(t, 201, "POST", "/api/v1/replays", map[string]any{
 		"filter": map[string]any{"queue": []string{work}}, "expect_count": n, "rate": 200, "reason": "inventory fixed",
 	}, &created)
-	done := waitReplay(t, api, created.Replay.ID, 30*time.Second, "completed")
+	done := api.WaitReplay(t, created.Replay.ID, 30*time.Second, "completed")
 	if done.Counts["published"] != n {
 		t.Fatalf("counts %v", done.Counts)
 	}
@@ -248,9 +201,9 @@ func TestReplayProcessSIGKILL(t *testing.T) {
 	p := testbin.Serve(t, bin, config)
 	token := p.Token
 	api := p.API(token)
-	waitMessages(t, api, work, n)
+	api.WaitMessages(t, work, n, 30*time.Second)
 	var created struct {
-		Replay apiBatch `json:"replay"`
+		Replay testbin.Batch `json:"replay"`
 	}
 	api.MustDo(t, 201, "POST", "/api/v1/replays", map[string]any{
 		"filter": map[string]any{"queue": []string{work}}, "expect_count": n, "rate": rate, "reason": "kill test",
@@ -262,7 +215,7 @@ func TestReplayProcessSIGKILL(t *testing.T) {
 		p = testbin.Serve(t, bin, config)
 		api = p.API(token)
 	}
-	done := waitReplay(t, api, id, 60*time.Second, "completed")
+	done := api.WaitReplay(t, id, 60*time.Second, "completed")
 	if done.Counts["published"] != n {
 		t.Fatalf("counts %v, want %d published", done.Counts, n)
 	}

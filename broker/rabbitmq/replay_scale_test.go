@@ -134,16 +134,16 @@ func TestReplayTwoProcessesShareTheRate(t *testing.T) {
 	work, dlq := deadLetters(br, n)
 	a, b, token := twoProcesses(t, dlq, work, "replay: {canary: 0, poll: 50ms}\n")
 	api := a.API(token)
-	waitMessages(t, api, work, n)
+	api.WaitMessages(t, work, n, 30*time.Second)
 	got := br.consumeAll(work)
 	var created struct {
-		Replay apiBatch `json:"replay"`
+		Replay testbin.Batch `json:"replay"`
 	}
 	start := time.Now()
 	api.MustDo(t, 201, "POST", "/api/v1/replays", map[string]any{
 		"filter": map[string]any{"queue": []string{work}}, "expect_count": n, "rate": rate, "burst": burst, "reason": "rate test",
 	}, &created)
-	waitReplay(t, b.API(token), created.Replay.ID, 60*time.Second, "completed")
+	b.API(token).WaitReplay(t, created.Replay.ID, 60*time.Second, "completed")
 	ms := got.waitFor(t, n, 10*time.Second)
 	took := time.Since(start)
 	if peak := maxPerWindow(ms, time.Second); peak > rate+burst {
@@ -172,10 +172,10 @@ func TestReplayZombieProcess(t *testing.T) {
 	work, dlq := deadLetters(br, n)
 	a, b, token := twoProcesses(t, dlq, work, "replay: {canary: 0, lease: 1s, poll: 50ms}\n")
 	api := b.API(token)
-	waitMessages(t, api, work, n)
+	api.WaitMessages(t, work, n, 30*time.Second)
 	got := br.consumeAll(work)
 	var created struct {
-		Replay apiBatch `json:"replay"`
+		Replay testbin.Batch `json:"replay"`
 	}
 	api.MustDo(t, 201, "POST", "/api/v1/replays", map[string]any{
 		"filter": map[string]any{"queue": []string{work}}, "expect_count": n, "rate": 40, "burst": 8, "reason": "zombie test",
@@ -184,7 +184,7 @@ func TestReplayZombieProcess(t *testing.T) {
 	a.Signal(t, syscall.SIGSTOP) // a holds leases, waiting for tokens or publishing
 	time.Sleep(2500 * time.Millisecond)
 	a.Signal(t, syscall.SIGCONT)
-	done := waitReplay(t, api, created.Replay.ID, 60*time.Second, "completed")
+	done := api.WaitReplay(t, created.Replay.ID, 60*time.Second, "completed")
 	if done.Counts["published"] != n {
 		t.Fatalf("counts %v", done.Counts)
 	}

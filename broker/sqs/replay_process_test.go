@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -92,85 +91,6 @@ replay: {canary: 0, poll: 100ms}
 	return config
 }
 
-type rpMessage struct {
-	ID             string            `json:"id"`
-	IdempotencyKey string            `json:"idempotency_key"`
-	PayloadSHA256  string            `json:"payload_sha256"`
-	Status         string            `json:"status"`
-	Queue          string            `json:"queue"`
-	Headers        map[string]string `json:"headers"`
-}
-
-type rpBatch struct {
-	ID     string         `json:"id"`
-	State  string         `json:"state"`
-	Total  int            `json:"total"`
-	Counts map[string]int `json:"counts"`
-}
-
-type rpItem struct {
-	MessageID      string   `json:"message_id"`
-	Outcome        string   `json:"outcome"`
-	Reason         string   `json:"reason"`
-	Destination    string   `json:"destination"`
-	IdempotencyKey string   `json:"idempotency_key"`
-	DroppedHeaders []string `json:"dropped_headers"`
-}
-
-// rpWaitMessages waits until the service lists n messages of queue.
-func rpWaitMessages(t *testing.T, api testbin.API, queue string, n int) []rpMessage {
-	t.Helper()
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var page struct {
-			Items []rpMessage `json:"items"`
-		}
-		api.MustDo(t, 200, "GET", "/api/v1/messages?limit=1000&queue="+url.QueryEscape(queue), nil, &page)
-		if len(page.Items) == n {
-			return page.Items
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d messages of %s listed, want %d", len(page.Items), queue, n)
-		}
-	}
-}
-
-// rpWaitReplay waits until batch id is in state.
-func rpWaitReplay(t *testing.T, api testbin.API, id string, within time.Duration, state string) rpBatch {
-	t.Helper()
-	var b rpBatch
-	for deadline := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
-		api.MustDo(t, 200, "GET", "/api/v1/replays/"+id, nil, &b)
-		if b.State == state {
-			return b
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replay %s is %s %v after %s, want %s", id, b.State, b.Counts, within, state)
-		}
-	}
-}
-
-// rpItems lists the items of batch id (query: more parameters).
-func rpItems(t *testing.T, api testbin.API, id, query string) []rpItem {
-	t.Helper()
-	var page struct {
-		Items []rpItem `json:"items"`
-	}
-	api.MustDo(t, 200, "GET", "/api/v1/replays/"+id+"/items?limit=1000"+query, nil, &page)
-	return page.Items
-}
-
-// rpAuditVerifies checks GET /api/v1/audit/verify.
-func rpAuditVerifies(t *testing.T, api testbin.API) {
-	t.Helper()
-	var v struct {
-		OK bool `json:"ok"`
-	}
-	api.MustDo(t, 200, "GET", "/api/v1/audit/verify", nil, &v)
-	if !v.OK {
-		t.Error("the audit chain does not verify")
-	}
-}
-
 // drainQueue receives and deletes n messages of queueURL within d, then
 // waits quiet for more: it returns everything that arrived.
 func (e *env) drainQueue(queueURL string, n int, d time.Duration) []types.Message {
@@ -225,10 +145,10 @@ func TestReplayEndToEnd(t *testing.T) {
 	rec := newRecorder(t, e.endpoint)
 	p := testbin.Serve(t, testbin.Path(t), sqsReplayConfig(t, rec.url, dlqURL, work))
 	api := p.API(p.Token)
-	msgs := rpWaitMessages(t, api, work, n)
+	msgs := api.WaitMessages(t, work, n, 60*time.Second)
 	eventually(t, 30*time.Second, "the dead-letter queue to be emptied", func() bool { return e.held(dlqURL) == 0 })
 
-	byKey := map[string]rpMessage{}
+	byKey := map[string]testbin.Message{}
 	for _, m := range msgs {
 		byKey[m.IdempotencyKey] = m
 	}
@@ -250,17 +170,17 @@ func TestReplayEndToEnd(t *testing.T) {
 	}
 
 	var created struct {
-		Replay rpBatch `json:"replay"`
+		Replay testbin.Batch `json:"replay"`
 	}
 	api.MustDo(t, 201, "POST", "/api/v1/replays", map[string]any{
 		"filter": map[string]any{"queue": []string{work}}, "expect_count": n, "rate": 200, "reason": "billing fixed",
 	}, &created)
 	batch := created.Replay.ID
-	done := rpWaitReplay(t, api, batch, 60*time.Second, "completed")
+	done := api.WaitReplay(t, batch, 60*time.Second, "completed")
 	if done.Counts["published"] != n {
 		t.Fatalf("counts %v, want %d published", done.Counts, n)
 	}
-	for _, it := range rpItems(t, api, batch, "") {
+	for _, it := range api.Items(t, batch, "") {
 		if it.Outcome != "published" || len(it.DroppedHeaders) != 1 || it.DroppedHeaders[0] != "Authorization" {
 			t.Errorf("item %s: outcome %s, dropped headers %v", it.MessageID, it.Outcome, it.DroppedHeaders)
 		}
@@ -330,12 +250,12 @@ func TestReplayEndToEnd(t *testing.T) {
 	if len(seen) != n {
 		t.Errorf("%d distinct idempotency keys arrived, want %d", len(seen), n)
 	}
-	for _, m := range rpWaitMessages(t, api, work, n) {
+	for _, m := range api.WaitMessages(t, work, n, 60*time.Second) {
 		if m.Status != "replayed" {
 			t.Errorf("message %s is %s after the replay, want replayed", m.ID, m.Status)
 		}
 	}
-	rpAuditVerifies(t, api)
+	api.AuditVerifies(t)
 }
 
 // A replay redirected to a queue that does not exist completes with
@@ -351,22 +271,22 @@ func TestReplayMissingDestination(t *testing.T) {
 	work, workURL, _, dlqURL := nativeDeadLetters(e, "replay-missing", n)
 	p := testbin.Serve(t, testbin.Path(t), sqsReplayConfig(t, e.endpoint, dlqURL, work))
 	api := p.API(p.Token)
-	rpWaitMessages(t, api, work, n)
+	api.WaitMessages(t, work, n, 60*time.Second)
 	missing := work + "-nowhere"
 
 	var created struct {
-		Replay rpBatch `json:"replay"`
+		Replay testbin.Batch `json:"replay"`
 	}
 	api.MustDo(t, 201, "POST", "/api/v1/replays", map[string]any{
 		"filter": map[string]any{"queue": []string{work}}, "expect_count": n, "rate": 200, "reason": "wrong queue",
 		"destination": map[string]any{"queue": missing},
 	}, &created)
 	batch := created.Replay.ID
-	done := rpWaitReplay(t, api, batch, 60*time.Second, "completed")
+	done := api.WaitReplay(t, batch, 60*time.Second, "completed")
 	if done.Counts["failed"] != n || done.Counts["published"] != 0 {
 		t.Fatalf("counts %v, want %d failed", done.Counts, n)
 	}
-	failed := rpItems(t, api, batch, "&outcome=failed")
+	failed := api.Items(t, batch, "&outcome=failed")
 	if len(failed) != n {
 		t.Fatalf("%d failed items listed, want %d", len(failed), n)
 	}
@@ -375,7 +295,7 @@ func TestReplayMissingDestination(t *testing.T) {
 			t.Errorf("item %s: reason %q, destination %q: want them to name %s", it.MessageID, it.Reason, it.Destination, missing)
 		}
 	}
-	for _, m := range rpWaitMessages(t, api, work, n) {
+	for _, m := range api.WaitMessages(t, work, n, 60*time.Second) {
 		if m.Status != "quarantined" {
 			t.Errorf("message %s is %s, want quarantined again", m.ID, m.Status)
 		}
@@ -383,5 +303,5 @@ func TestReplayMissingDestination(t *testing.T) {
 	if d := e.held(workURL); d != 0 {
 		t.Errorf("the work queue holds %d messages", d)
 	}
-	rpAuditVerifies(t, api)
+	api.AuditVerifies(t)
 }
