@@ -70,6 +70,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.fail(w, r, err)
 			return
 		}
+		// What a token reads is its own (payloads, redaction by role):
+		// no shared or private cache may keep it.
+		w.Header().Set("Cache-Control", "no-store")
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyToken, t)))
 	})
 }

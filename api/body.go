@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -13,9 +15,39 @@ import (
 	"github.com/quarantine-dev/quarantine"
 )
 
-// readBody reads a command's body: at most MaxBodyBytes (413 above, and
-// nothing happens), not empty.
+// mediaTypeError refuses a body that is not JSON: 415. No domain code
+// maps to 415, so fail writes it itself.
+type mediaTypeError struct{ got string }
+
+func (e mediaTypeError) Error() string {
+	if e.got == "" {
+		return "the request has a body but no Content-Type: send it as application/json"
+	}
+	return fmt.Sprintf("the body is %s: send it as application/json", clip(e.got))
+}
+
+// checkJSONMediaType refuses, with a mediaTypeError, a Content-Type that
+// is not JSON: application/json, text/json or a +json type, in UTF-8 if a
+// charset is named. A missing Content-Type is refused too: a form, XML or
+// text sent by a client that names no type is not read as JSON.
+func checkJSONMediaType(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if !jsonContentType(ct) {
+		return mediaTypeError{got: ct}
+	}
+	if _, params, _ := mime.ParseMediaType(ct); params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8") {
+		return mediaTypeError{got: ct}
+	}
+	return nil
+}
+
+// readBody reads a command's body: JSON by its Content-Type (415
+// otherwise), at most MaxBodyBytes (413 above, and nothing happens), not
+// empty.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if err := checkJSONMediaType(r); err != nil {
+		return nil, err
+	}
 	tooLarge := quarantine.Errorf(quarantine.ETOOLARGE, "the request body is larger than %d bytes", s.cfg.MaxBodyBytes)
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		return nil, tooLarge
@@ -58,7 +90,7 @@ func decodeObject(data []byte, v any, at string) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err, at)
+		return jsonError(err, data, at)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return quarantine.FieldErrorf(quarantine.EINVALID, at, "%s must be one JSON object, with nothing after it", describePointer(at))
@@ -114,7 +146,7 @@ func describePointer(at string) string {
 }
 
 // jsonError turns an encoding/json error into an EINVALID naming the field.
-func jsonError(err error, at string) error {
+func jsonError(err error, data []byte, at string) error {
 	var (
 		syntax *json.SyntaxError
 		typ    *json.UnmarshalTypeError
@@ -128,6 +160,9 @@ func jsonError(err error, at string) error {
 		field := at
 		if typ.Field != "" {
 			field = at + "/" + strings.ReplaceAll(typ.Field, ".", "/")
+		}
+		if p, ok := pointerAt(data, typ.Offset); ok { // names the element: /ids/0, not /ids
+			field = clip(at + p)
 		}
 		return quarantine.FieldErrorf(quarantine.EINVALID, field, "%s must be %s", describePointer(field), typeName(typ.Type))
 	}
@@ -175,4 +210,47 @@ func inBody(err error, at string) error {
 	c := *e
 	c.Field = at + "/" + escapePointerToken(e.Field)
 	return &c
+}
+
+// pointerAt returns the JSON Pointer of the innermost value of data
+// around offset, the byte offset encoding/json reports for a value of
+// the wrong type: the end of a scalar, or just after the opening
+// delimiter of an object or array. ok is false when no value is there.
+func pointerAt(data []byte, offset int64) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var walk func(path string) (string, bool, error)
+	walk = func(path string) (string, bool, error) {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false, err
+		}
+		end := dec.InputOffset()
+		d, composite := tok.(json.Delim)
+		if !composite {
+			return path, start < offset && offset <= end, nil
+		}
+		if end == offset {
+			return path, true, nil
+		}
+		for i := 0; dec.More(); i++ {
+			child := path + "/" + strconv.Itoa(i)
+			if d == '{' {
+				k, err := dec.Token()
+				if err != nil {
+					return "", false, err
+				}
+				name, _ := k.(string)
+				child = path + "/" + escapePointerToken(name)
+			}
+			p, found, err := walk(child)
+			if err != nil || found {
+				return p, found, err
+			}
+		}
+		_, err = dec.Token() // the closing delimiter
+		return "", false, err
+	}
+	p, found, err := walk("")
+	return p, found && err == nil
 }

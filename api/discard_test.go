@@ -118,7 +118,7 @@ func TestDiscardRefusals(t *testing.T) {
 		{"/api/v1/messages/discard", `{"reason":"x","ids":["` + id + `"],"filter":{"queue":["a"]}}`, 400, "/filter"},
 		{"/api/v1/messages/discard", `{"reason":"x","filter":{}}`, 400, "/filter"},
 		{"/api/v1/messages/discard", `{"reason":"x","filter":{"qeue":["a"]}}`, 400, "/filter/qeue"},
-		{"/api/v1/messages/discard", `{"reason":"x","filter":{"status":["gone"]}}`, 400, "/filter/status"},
+		{"/api/v1/messages/discard", `{"reason":"x","filter":{"status":["gone"]}}`, 400, "/filter/status/0"},
 		{"/api/v1/messages/discard", `{"reason":"x","filter":{"older_than":"soon"}}`, 400, "/filter/older_than"},
 		{"/api/v1/messages/discard", `{"reason":"x","filter":[]}`, 400, "/filter"},
 		{"/api/v1/messages/discard", `{"reason":"x","filter":{"queue":["a"]},"expect_count":-1}`, 400, "/expect_count"},

@@ -111,9 +111,62 @@ func (in filterInput) filter(now time.Time, at string) (quarantine.Filter, error
 		f.FailedBefore = now.Add(-d).UTC()
 	}
 	if err := f.Validate(); err != nil {
+		if at != "" { // a body's filter: name the element, /filter/status/1
+			err = elementField(err, f)
+		}
 		return f, prefixField(err, at)
 	}
 	return f, nil
+}
+
+// elementField returns err, a refusal of f by f.Validate that names one
+// of its lists, naming the first element of that list that the domain
+// refuses alone ("status" becomes "status/1"). Errors about a list as a
+// whole (too many values) are returned as they are.
+func elementField(err error, f quarantine.Filter) error {
+	var e *quarantine.Error
+	if !errors.As(err, &e) || e.Field == "" {
+		return err
+	}
+	lists := map[string][]string{"queue": f.Queue, "job_name": f.JobName, "owner": f.Owner, "source": f.Source,
+		"idempotency_key": f.IdempotencyKey, "fingerprint": f.Fingerprint}
+	for _, st := range f.Status {
+		lists["status"] = append(lists["status"], string(st))
+	}
+	for _, c := range f.FailureClass {
+		lists["failure_class"] = append(lists["failure_class"], string(c))
+	}
+	vals, ok := lists[e.Field]
+	if !ok || len(vals) > quarantine.MaxFilterValues {
+		return err
+	}
+	for i, v := range vals {
+		one := quarantine.Filter{Limit: 1}
+		switch e.Field {
+		case "queue":
+			one.Queue = []string{v}
+		case "job_name":
+			one.JobName = []string{v}
+		case "owner":
+			one.Owner = []string{v}
+		case "source":
+			one.Source = []string{v}
+		case "idempotency_key":
+			one.IdempotencyKey = []string{v}
+		case "fingerprint":
+			one.Fingerprint = []string{v}
+		case "status":
+			one.Status = []quarantine.Status{quarantine.Status(v)}
+		case "failure_class":
+			one.FailureClass = []quarantine.FailureClass{quarantine.FailureClass(v)}
+		}
+		if one.Validate() != nil {
+			c := *e
+			c.Field = e.Field + "/" + strconv.Itoa(i)
+			return &c
+		}
+	}
+	return err
 }
 
 // parseTime parses an RFC 3339 time ("" gives the zero time).

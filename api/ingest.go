@@ -33,10 +33,14 @@ type ingestItem struct {
 }
 
 // ingest stores one envelope, or a JSON array of them, in one batch. Bad
-// envelopes are stored raw and flagged, never refused; only a body above
-// the hard cap or with too many elements is refused, and nothing is stored
-// then.
+// envelopes are stored raw and flagged, never refused; only a body that
+// is not labelled JSON (415), above the hard cap or with too many
+// elements is refused, and nothing is stored then.
 func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
+	if err := checkJSONMediaType(r); err != nil { // 415: a body that says it is not JSON is not read as one
+		s.fail(w, r, err)
+		return
+	}
 	tooLarge := r.ContentLength > s.cfg.MaxBodyBytes
 	var body []byte
 	var err error

@@ -298,6 +298,7 @@ func TestIngestHardCaps(t *testing.T) {
 	// Without a Content-Length (chunked), the cap applies while reading.
 	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/api/v1/ingest", io.MultiReader(bytes.NewReader(big)))
 	req.Header.Set("Authorization", "Bearer "+e.operator)
+	req.Header.Set("Content-Type", "application/json")
 	res, err := e.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

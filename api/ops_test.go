@@ -31,7 +31,7 @@ func TestRoutingErrorsAreProblems(t *testing.T) {
 	e.get("/api/v1/nope", e.admin).problem(t, http.StatusNotFound, "")
 	r := e.do(http.MethodDelete, "/api/v1/messages", e.admin, nil)
 	r.problem(t, http.StatusMethodNotAllowed, "")
-	if r.header.Get("Allow") != "GET" {
+	if r.header.Get("Allow") != "GET, HEAD" {
 		t.Fatalf("Allow %q", r.header.Get("Allow"))
 	}
 	e.do(http.MethodGet, "/api/v1/ingest", e.admin, nil).problem(t, http.StatusMethodNotAllowed, "")

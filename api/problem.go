@@ -31,6 +31,11 @@ type Problem struct {
 // API. Internal errors are logged with their cause and shown as "internal
 // error"; the others are shown as their safe message.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var mte mediaTypeError
+	if errors.As(err, &mte) {
+		writeProblem(w, r, http.StatusUnsupportedMediaType, "unsupported_media_type", mte.Error(), "Content-Type")
+		return
+	}
 	code := quarantine.ErrorCode(err)
 	status := quarantine.ErrorStatus(code)
 	id := requestIDFrom(r.Context())
@@ -80,6 +85,9 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 			if rctx.Routes.Match(chi.NewRouteContext(), m, r.URL.Path) {
 				allow = append(allow, m)
+				if m == http.MethodGet {
+					allow = append(allow, http.MethodHead) // middleware.GetHead serves it
+				}
 			}
 		}
 	}

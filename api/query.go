@@ -63,14 +63,19 @@ func (q query) time(name string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-// int parses name as an integer in [min, max] (0 when absent).
+// int parses name as an integer in [min, max] (0 when absent): decimal
+// digits with an optional leading minus. Given empty ("limit=") or with a
+// plus sign it is refused like any other malformed value.
 func (q query) int(name string, min, max int64) (int64, error) {
 	s, err := q.one(name)
-	if err != nil || s == "" {
+	if err != nil {
 		return 0, err
 	}
+	if _, given := q.v[name]; !given {
+		return 0, nil
+	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < min || n > max {
+	if err != nil || s == "" || s[0] == '+' || n < min || n > max {
 		return 0, quarantine.FieldErrorf(quarantine.EINVALID, name, "%s must be an integer between %d and %d", name, min, max)
 	}
 	return n, nil

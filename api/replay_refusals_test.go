@@ -29,7 +29,7 @@ func TestReplayRefusals(t *testing.T) {
 		{`{"reason":"r","filter":{}}`, 400, "/filter"},
 		{`{"reason":"r","filter":{"qeue":["a"]}}`, 400, "/filter/qeue"},
 		{`{"reason":"r","filter":{"fingerprint":"abc"}}`, 400, "/filter/fingerprint"},
-		{`{"reason":"r","filter":{"status":["gone"]}}`, 400, "/filter/status"},
+		{`{"reason":"r","filter":{"status":["gone"]}}`, 400, "/filter/status/0"},
 		{`{` + ids + `,"reason":"r","expect_count":-1}`, 400, "/expect_count"},
 		{`{` + ids + `,"reason":"r","rate":0}`, 400, "/rate"},
 		{`{` + ids + `,"reason":"r","rate":-3}`, 400, "/rate"},

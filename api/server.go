@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -143,7 +144,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // routes is the one route table; openapi.yaml lists the same routes.
 func (s *Server) routes() *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(s.requestID, s.observe, s.recoverPanics)
+	// GetHead answers HEAD on every GET route as GET, and net/http drops
+	// the body.
+	r.Use(middleware.GetHead, s.requestID, s.observe, s.recoverPanics)
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed)
 

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -31,6 +32,21 @@ func tidyToken(t *quarantine.Token) *quarantine.Token {
 		t.Owners = []string{}
 	}
 	return t
+}
+
+// ownerElement returns err, a refusal of t by t.Validate, naming the
+// first owner the domain refuses ("owners" becomes "/owners/2").
+func ownerElement(err error, t *quarantine.Token) error {
+	if quarantine.ErrorField(err) != "owners" {
+		return err
+	}
+	for i, o := range t.Owners {
+		one := quarantine.Token{Name: "x", Role: quarantine.RoleViewer, Owners: []string{o}}
+		if one.Validate() != nil {
+			return quarantine.FieldErrorf(quarantine.ErrorCode(err), "/owners/"+strconv.Itoa(i), "%s", quarantine.ErrorMessage(err))
+		}
+	}
+	return err
 }
 
 // listTokens answers every token, revoked ones included, without secrets.
@@ -64,7 +80,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	t := &quarantine.Token{Name: b.Name, Role: quarantine.Role(b.Role), Owners: b.Owners, CreatedBy: actor, SecretHash: hash}
 	tidyToken(t)
 	if err := t.Validate(); err != nil {
-		s.fail(w, r, inBody(err, ""))
+		s.fail(w, r, inBody(ownerElement(err, t), ""))
 		return
 	}
 	if err := s.cfg.Store.CreateToken(r.Context(), t, actor); err != nil {

@@ -77,7 +77,7 @@ func TestTokensRefusals(t *testing.T) {
 		{`{"name":"` + strings.Repeat("n", 201) + `","role":"viewer"}`, "/name"},
 		{`{"name":"x"}`, "/role"},
 		{`{"name":"x","role":"root"}`, "/role"},
-		{`{"name":"x","role":"viewer","owners":[""]}`, "/owners"},
+		{`{"name":"x","role":"viewer","owners":[""]}`, "/owners/0"},
 		{`{"name":"x","role":"viewer","owners":"payments"}`, "/owners"},
 		{`{"name":"x","role":"viewer","secret":"qt_mine"}`, "/secret"},
 		{`{"name":1,"role":"viewer"}`, "/name"},
