@@ -3,6 +3,7 @@ package nats
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -63,16 +64,16 @@ func (s *Source) connect(ctx context.Context) (*link, error) {
 	return l, nil
 }
 
-func (s *Source) dial() (*link, error) {
-	log := s.log
-	nc, err := nats.Connect(s.cfg.URL,
-		nats.Name("quarantine collector "+s.name),
+// connectNATS dials url as the named client, reconnecting forever. A
+// publish (an ack, a pull, a replay) fails at once while disconnected
+// instead of being buffered: its caller backs off and retries.
+func connectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
+	nc, err := nats.Connect(url,
+		nats.Name(name),
 		nats.Timeout(5*time.Second),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
-		// Fail publishes (acks, pulls) at once while disconnected instead of
-		// buffering them: the collector then backs off and retries.
 		nats.ReconnectBufSize(-1),
 		nats.PingInterval(10*time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -86,7 +87,15 @@ func (s *Source) dial() (*link, error) {
 	)
 	if err != nil {
 		return nil, &quarantine.Error{Code: quarantine.EUNAVAILABLE, Err: err,
-			Message: "nats: cannot connect to " + RedactURL(s.cfg.URL)}
+			Message: "nats: cannot connect to " + RedactURL(url)}
+	}
+	return nc, nil
+}
+
+func (s *Source) dial() (*link, error) {
+	nc, err := connectNATS(s.cfg.URL, "quarantine collector "+s.name, s.log)
+	if err != nil {
+		return nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -101,7 +110,7 @@ func (s *Source) dial() (*link, error) {
 		return nil, quarantine.Errorf(quarantine.EUNAVAILABLE, "nats: the source is closed")
 	}
 	s.link = l
-	log.Info("connected to NATS", "config", s.cfg)
+	s.log.Info("connected to NATS", "config", s.cfg)
 	return l, nil
 }
 

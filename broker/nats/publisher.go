@@ -183,28 +183,9 @@ func (p *Publisher) connect() (jetstream.JetStream, error) {
 	}
 	if p.nc == nil {
 		log := p.log
-		nc, err := nats.Connect(p.cfg.URL,
-			nats.Name("quarantine publisher "+p.name),
-			nats.Timeout(5*time.Second),
-			nats.MaxReconnects(-1),
-			nats.ReconnectWait(250*time.Millisecond),
-			nats.ReconnectJitter(100*time.Millisecond, time.Second),
-			// Fail publishes at once while disconnected instead of
-			// buffering them: they are pending and retried later.
-			nats.ReconnectBufSize(-1),
-			nats.PingInterval(10*time.Second),
-			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-				if err != nil {
-					log.Warn("disconnected from NATS", "err", err)
-				}
-			}),
-			nats.ReconnectHandler(func(c *nats.Conn) {
-				log.Info("reconnected to NATS", "server", RedactURL(c.ConnectedUrl()))
-			}),
-		)
+		nc, err := connectNATS(p.cfg.URL, "quarantine publisher "+p.name, log)
 		if err != nil {
-			return nil, &quarantine.Error{Code: quarantine.EUNAVAILABLE, Err: err,
-				Message: "nats: cannot connect to " + RedactURL(p.cfg.URL)}
+			return nil, err
 		}
 		js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(pubAckTimeout),
 			jetstream.WithPublishAsyncMaxPending(4096))
