@@ -138,13 +138,15 @@ func (a *attempt) run(hctx context.Context) (err error) {
 func (a *attempt) renew() (stop func()) {
 	w := a.w
 	lim := w.cfg.Driver.Limits()
-	if !a.claimed && lim.RenewEvery <= 0 {
+	claimed, key, owner := a.claimed, a.key, a.owner
+	if !claimed && lim.RenewEvery <= 0 {
 		return func() {}
 	}
-	done := make(chan struct{})
+	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
 		var claimTick, driverTick <-chan time.Time
-		if a.claimed {
+		if claimed {
 			t := time.NewTicker(w.cfg.ClaimLease / 2)
 			defer t.Stop()
 			claimTick = t.C
@@ -161,7 +163,7 @@ func (a *attempt) renew() (stop func()) {
 				return
 			case <-claimTick:
 				ctx, cancel := a.settleCtx()
-				if err := w.cfg.Claims.Extend(ctx, a.key, a.owner, w.cfg.ClaimLease); err != nil {
+				if err := w.cfg.Claims.Extend(ctx, key, owner, w.cfg.ClaimLease); err != nil {
 					w.log.Warn("claim renewal failed", "job", a.label, "delivery", a.d.ID, "err", err)
 				}
 				cancel()
@@ -178,7 +180,7 @@ func (a *attempt) renew() (stop func()) {
 			}
 		}
 	}()
-	return func() { close(done) }
+	return func() { close(done); <-exited }
 }
 
 // decide settles the delivery after the handler returned err.
