@@ -53,17 +53,26 @@ func bearer(h string) (string, error) {
 }
 
 // authenticate finds the token of the request; without a valid, active
-// one the answer is 401.
+// one the answer is 401. Refusals are counted per client (remote IP): one
+// auth.refused audit event per client and minute, and past the client's
+// budget every request of it is 429 with Retry-After (see refusals).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		client := clientIP(r)
+		if wait, throttled := s.refusals.throttled(client); throttled {
+			tooManyRefusals(w, r, wait)
+			return
+		}
 		secret, err := bearer(r.Header.Get("Authorization"))
 		if err != nil {
+			s.refusals.refused(client)
 			s.fail(w, r, err)
 			return
 		}
 		t, err := s.cfg.Store.TokenBySecretHash(r.Context(), quarantine.HashTokenSecret(secret))
 		switch {
 		case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !t.Active()):
+			s.refusals.refused(client)
 			s.fail(w, r, quarantine.Errorf(quarantine.EUNAUTHORIZED, "the token is unknown or revoked"))
 			return
 		case err != nil:

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -87,10 +88,11 @@ func (d ReplayDefaults) guard() *quarantine.IncidentGuard {
 
 // Server is the HTTP API. It is safe for concurrent use.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	metrics *metrics
-	handler http.Handler
+	cfg      Config
+	log      *slog.Logger
+	metrics  *metrics
+	handler  http.Handler
+	refusals *refusals // failed logins per client: throttle and audit
 }
 
 // New returns a server for cfg, filling defaults. It panics if cfg.Store is
@@ -134,6 +136,10 @@ func New(cfg Config) *Server {
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "api"), metrics: newMetrics(cfg.Registry)}
+	s.refusals = newRefusals(cfg.Now, func(ctx context.Context, ev quarantine.AuditEvent) error {
+		_, err := cfg.Store.AppendAudit(ctx, ev)
+		return err
+	}, s.log)
 	s.handler = s.routes()
 	return s
 }

@@ -1,0 +1,209 @@
+package api
+
+import (
+	"container/list"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// ActionAuthRefused is the audit action of refused logins: one event per
+// client (remote IP) and clock minute in which it was refused, with the
+// counts of 401 and 429 answers.
+const ActionAuthRefused = "auth.refused"
+
+// The refusal budget of one client: refusedBurst failed logins at once,
+// then one more every refusedEvery. Past it every authenticated request
+// of that client, with a valid token or not, is 429 with Retry-After
+// until the budget refills: guesses cannot go on at request speed.
+const (
+	refusedBurst   = 20
+	refusedEvery   = 3 * time.Second
+	refusedClients = 10000 // clients tracked at once (least recently refused forgotten first)
+)
+
+// refusals tracks failed logins per client: a token bucket each (the
+// throttle) and the counts of the current minute (the audit event). It
+// is bounded: at most refusedClients entries, the least recently
+// refused evicted first, its pending counts written out.
+type refusals struct {
+	mu     sync.Mutex
+	byIP   map[string]*list.Element
+	lru    *list.List // of *refusalEntry, most recent first
+	cap    int
+	now    func() time.Time
+	record func(ctx context.Context, ev quarantine.AuditEvent) error
+	log    *slog.Logger
+	limit  rate.Limit
+	burst  int
+}
+
+type refusalEntry struct {
+	ip      string
+	limiter *rate.Limiter
+	window  time.Time // the minute counted, zero when nothing is pending
+	first   time.Time
+	last    time.Time
+	refused int // 401s in window
+	slowed  int // 429s in window
+	timer   *time.Timer
+}
+
+func newRefusals(now func() time.Time, record func(context.Context, quarantine.AuditEvent) error, log *slog.Logger) *refusals {
+	return &refusals{byIP: map[string]*list.Element{}, lru: list.New(), cap: refusedClients, now: now, record: record, log: log,
+		limit: rate.Every(refusedEvery), burst: refusedBurst}
+}
+
+// clientIP is the remote IP of r. Forwarding headers are not trusted: a
+// client could name any address in them.
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// entry returns the entry of ip, created (and the oldest evicted) if
+// needed, as the most recent. The caller holds mu.
+func (f *refusals) entry(ip string) (e *refusalEntry, evicted *refusalEntry) {
+	if el, ok := f.byIP[ip]; ok {
+		f.lru.MoveToFront(el)
+		return el.Value.(*refusalEntry), nil
+	}
+	if f.lru.Len() >= f.cap {
+		old := f.lru.Back()
+		f.lru.Remove(old)
+		evicted = old.Value.(*refusalEntry)
+		delete(f.byIP, evicted.ip)
+	}
+	e = &refusalEntry{ip: ip, limiter: rate.NewLimiter(f.limit, f.burst)}
+	f.byIP[ip] = f.lru.PushFront(e)
+	return e, evicted
+}
+
+// throttled reports whether ip has spent its budget, and if so how long
+// until one more attempt is allowed. A throttled request is counted.
+func (f *refusals) throttled(ip string) (time.Duration, bool) {
+	now := f.now()
+	f.mu.Lock()
+	el, ok := f.byIP[ip]
+	if !ok {
+		f.mu.Unlock()
+		return 0, false
+	}
+	e := el.Value.(*refusalEntry)
+	tokens := e.limiter.TokensAt(now)
+	if tokens >= 1 {
+		f.mu.Unlock()
+		return 0, false
+	}
+	wait := time.Duration((1 - tokens) / float64(f.limit) * float64(time.Second))
+	done := f.countLocked(e, now, false)
+	f.mu.Unlock()
+	f.flush(done)
+	return wait, true
+}
+
+// refused counts a 401 for ip and spends one unit of its budget.
+func (f *refusals) refused(ip string) {
+	now := f.now()
+	f.mu.Lock()
+	e, evicted := f.entry(ip)
+	e.limiter.AllowN(now, 1)
+	done := f.countLocked(e, now, true)
+	var old *refusalEntry
+	if evicted != nil && evicted.window != (time.Time{}) {
+		old = evicted.take()
+	}
+	f.mu.Unlock()
+	f.flush(done)
+	f.flush(old)
+}
+
+// countLocked counts one refusal in e's current minute. When it starts a
+// new minute it returns the finished one (to be written) and arms a timer
+// that writes this one when it ends.
+func (f *refusals) countLocked(e *refusalEntry, now time.Time, refused bool) *refusalEntry {
+	var done *refusalEntry
+	minute := now.Truncate(time.Minute)
+	if e.window != minute {
+		if e.window != (time.Time{}) {
+			done = e.take()
+		}
+		e.window, e.first = minute, now
+		d := min(max(minute.Add(time.Minute).Sub(now), 0), time.Minute)
+		e.timer = time.AfterFunc(d, func() {
+			f.mu.Lock()
+			var out *refusalEntry
+			if e.window == minute {
+				out = e.take()
+			}
+			f.mu.Unlock()
+			f.flush(out)
+		})
+	}
+	e.last = now
+	if refused {
+		e.refused++
+	} else {
+		e.slowed++
+	}
+	return done
+}
+
+// take returns a copy of e's counts and clears them, stopping the timer
+// of the minute; the caller holds mu.
+func (e *refusalEntry) take() *refusalEntry {
+	c := &refusalEntry{ip: e.ip, window: e.window, first: e.first, last: e.last, refused: e.refused, slowed: e.slowed}
+	e.window, e.refused, e.slowed = time.Time{}, 0, 0
+	if e.timer != nil {
+		e.timer.Stop() // this is its flush; if it already fired, it finds the window gone
+		e.timer = nil
+	}
+	return c
+}
+
+// flush writes the event of a finished minute (nil: nothing).
+func (f *refusals) flush(c *refusalEntry) {
+	if c == nil || c.refused+c.slowed == 0 {
+		return
+	}
+	details, err := json.Marshal(map[string]any{
+		"client": c.ip, "minute": c.window.UTC().Format(time.RFC3339),
+		"first_at": c.first.UTC().Format(time.RFC3339Nano), "last_at": c.last.UTC().Format(time.RFC3339Nano),
+		"refused": c.refused, "throttled": c.slowed,
+	})
+	if err != nil {
+		f.log.Error("encode an auth.refused event", "err", err)
+		return
+	}
+	ev := quarantine.AuditEvent{Actor: "anonymous", Action: ActionAuthRefused, Subject: c.ip, Details: details}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.record(ctx, ev); err != nil {
+		f.log.Warn("record refused logins", "client", c.ip, "refused", c.refused, "throttled", c.slowed, "err", err)
+	}
+}
+
+// retryAfter is the Retry-After value of a wait: whole seconds, at least 1.
+func retryAfter(d time.Duration) string {
+	return strconv.Itoa(int(math.Max(1, math.Ceil(d.Seconds()))))
+}
+
+// tooManyRefusals answers 429: the client spent its refusal budget.
+func tooManyRefusals(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	w.Header().Set("Retry-After", retryAfter(wait))
+	writeProblem(w, r, http.StatusTooManyRequests, "too_many_requests",
+		"too many refused logins from this address: retry after "+retryAfter(wait)+" s", "")
+}

@@ -1,0 +1,141 @@
+package api_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/api"
+)
+
+// fakeClock is a settable clock for Config.Now.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// serveFrom sends a request to e's handler as if from the client at
+// addr (no network involved) and checks the answer against openapi.yaml.
+func (e *env) serveFrom(addr, method, target, secret string) *resp {
+	e.t.Helper()
+	req := httptest.NewRequest(method, target, nil)
+	req.RemoteAddr = addr
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	rec := httptest.NewRecorder()
+	e.srv.Config.Handler.ServeHTTP(rec, req)
+	r := &resp{req: req, status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+	checkResponse(e.t, req, r)
+	return r
+}
+
+// TestRefusedLoginsThrottledAndAudited sends 900 wrong tokens from one
+// client: after the budget every request of that client is 429 with
+// Retry-After, a valid token too, while a valid token from another
+// client is served; the refusals become one auth.refused event for the
+// client and minute, with the counts, not 900 events.
+func TestRefusedLoginsThrottledAndAudited(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{now: time.Date(2026, 12, 1, 12, 0, 5, 0, time.UTC)}
+	e := newEnv(t, withNow(clock.Now))
+	const attacker, other = "192.0.2.10:40000", "198.51.100.7:5555"
+	wrong, _ := quarantine.NewTokenSecret()
+	counts := map[int]int{}
+	for i := range 900 {
+		if i%100 == 0 {
+			clock.Add(time.Second) // time passes, less than the budget refills
+		}
+		r := e.serveFrom(attacker, http.MethodGet, "/api/v1/messages", wrong)
+		counts[r.status]++
+		switch r.status {
+		case http.StatusUnauthorized:
+			r.problem(t, r.status, "")
+		case http.StatusTooManyRequests:
+			r.problem(t, r.status, "")
+			if n, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || n < 1 || n > 3 {
+				t.Fatalf("Retry-After %q", r.header.Get("Retry-After"))
+			}
+		default:
+			t.Fatalf("wrong token %d: status %d", i, r.status)
+		}
+	}
+	// 20 at once, then one per 3 s: 9 s passed.
+	if counts[http.StatusUnauthorized] < 20 || counts[http.StatusUnauthorized] > 23 || counts[http.StatusTooManyRequests] != 900-counts[http.StatusUnauthorized] {
+		t.Fatalf("900 wrong tokens answered %v, want about 20 × 401 and the rest 429", counts)
+	}
+	// The throttled client is refused even with a valid token: guessing stops.
+	e.serveFrom(attacker, http.MethodGet, "/api/v1/messages", e.viewer).problem(t, http.StatusTooManyRequests, "")
+	// Another client is unaffected, and has its own budget.
+	e.serveFrom(other, http.MethodGet, "/api/v1/messages", e.viewer).want(t, http.StatusOK)
+	e.serveFrom(other, http.MethodGet, "/api/v1/messages", wrong).problem(t, http.StatusUnauthorized, "")
+	e.serveFrom(other, http.MethodGet, "/api/v1/messages", e.viewer).want(t, http.StatusOK)
+
+	// A minute later the budget is back; the next refusal closes the
+	// attacker's minute, written as one event.
+	clock.Add(time.Minute)
+	e.serveFrom(attacker, http.MethodGet, "/api/v1/messages", e.viewer).want(t, http.StatusOK)
+	e.serveFrom(attacker, http.MethodGet, "/api/v1/messages", wrong).problem(t, http.StatusUnauthorized, "")
+	var page struct{ Items []auditEvent }
+	e.get("/api/v1/audit?action="+api.ActionAuthRefused+"&limit=1000", e.admin).want(t, http.StatusOK).decode(t, &page)
+	if len(page.Items) != 1 {
+		t.Fatalf("%d auth.refused events after 902 refusals, want 1 (the attacker's first minute): %+v", len(page.Items), page.Items)
+	}
+	ev := page.Items[0]
+	var d struct {
+		Client    string `json:"client"`
+		Minute    string `json:"minute"`
+		Refused   int    `json:"refused"`
+		Throttled int    `json:"throttled"`
+	}
+	if err := json.Unmarshal(ev.Details, &d); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Subject != "192.0.2.10" || d.Client != "192.0.2.10" || d.Minute != "2026-12-01T12:00:00Z" ||
+		d.Refused != counts[http.StatusUnauthorized] || d.Throttled != counts[http.StatusTooManyRequests]+1 {
+		t.Fatalf("auth.refused event %s %s, want client 192.0.2.10, %d refused and %d throttled",
+			ev.Subject, ev.Details, counts[http.StatusUnauthorized], counts[http.StatusTooManyRequests]+1)
+	}
+	if v := e.get("/api/v1/audit/verify", e.admin).want(t, http.StatusOK); !json.Valid(v.body) {
+		t.Fatal("verify")
+	}
+}
+
+// TestRefusedLoginWrittenWhenItsMinuteEnds: a single refusal is written
+// when its minute ends, without another request to close it.
+func TestRefusedLoginWrittenWhenItsMinuteEnds(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{now: time.Date(2026, 12, 1, 12, 0, 59, 900_000_000, time.UTC)} // 100 ms before the minute ends
+	e := newEnv(t, withNow(clock.Now))
+	e.serveFrom("203.0.113.5:1", http.MethodGet, "/api/v1/queues", "").problem(t, http.StatusUnauthorized, "")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		evs, err := e.store.ListAudit(t.Context(), quarantine.AuditFilter{Action: api.ActionAuthRefused})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 1 && evs[0].Subject == "203.0.113.5" {
+			var d struct{ Refused, Throttled int }
+			if err := json.Unmarshal(evs[0].Details, &d); err != nil || d.Refused != 1 || d.Throttled != 0 {
+				t.Fatalf("event %s (%v)", evs[0].Details, err)
+			}
+			return
+		}
+		if len(evs) > 1 || time.Now().After(deadline) {
+			t.Fatalf("auth.refused events %+v, want one for 203.0.113.5", evs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
