@@ -31,11 +31,14 @@ func Backoff(initial time.Duration, multiplier float64, maxDelay time.Duration) 
 
 // ceiling is the largest delay after attempt n fails.
 func (b *expBackoff) ceiling(n int) time.Duration {
-	c := float64(b.initial) * math.Pow(b.mult, float64(max(n, 1)-1))
-	if c >= float64(maxDuration) || math.IsInf(c, 0) {
-		c = float64(maxDuration)
+	if b.initial == 0 {
+		return 0
 	}
-	d := time.Duration(c)
+	c := float64(b.initial) * math.Pow(b.mult, float64(max(n, 1)-1))
+	d := maxDuration
+	if c < float64(maxDuration) { // float64(maxDuration) rounds up: >= overflows
+		d = time.Duration(c)
+	}
 	if b.max > 0 && d > b.max {
 		d = b.max
 	}

@@ -83,3 +83,14 @@ func (m *Metrics) ran(job string, d time.Duration) {
 		m.latency.WithLabelValues(job).Observe(d.Seconds())
 	}
 }
+
+// Completions returns the completions counter of job (for tests and
+// dashboards built in code).
+func (m *Metrics) Completions(job string) prometheus.Counter {
+	return m.completions.WithLabelValues(job)
+}
+
+// Conflicts returns the claim conflicts counter of job.
+func (m *Metrics) Conflicts(job string) prometheus.Counter {
+	return m.conflicts.WithLabelValues(job)
+}

@@ -27,6 +27,7 @@ type env struct {
 	claims   *faultyClaims
 	outcomes chan worker.Outcome
 	cfg      worker.Config
+	wrap     func(worker.Driver) worker.Driver
 
 	mu      sync.Mutex
 	effects map[string]int // business effects per idempotency key
@@ -36,6 +37,21 @@ type env struct {
 type envOption func(*env)
 
 func withConfig(f func(*worker.Config)) envOption { return func(e *env) { f(&e.cfg) } }
+
+// withDriver wraps the counting driver (to change limits or count
+// renewals).
+func withDriver(f func(worker.Driver) worker.Driver) envOption {
+	return func(e *env) { e.wrap = f }
+}
+
+// withQueue sets the work queue's options (the clock is always the env's).
+func withQueue(o memory.WorkQueueOptions) envOption {
+	return func(e *env) {
+		o.Now = e.clk.Now
+		e.q = memory.NewWorkQueue("work", o)
+		e.drv = &countingDriver{Driver: e.q}
+	}
+}
 
 // withoutClaims runs the worker without claims.
 func withoutClaims() envOption { return func(e *env) { e.cfg.Claims = nil } }
@@ -68,6 +84,9 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		o(e)
 	}
 	e.cfg.Driver = e.drv
+	if e.wrap != nil {
+		e.cfg.Driver = e.wrap(e.drv)
+	}
 	return e
 }
 
@@ -253,6 +272,12 @@ type faultyClaims struct {
 	mu            sync.Mutex
 	afterClaim    func(key string) (kill bool)
 	afterComplete func(key string)
+	extends       atomic.Int64
+}
+
+func (c *faultyClaims) Extend(ctx context.Context, key, owner string, lease time.Duration) error {
+	c.extends.Add(1)
+	return c.MemoryClaims.Extend(ctx, key, owner, lease)
 }
 
 var errKilled = errors.New("killed by the test")
