@@ -25,8 +25,9 @@ build: ## build bin/quarantine
 run: build ## build, then serve on the embedded SQLite default (prints the login URL on first start)
 	./$(BIN) serve
 
-demo: build ## start the service on the embedded default (for now the same as run)
-	./$(BIN) serve
+demo: build ## the whole loop on the embedded store: the tour (it explains each step), then the demo serving until Ctrl-C
+	./$(BIN) demo --tour
+	./$(BIN) demo
 
 services: ## make PostgreSQL, RabbitMQ, NATS and goaws available on 127.0.0.1 (scripts/services.sh)
 	./scripts/services.sh

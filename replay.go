@@ -144,7 +144,7 @@ func (o ItemOutcome) Valid() bool {
 
 // Canary verdicts.
 const (
-	CanaryNone      = ""          // no canary (canary 0)
+	CanaryNone      = ""          // no canary: canary 0, or a batch no larger than its canary
 	CanaryPending   = "pending"   // its messages are not all published yet
 	CanaryObserving = "observing" // published; waiting until CanaryUntil for re-failures
 	CanaryPassed    = "passed"

@@ -228,7 +228,7 @@ func estimateSeconds(b *quarantine.ReplayBatch) float64 {
 	if b.Rate > 0 {
 		est = float64(b.Counts[quarantine.ItemPending]) / b.Rate
 	}
-	if b.Canary > 0 && (b.CanaryVerdict == quarantine.CanaryNone || b.CanaryVerdict == quarantine.CanaryPending) {
+	if b.Canary > 0 && b.CanaryVerdict == quarantine.CanaryPending {
 		est += b.Observe.Seconds()
 	}
 	return roundSeconds(est)

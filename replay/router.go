@@ -83,9 +83,9 @@ func (r *Routes) Route(b *quarantine.ReplayBatch, m *quarantine.Message) (Route,
 		}
 		return Route{Publisher: o.Publisher, Queue: queue, Label: o.Kind + ":" + o.Name + "/" + queue}, nil
 	}
-	if m.SourceKind == quarantine.SourceHTTP || m.SourceKind == quarantine.SourceMemory {
+	if m.SourceKind == quarantine.SourceHTTP {
 		return Route{}, quarantine.Errorf(quarantine.EUNPROCESSABLE,
-			"the message came through %s ingest, which cannot publish: configure a destination for queue %s, or replay it with destination.collector", m.SourceKind, queue)
+			"the message came through HTTP ingest, which cannot publish: configure a destination for queue %s, or replay it with destination.collector", queue)
 	}
 	return r.broker(m.Source, queue)
 }

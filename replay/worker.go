@@ -54,7 +54,7 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		maxSeq := 0
-		if b.Canary > 0 && b.CanaryVerdict != quarantine.CanaryPassed && b.CanaryVerdict != quarantine.CanaryFailed {
+		if b.Canary > 0 && (b.CanaryVerdict == quarantine.CanaryPending || b.CanaryVerdict == quarantine.CanaryObserving) {
 			if !fresh {
 				b = nil // the canary decides on what the store holds now
 				continue

@@ -24,6 +24,7 @@ const (
 	cmdTokenCreate = "token create"
 	cmdAuditVerify = "audit verify"
 	cmdVersion     = "version"
+	cmdDemo        = "demo"
 )
 
 // Main is the program: ParseFlags reads a command line, Run executes it
@@ -43,6 +44,7 @@ type Main struct {
 	migrate bool // serve --migrate
 	token   tokenOptions
 	verify  verifyOptions
+	demo    demoOptions
 
 	logger *slog.Logger // the base logger, handed to the API
 	log    *slog.Logger // this package's, with component=main
@@ -53,6 +55,7 @@ type Main struct {
 
 	collectors *runningCollectors
 	replays    *runningReplays
+	demoRun    *demo      // the demo's broker and worker; nil otherwise
 	retention  *retention // the payload purge of serve; nil otherwise
 
 	closeOnce sync.Once

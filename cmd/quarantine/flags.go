@@ -35,6 +35,16 @@ sees and acts on only those teams' messages.`,
 Walks the audit log's hash chain and prints the verification as JSON. A
 head reported earlier (--head-seq and --head-hash) must still be on the
 chain. Exits with status 1 when the chain does not verify.`,
+	cmdDemo: `Usage: quarantine demo [--tour] [flags]
+
+Runs the whole loop in one process on the embedded store
+(sqlite:./quarantine-data/demo.db unless --database or
+QUARANTINE_DATABASE_URL says otherwise): an in-memory work queue, a worker
+with durable claims, a producer of build-report jobs (good, poison and
+flaky ones), and the service collecting the worker's failures and
+replaying them. It prints its login URL like serve. With --tour it walks
+the loop by itself on a fresh temporary database, prints each step and
+what it proves, and exits (0 when every step held).`,
 	cmdVersion: `Usage: quarantine version
 
 Prints the version.`,
@@ -44,6 +54,7 @@ const topUsage = `quarantine: a dead-letter quarantine and audited replay servic
 
 Usage:
   quarantine [serve] [flags]          run the service (the default command)
+  quarantine demo [--tour]            the whole loop in one process (--tour: by itself, then exit)
   quarantine migrate [flags]          apply the database migrations
   quarantine token create --name NAME --role viewer|operator|admin [--owner TEAM]...
                                       create an API token; prints its secret
@@ -91,6 +102,9 @@ func (m *Main) ParseFlags(_ context.Context, args []string) error {
 	case cmdServe:
 		fs.StringVar(&o.Listen, "listen", "", "`host:port` to serve on (default $"+EnvListen+", then the file, then "+DefaultListen+")")
 		fs.BoolVar(&m.migrate, "migrate", false, "apply pending migrations first (always done on the embedded SQLite default)")
+	case cmdDemo:
+		fs.StringVar(&o.Listen, "listen", "", "`host:port` to serve on (default $"+EnvListen+", then the file, then "+DefaultListen+")")
+		fs.BoolVar(&m.demo.tour, "tour", false, "walk the loop by itself on a fresh database, print each step, and exit")
 	case cmdTokenCreate:
 		fs.StringVar(&m.token.name, "name", "", "the token's `name`, unique among active tokens (required)")
 		fs.StringVar(&m.token.role, "role", "", "`role`: viewer, operator or admin (required)")
@@ -116,6 +130,9 @@ func (m *Main) ParseFlags(_ context.Context, args []string) error {
 	}
 	if name == cmdVersion {
 		return nil
+	}
+	if name == cmdDemo && o.Database == "" && m.Getenv(EnvDatabase) == "" {
+		o.Database = demoDatabase
 	}
 	c, err := ResolveConfig(configPath, m.Getenv, o)
 	if err != nil {
@@ -165,7 +182,7 @@ func splitCommand(args []string) (name string, rest []string, err error) {
 	switch first {
 	case "-h", "-help", "--help", "help":
 		return "", nil, flag.ErrHelp
-	case cmdServe, cmdMigrate, cmdVersion:
+	case cmdServe, cmdMigrate, cmdVersion, cmdDemo:
 		return first, args[1:], nil
 	case "token", "audit":
 		sub := map[string]string{"token": "create", "audit": "verify"}[first]

@@ -58,6 +58,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return m.runTokenCreate(ctx)
 	case cmdAuditVerify:
 		return m.runAuditVerify(ctx)
+	case cmdDemo:
+		return m.runDemo(ctx)
 	}
 	return m.runServe(ctx)
 }

@@ -209,6 +209,9 @@ func (m *Main) Close() error {
 		}
 		// Collectors and the retention purge finish their batch in flight
 		// while the store is open.
+		if err := m.demoRun.stop(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := m.replays.stop(); err != nil {
 			errs = append(errs, err)
 		}

@@ -52,7 +52,9 @@ func NewBatch(r *quarantine.ReplayRequest, items []quarantine.ReplayItem, sel []
 		CreatedAt:       now,
 		UpdatedAt:       now,
 	}
-	if r.Canary > 0 {
+	if r.Canary > 0 && b.Counts[quarantine.ItemPending] > r.Canary {
+		// A canary holds the rest of a batch back: a batch no larger than
+		// its canary has nothing to hold back.
 		b.CanaryVerdict = quarantine.CanaryPending
 	}
 	for _, c := range sel {
