@@ -83,6 +83,13 @@ func (w *Worker) handle(runCtx, hctx context.Context, d *Delivery) {
 			return
 		}
 	}
+	if a.job.MaxAttempts > 0 && a.n > a.job.MaxAttempts {
+		// Earlier attempts ran but never settled (the process died, or
+		// the settlement failed): the cap is spent, do not run again.
+		a.deadLetter(string(quarantine.ClassExhausted),
+			fmt.Sprintf("delivered %d times, above the cap of %d attempts: earlier attempts did not settle", a.n, a.job.MaxAttempts), nil)
+		return
+	}
 	err := a.run(hctx)
 	a.decide(hctx, err)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/memory"
 	"github.com/quarantine-dev/quarantine/worker"
 	"github.com/quarantine-dev/quarantine/worker/claimtest"
 )
@@ -293,3 +294,20 @@ type boomError struct{}
 func (boomError) Error() string { return "boom" }
 
 var errBoom error = boomError{}
+
+// A delivery past the cap (earlier attempts ran but never settled: the
+// process died in between) is dead-lettered without running again.
+func TestDeliveryAboveCapDeadLettersWithoutRunning(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.effectJob("report", 3))
+	e.q.Put(memory.Job{ID: "m1", Deliveries: 3, Body: []byte("{}"),
+		Headers: map[string]string{worker.HeaderJobName: "report", worker.HeaderIdempotencyKey: "k1"}})
+	o := e.expect(worker.DeadLettered, string(quarantine.ClassExhausted))
+	if o.Attempt != 4 || e.runsOf("m1") != 0 {
+		t.Fatalf("attempt %d, %d runs; want 4 and none", o.Attempt, e.runsOf("m1"))
+	}
+	if e.claims.Done("k1") {
+		t.Fatal("key completed")
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
@@ -17,10 +16,19 @@ import (
 	"github.com/quarantine-dev/quarantine/worker/claimtest"
 )
 
+// tb is what env needs of a test: *testing.T and *rapid.T both have it.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Cleanup(func())
+}
+
 // env is one worker on a memory work queue with memory claims and an
 // injected clock, recording outcomes and business effects.
 type env struct {
-	t        testing.TB
+	t        tb
 	clk      *claimtest.Clock
 	q        *memory.WorkQueue
 	drv      *countingDriver
@@ -56,7 +64,7 @@ func withQueue(o memory.WorkQueueOptions) envOption {
 // withoutClaims runs the worker without claims.
 func withoutClaims() envOption { return func(e *env) { e.cfg.Claims = nil } }
 
-func newEnv(t testing.TB, opts ...envOption) *env {
+func newEnv(t tb, opts ...envOption) *env {
 	t.Helper()
 	clk := claimtest.NewClock(claimtest.Start)
 	q := memory.NewWorkQueue("work", memory.WorkQueueOptions{Now: clk.Now})
@@ -218,7 +226,7 @@ func (e *env) due() bool {
 }
 
 // decode reads a failure envelope the way the collectors do.
-func decode(t testing.TB, raw []byte) *quarantine.Message {
+func decode(t tb, raw []byte) *quarantine.Message {
 	t.Helper()
 	m, problems := collect.DecodeEnvelope(raw, collect.Origin{Source: "test", Kind: quarantine.SourceMemory})
 	if len(problems) > 0 {
