@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,9 +92,11 @@ func TestReplayConfiguredDefaults(t *testing.T) {
 	d.Rate, d.Canary, d.Observe, d.HaltRefailRatio = 5, 3, 10*time.Second, 0.5
 	e := newEnv(t, withReplay(d))
 	ids := []string{e.ingestOne("billing", "charge", `1`), e.ingestOne("billing", "charge", `2`)}
-	c := e.createReplay(e.operator, map[string]any{"ids": ids, "reason": "defaults", "dry_run": true})
+	// Larger than its canary, so that the batch has one (and observes it).
+	more := append(slices.Clone(ids), e.ingestOne("billing", "charge", `3`), e.ingestOne("billing", "charge", `4`))
+	c := e.createReplay(e.operator, map[string]any{"ids": more, "reason": "defaults", "dry_run": true})
 	b := c.Replay
-	if b.Rate != 5 || b.Canary != 3 || b.Observe != "10s" || b.HaltRefailRatio != 0.5 || b.Burst != 1 || c.EstimatedSeconds != 10.4 {
+	if b.Rate != 5 || b.Canary != 3 || b.Observe != "10s" || b.HaltRefailRatio != 0.5 || b.Burst != 1 || c.EstimatedSeconds != 10.8 {
 		t.Fatalf("defaults %+v, estimate %v", b, c.EstimatedSeconds)
 	}
 	c = e.createReplay(e.operator, map[string]any{"ids": ids, "reason": "given", "dry_run": true, "rate": 50, "burst": 7, "canary": 0,
