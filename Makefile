@@ -32,7 +32,8 @@ demo: build ## the whole loop on the embedded store: the tour (it explains each 
 services: ## make PostgreSQL, RabbitMQ, NATS and goaws available on 127.0.0.1 (scripts/services.sh)
 	./scripts/services.sh
 
-test: services ## run every test (needs services)
+test: services ## run every test (needs services; installs the npm tools of the OpenAPI tests into .tools/node)
+	./scripts/node-tools.sh
 	$(GO) test ./...
 
 test-race: services ## run every test with the race detector

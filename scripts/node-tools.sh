@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# node-tools.sh: install the npm tools the API contract tests use into
+# .tools/node (git-ignored), idempotently and quietly when they are
+# already there:
+#
+#   openapi-typescript  generates TypeScript types from openapi.yaml
+#   typescript          type-checks them (tsc)
+#   @redocly/cli        lints openapi.yaml (redocly lint)
+#
+# The versions are pinned here; a change of a pin reinstalls. Without
+# node and npm the script warns and the tests that need them skip; under
+# CI=true that is an error (and the tests fail too).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DIR="$ROOT/.tools/node"
+PACKAGES=(
+	openapi-typescript@7.13.0
+	typescript@5.9.3
+	@redocly/cli@2.77.0
+)
+
+log() { printf 'node-tools: %s\n' "$*" >&2; }
+
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	if [[ "${CI:-}" == "true" ]]; then
+		log "ERROR: node and npm are needed (apt-get install nodejs npm)"
+		exit 1
+	fi
+	log "WARNING: node or npm missing (the OpenAPI generator and lint tests will skip)"
+	exit 0
+fi
+
+want="${PACKAGES[*]}"
+if [[ -f "$DIR/.installed" && "$(cat "$DIR/.installed")" == "$want" &&
+	-x "$DIR/node_modules/.bin/openapi-typescript" && -x "$DIR/node_modules/.bin/tsc" &&
+	-x "$DIR/node_modules/.bin/redocly" ]]; then
+	exit 0
+fi
+
+log "installing ${want} into .tools/node"
+mkdir -p "$DIR"
+[[ -f "$DIR/package.json" ]] || printf '{"name":"quarantine-node-tools","private":true}\n' >"$DIR/package.json"
+if ! npm install --prefix "$DIR" --no-audit --no-fund --loglevel=error --save-exact "${PACKAGES[@]}" >/dev/null; then
+	if [[ "${CI:-}" == "true" ]]; then
+		log "ERROR: npm install failed"
+		exit 1
+	fi
+	log "WARNING: npm install failed (the OpenAPI generator and lint tests will skip)"
+	exit 0
+fi
+printf '%s\n' "$want" >"$DIR/.installed"
+log "installed"
