@@ -1,10 +1,12 @@
 package memory
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,7 +67,9 @@ type WorkQueue struct {
 	opt  WorkQueueOptions
 
 	mu       sync.Mutex
-	ready    []*Job
+	due      []*Job    // ready to deliver, FIFO from head
+	head     int       // due[:head] were delivered
+	delayed  delayHeap // not ready before their ReadyAt
 	inflight map[uint64]*Job
 	tag      uint64
 	failed   []FailedJob
@@ -102,9 +106,22 @@ func (q *WorkQueue) Put(j Job) {
 	}
 	j.Headers = maps.Clone(j.Headers)
 	q.mu.Lock()
-	q.ready = append(q.ready, &j)
+	q.enqueue(&j, now)
 	q.wake()
 	q.mu.Unlock()
+}
+
+// enqueue adds j to the due list or the delayed heap. Callers hold mu.
+func (q *WorkQueue) enqueue(j *Job, now time.Time) {
+	if j.ReadyAt.After(now) {
+		heap.Push(&q.delayed, j)
+		return
+	}
+	if q.head > 0 && q.head == len(q.due) {
+		clear(q.due)
+		q.due, q.head = q.due[:0], 0
+	}
+	q.due = append(q.due, j)
 }
 
 // Send implements worker.Sender: m is enqueued at once. It returns an
@@ -149,13 +166,14 @@ func (q *WorkQueue) Receive(ctx context.Context, max int) ([]*worker.Delivery, e
 	for {
 		q.mu.Lock()
 		now := q.opt.Now()
+		for len(q.delayed) > 0 && !q.delayed[0].ReadyAt.After(now) {
+			q.due = append(q.due, heap.Pop(&q.delayed).(*Job))
+		}
 		var out []*worker.Delivery
-		keep := q.ready[:0]
-		for _, j := range q.ready {
-			if len(out) >= max || j.ReadyAt.After(now) {
-				keep = append(keep, j)
-				continue
-			}
+		for q.head < len(q.due) && len(out) < max {
+			j := q.due[q.head]
+			q.due[q.head] = nil
+			q.head++
 			j.Deliveries++
 			q.tag++
 			q.inflight[q.tag] = j
@@ -165,8 +183,13 @@ func (q *WorkQueue) Receive(ctx context.Context, max int) ([]*worker.Delivery, e
 				EnqueuedAt: j.EnqueuedAt, Ref: q.tag,
 			})
 		}
-		clear(q.ready[len(keep):])
-		q.ready = keep
+		if q.head == len(q.due) {
+			q.due, q.head = q.due[:0], 0
+		} else if q.head > 1024 && q.head > len(q.due)/2 {
+			n := copy(q.due, q.due[q.head:])
+			clear(q.due[n:])
+			q.due, q.head = q.due[:n], 0
+		}
 		ch := q.notify
 		q.mu.Unlock()
 		if len(out) > 0 {
@@ -214,8 +237,9 @@ func (q *WorkQueue) Retry(_ context.Context, d *worker.Delivery, delay time.Dura
 		return err
 	}
 	j.Headers = maps.Clone(d.Headers)
-	j.ReadyAt = q.opt.Now().Add(delay)
-	q.ready = append(q.ready, j)
+	now := q.opt.Now()
+	j.ReadyAt = now.Add(delay)
+	q.enqueue(j, now)
 	q.wake()
 	return nil
 }
@@ -260,7 +284,7 @@ func (q *WorkQueue) Reject(_ context.Context, d *worker.Delivery) error {
 	}
 	if q.opt.RejectRequeue {
 		j.ReadyAt = q.opt.Now()
-		q.ready = append(q.ready, j)
+		q.enqueue(j, j.ReadyAt)
 		q.wake()
 		return nil
 	}
@@ -291,9 +315,15 @@ func (q *WorkQueue) Crash() int {
 	defer q.mu.Unlock()
 	now := q.opt.Now()
 	n := len(q.inflight)
-	for tag, j := range q.inflight {
+	tags := make([]uint64, 0, n)
+	for tag := range q.inflight {
+		tags = append(tags, tag)
+	}
+	slices.Sort(tags) // back in delivery order
+	for _, tag := range tags {
+		j := q.inflight[tag]
 		j.ReadyAt = now
-		q.ready = append(q.ready, j)
+		q.enqueue(j, now)
 		delete(q.inflight, tag)
 	}
 	if n > 0 {
@@ -307,16 +337,20 @@ func (q *WorkQueue) Crash() int {
 func (q *WorkQueue) Len() (waiting, inflight int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.ready), len(q.inflight)
+	return len(q.due) - q.head + len(q.delayed), len(q.inflight)
 }
 
-// Waiting returns copies of the jobs waiting, ready or delayed.
+// Waiting returns copies of the jobs waiting: the ready ones in order,
+// then the delayed ones.
 func (q *WorkQueue) Waiting() []Job {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := make([]Job, len(q.ready))
-	for i, j := range q.ready {
-		out[i] = *j
+	out := make([]Job, 0, len(q.due)-q.head+len(q.delayed))
+	for _, j := range q.due[q.head:] {
+		out = append(out, *j)
+	}
+	for _, j := range q.delayed {
+		out = append(out, *j)
 	}
 	return out
 }
@@ -340,4 +374,19 @@ func (q *WorkQueue) Rejected() []Job {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return append([]Job(nil), q.rejected...)
+}
+
+// delayHeap orders delayed jobs by ReadyAt (container/heap).
+type delayHeap []*Job
+
+func (h delayHeap) Len() int           { return len(h) }
+func (h delayHeap) Less(i, j int) bool { return h[i].ReadyAt.Before(h[j].ReadyAt) }
+func (h delayHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *delayHeap) Push(x any)        { *h = append(*h, x.(*Job)) }
+func (h *delayHeap) Pop() any {
+	old := *h
+	j := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return j
 }
