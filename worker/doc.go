@@ -19,7 +19,9 @@
 //     the delivery is acked;
 //   - an ordinary error: retried after the job's Backoff, or
 //     dead-lettered as "exhausted" on the MaxAttempts-th attempt (the
-//     first attempt counts; 0 means no cap);
+//     first attempt counts; 0 means no cap; a delivery arriving past the
+//     cap because earlier ones never settled is dead-lettered without
+//     running, so active retries never exceed the cap);
 //   - RetryAfter(err, d): retried after d (negative d is zero), still
 //     capped; RetryAfterResponse builds it from an HTTP 429/503 answer's
 //     Retry-After (seconds or HTTP-date);

@@ -28,7 +28,11 @@ type Job struct {
 	SchemaVersion   string
 	PreviousVersion string
 	// MaxAttempts caps attempts, the first one included: at the cap an
-	// error dead-letters as exhausted. 0 means no cap.
+	// error dead-letters as exhausted. 0 means no cap. The attempt of a
+	// delivery is the larger of the backend's delivery count and the
+	// worker's own count (HeaderAttempts) plus one, so a delivery that
+	// never settled (the process died) counts too: one that arrives
+	// past the cap is dead-lettered without running.
 	MaxAttempts int
 	// Backoff picks the delay before a retry; nil means
 	// Backoff(time.Second, 2, 5*time.Minute).

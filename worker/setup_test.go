@@ -61,6 +61,11 @@ func withQueue(o memory.WorkQueueOptions) envOption {
 	}
 }
 
+// withClaims runs the worker on c instead of the env's memory claims.
+func withClaims(c worker.Claims) envOption {
+	return func(e *env) { e.claims = &faultyClaims{Claims: c}; e.cfg.Claims = e.claims }
+}
+
 // withoutClaims runs the worker without claims.
 func withoutClaims() envOption { return func(e *env) { e.cfg.Claims = nil } }
 
@@ -70,7 +75,7 @@ func newEnv(t tb, opts ...envOption) *env {
 	q := memory.NewWorkQueue("work", memory.WorkQueueOptions{Now: clk.Now})
 	e := &env{
 		t: t, clk: clk, q: q, drv: &countingDriver{Driver: q},
-		claims:   &faultyClaims{MemoryClaims: worker.NewMemoryClaims(clk.Now)},
+
 		outcomes: make(chan worker.Outcome, 10000),
 		effects:  map[string]int{}, runs: map[string]int{},
 	}
@@ -87,6 +92,8 @@ func newEnv(t tb, opts ...envOption) *env {
 		DrainTimeout:  50 * time.Millisecond,
 		SettleTimeout: time.Second,
 	}
+	mem := worker.NewMemoryClaims(clk.Now)
+	e.claims = &faultyClaims{Claims: mem, mem: mem}
 	e.cfg.Claims = e.claims
 	for _, o := range opts {
 		o(e)
@@ -276,7 +283,8 @@ func (d *countingDriver) Reject(ctx context.Context, dl *worker.Delivery) error 
 // hook runs (a test crashes the queue there: the process died at that
 // point), and the call then fails (kill after claim) or succeeds.
 type faultyClaims struct {
-	*worker.MemoryClaims
+	worker.Claims
+	mem           *worker.MemoryClaims // when Claims is one
 	mu            sync.Mutex
 	afterClaim    func(key string) (kill bool)
 	afterComplete func(key string)
@@ -285,13 +293,13 @@ type faultyClaims struct {
 
 func (c *faultyClaims) Extend(ctx context.Context, key, owner string, lease time.Duration) error {
 	c.extends.Add(1)
-	return c.MemoryClaims.Extend(ctx, key, owner, lease)
+	return c.Claims.Extend(ctx, key, owner, lease)
 }
 
 var errKilled = errors.New("killed by the test")
 
 func (c *faultyClaims) Claim(ctx context.Context, key, owner string, lease time.Duration) (worker.Claim, error) {
-	cl, err := c.MemoryClaims.Claim(ctx, key, owner, lease)
+	cl, err := c.Claims.Claim(ctx, key, owner, lease)
 	c.mu.Lock()
 	hook := c.afterClaim
 	c.mu.Unlock()
@@ -302,7 +310,7 @@ func (c *faultyClaims) Claim(ctx context.Context, key, owner string, lease time.
 }
 
 func (c *faultyClaims) Complete(ctx context.Context, key, owner string) error {
-	err := c.MemoryClaims.Complete(ctx, key, owner)
+	err := c.Claims.Complete(ctx, key, owner)
 	c.mu.Lock()
 	hook := c.afterComplete
 	c.mu.Unlock()
@@ -316,4 +324,12 @@ func (c *faultyClaims) set(afterClaim func(string) bool, afterComplete func(stri
 	c.mu.Lock()
 	c.afterClaim, c.afterComplete = afterClaim, afterComplete
 	c.mu.Unlock()
+}
+
+// Done reports whether key completed (memory claims only).
+func (c *faultyClaims) Done(key string) bool { return c.mem.Done(key) }
+
+// Violations runs the proof query of the claims underneath.
+func (c *faultyClaims) Violations(ctx context.Context) ([]string, error) {
+	return c.Claims.(worker.Prover).Violations(ctx)
 }
