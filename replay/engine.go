@@ -25,6 +25,7 @@ type Store interface {
 	RecordReplayResults(ctx context.Context, results []quarantine.ReplayResult) (stale []int, err error)
 	SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error)
 	TakeReplayTokens(ctx context.Context, buckets []quarantine.RateBucket, want int) (int, time.Duration, error)
+	HoldReplayTokens(ctx context.Context, key string, until time.Time) error
 }
 
 // SystemActor records what the engine does by itself (halts, breaker
@@ -77,14 +78,23 @@ type Engine struct {
 }
 
 // hold keeps every worker of this engine from publishing to the
-// destination label before until.
-func (e *Engine) hold(label string, until time.Time) {
+// destination label before until, and every other engine sharing the
+// store too (the destination's rate bucket is held).
+func (e *Engine) hold(ctx context.Context, label string, until time.Time) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if until.After(e.held[label]) {
 		e.held[label] = until
 	}
+	e.mu.Unlock()
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := e.cfg.Store.HoldReplayTokens(hctx, destBucket(label), until); err != nil {
+		e.log.Warn("cannot hold the destination's rate bucket; other instances will learn the wait themselves", "destination", label, "err", err)
+	}
 }
+
+// destBucket is the key of a destination's shared rate bucket.
+func destBucket(label string) string { return "dest:" + label }
 
 // heldFor returns how long the destination label must still wait (0: it
 // may be published to).

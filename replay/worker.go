@@ -262,7 +262,7 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 			}
 			n, tokWait, err := st.TakeReplayTokens(ctx, []quarantine.RateBucket{
 				{Key: "batch:" + b.ID, Rate: b.Rate, Burst: max(b.Burst, 1)},
-				{Key: "dest:" + label, Rate: b.Rate, Burst: max(b.Burst, 1)},
+				{Key: destBucket(label), Rate: b.Rate, Burst: max(b.Burst, 1)},
 			}, len(rest))
 			if err != nil {
 				if ctx.Err() == nil {
@@ -317,7 +317,7 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 					wait = collect.Backoff(w.failures, 200*time.Millisecond, 30*time.Second)
 				}
 				// Every worker of this engine waits, not only this one.
-				w.e.hold(label, time.Now().Add(wait))
+				w.e.hold(ctx, label, time.Now().Add(wait))
 				w.e.log.Warn("destination did not take every message; retrying later", "replay", b.ID,
 					"destination", label, "retry_in", wait, "err", firstErr(res))
 			} else {

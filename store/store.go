@@ -242,6 +242,13 @@ type Replays interface {
 	// is already verdict.
 	SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error)
 
+	// HoldReplayTokens empties the bucket key and keeps it from refilling
+	// before until (a later hold wins; an earlier one changes nothing), so
+	// that every engine sharing the database waits when a destination
+	// asked for it (429 with Retry-After). A bucket not seen yet is made
+	// empty.
+	HoldReplayTokens(ctx context.Context, key string, until time.Time) error
+
 	// CountReplays returns the number of batches in each state, every
 	// state present (zero included), for the metrics.
 	CountReplays(ctx context.Context) (map[quarantine.ReplayState]int, error)

@@ -84,3 +84,18 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	}
 	return n, wait, nil
 }
+
+// HoldReplayTokens empties bucket key until until; see store.Replays.
+// Errors: EINVALID for an empty key, EUNAVAILABLE.
+func (s *Store) HoldReplayTokens(ctx context.Context, key string, until time.Time) error {
+	if key == "" {
+		return quarantine.Errorf(quarantine.EINVALID, "a rate bucket needs a key")
+	}
+	return s.inTx(ctx, "hold replay tokens", func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO replay_buckets (key, tokens, updated_at) VALUES ($1, 0, $2)
+			ON CONFLICT (key) DO UPDATE SET tokens = least(replay_buckets.tokens, 0),
+				updated_at = greatest(replay_buckets.updated_at, excluded.updated_at)`,
+			key, until.UTC().Truncate(time.Microsecond))
+		return err
+	})
+}

@@ -62,3 +62,17 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	}
 	return n, wait, nil
 }
+
+// HoldReplayTokens empties bucket key until until; see store.Replays.
+// Errors: EINVALID for an empty key, EUNAVAILABLE.
+func (s *Store) HoldReplayTokens(ctx context.Context, key string, until time.Time) error {
+	if key == "" {
+		return quarantine.Errorf(quarantine.EINVALID, "a rate bucket needs a key")
+	}
+	return s.write(ctx, "hold replay tokens", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO replay_buckets (key, tokens, updated_at) VALUES (?1, 0, ?2)
+			ON CONFLICT (key) DO UPDATE SET tokens = min(tokens, 0), updated_at = max(updated_at, ?2)`,
+			key, micros(until.UTC().Truncate(time.Microsecond)))
+		return err
+	})
+}

@@ -12,6 +12,7 @@ import (
 func testReplayTokens(t *testing.T, h Harness) {
 	t.Run("Budget", func(t *testing.T) { t.Parallel(); testReplayTokenBudget(t, h) })
 	t.Run("Shared", func(t *testing.T) { t.Parallel(); testReplayTokensShared(t, h) })
+	t.Run("Hold", func(t *testing.T) { t.Parallel(); testReplayTokensHold(t, h) })
 }
 
 func testReplayTokenBudget(t *testing.T, h Harness) {
@@ -85,5 +86,33 @@ func testReplayTokensShared(t *testing.T, h Harness) {
 	wantOK(t, err, "TakeReplayTokens")
 	if n != 2 {
 		t.Fatalf("the destination refilled to %d after 1s, want 2", n)
+	}
+}
+
+// A hold (a destination's Retry-After) empties the bucket and keeps it
+// empty until its end, for every engine; it then refills at its rate.
+func testReplayTokensHold(t *testing.T, h Harness) {
+	s, clock := openClock(t, h)
+	ctx := t.Context()
+	dest := quarantine.RateBucket{Key: "dest:http/work", Rate: 10, Burst: 5}
+	n, _, err := s.TakeReplayTokens(ctx, []quarantine.RateBucket{dest}, 1)
+	wantOK(t, err, "TakeReplayTokens")
+	if n != 1 {
+		t.Fatalf("took %d", n)
+	}
+	wantOK(t, s.HoldReplayTokens(ctx, dest.Key, clock.Now().Add(30*time.Second)), "HoldReplayTokens")
+	wantOK(t, s.HoldReplayTokens(ctx, dest.Key, clock.Now().Add(time.Second)), "an earlier hold")
+	clock.Add(29 * time.Second)
+	if n, _, err = s.TakeReplayTokens(ctx, []quarantine.RateBucket{dest}, 5); err != nil || n != 0 {
+		t.Fatalf("during the hold: %d tokens (%v), want 0", n, err)
+	}
+	clock.Add(1500 * time.Millisecond) // 0.5s after the hold ended: 5 tokens at 10/s
+	if n, _, err = s.TakeReplayTokens(ctx, []quarantine.RateBucket{dest}, 10); err != nil || n != 5 {
+		t.Fatalf("after the hold: %d tokens (%v), want 5", n, err)
+	}
+	// A bucket not seen yet is held too.
+	wantOK(t, s.HoldReplayTokens(ctx, "dest:new", clock.Now().Add(time.Minute)), "HoldReplayTokens")
+	if n, _, err = s.TakeReplayTokens(ctx, []quarantine.RateBucket{{Key: "dest:new", Rate: 100, Burst: 100}}, 1); err != nil || n != 0 {
+		t.Fatalf("a new bucket on hold gave %d (%v)", n, err)
 	}
 }
