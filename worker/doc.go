@@ -50,7 +50,9 @@
 //   - new, released, or held under an expired lease (the holder died):
 //     claimed, and the handler runs.
 //
-// Complete and Release are fenced by the owner token (ErrClaimLost). A
+// A delivery without a key runs unclaimed (at-least-once); Dispatch
+// never sends one. Complete and Release are fenced by the owner token
+// (ErrClaimLost). A
 // key whose job was retried, rejected or dead-lettered is released, never
 // completed, so that its replay runs. The one place an effect can repeat
 // is a handler that outlives its lease while another worker takes the key

@@ -425,7 +425,9 @@ func TestDispatchAndReplayShareTheWireFormat(t *testing.T) {
 	}
 	e := newEnv(t)
 	b := memory.New("work")
-	e.q.FeedFrom(b, "work")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	e.q.FeedFrom(ctx, b, "work")
 	type report struct {
 		Pages int `json:"pages"`
 	}

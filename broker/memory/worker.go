@@ -137,19 +137,26 @@ func (q *WorkQueue) Send(ctx context.Context, m *worker.Message) error {
 	return nil
 }
 
-// FeedFrom makes every message published to queue on b (by the replay
-// engine through (*Broker).Publish) land in q as well, and enqueues those
-// b already holds. It takes b's OnPublish hook (replacing any other), and
-// b keeps its own copy of each message: Broker has no way to remove one.
-func (q *WorkQueue) FeedFrom(b *Broker, queue string) {
-	for _, m := range b.Messages(queue) {
-		q.Put(fromOutgoing(m))
-	}
-	b.OnPublish(func(m Message) {
-		if m.Queue == queue {
-			q.Put(fromOutgoing(m))
+// FeedFrom declares queue on b and, until ctx ends, copies every message
+// published there (by the replay engine through (*Broker).Publish), those
+// already held first, into q in publish order. It reads b by offset, as
+// Source does, and returns at once; b keeps its own copies (a Broker
+// keeps every message).
+func (q *WorkQueue) FeedFrom(ctx context.Context, b *Broker, queue string) {
+	b.Declare(queue)
+	go func() {
+		next := 0
+		for {
+			msgs, err := b.Wait(ctx, queue, next+1)
+			for _, m := range msgs[min(next, len(msgs)):] {
+				q.Put(fromOutgoing(m))
+			}
+			next = max(next, len(msgs))
+			if err != nil {
+				return
+			}
 		}
-	})
+	}()
 }
 
 func fromOutgoing(m Message) Job {

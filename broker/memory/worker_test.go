@@ -155,7 +155,9 @@ func TestWorkQueueFeedFromBroker(t *testing.T) {
 		Payload: []byte(`{"a":1}`), Headers: map[string]string{replay.HeaderIdempotencyKey: "k1", replay.HeaderJobName: "j"}}
 	b.Publish(context.Background(), []replay.Outgoing{out})
 	q, _ := newQueue(t, memory.WorkQueueOptions{})
-	q.FeedFrom(b, "work")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q.FeedFrom(ctx, b, "work")
 	out.MessageID = "replay-2"
 	b.Publish(context.Background(), []replay.Outgoing{out, {Queue: "other", MessageID: "x"}})
 	ds := receive(t, q, 10)
