@@ -40,14 +40,17 @@ type AuditEvent struct {
 
 // NewAuditEvent builds an event with details marshalled from v (nil gives
 // an empty object). Seq, time and hashes are set by the store when it
-// appends the event.
+// appends the event. Details that cannot be encoded are not dropped
+// silently: the event records {"details_error": why, "details_type": the
+// Go type} instead, and the chain shows it.
 func NewAuditEvent(actor, action, subject string, details any) AuditEvent {
 	raw := json.RawMessage(`{}`)
 	if details != nil {
 		b, err := json.Marshal(details)
-		if err == nil {
-			raw = b
+		if err != nil {
+			b, _ = json.Marshal(map[string]string{"details_error": err.Error(), "details_type": fmt.Sprintf("%T", details)})
 		}
+		raw = b
 	}
 	return AuditEvent{Actor: actor, Action: action, Subject: subject, Details: raw}
 }

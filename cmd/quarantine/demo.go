@@ -117,8 +117,10 @@ func (m *Main) runDemo(ctx context.Context) error {
 // startWorker runs a worker on the work queue, with claims in a SQLite
 // file beside the database, until the demo stops.
 func (d *demo) startWorker(m *Main) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
 	d.queue = memory.NewWorkQueue(demoQueue, memory.WorkQueueOptions{Broker: d.broker, FailureQueue: demoFailures})
-	d.queue.FeedFrom(d.broker, demoQueue) // replays land on the work queue
+	d.queue.FeedFrom(ctx, d.broker, demoQueue) // replays land on the work queue
 	dbPath := strings.TrimPrefix(m.Config.Database.Reveal(), "sqlite:")
 	claims, err := sqliteclaims.Open(context.Background(), filepath.Join(filepath.Dir(dbPath), demoClaimsFile), nil)
 	if err != nil {
@@ -141,8 +143,7 @@ func (d *demo) startWorker(m *Main) error {
 		return err
 	}
 	d.worker = w
-	ctx, cancel := context.WithCancel(context.Background())
-	d.cancel, d.done = cancel, make(chan struct{})
+	d.done = make(chan struct{})
 	go func() {
 		defer close(d.done)
 		_ = w.Run(ctx)
@@ -225,6 +226,8 @@ func (d *demo) stop() error {
 	}
 	if d.cancel != nil {
 		d.cancel()
+	}
+	if d.done != nil {
 		<-d.done
 	}
 	var err error

@@ -43,6 +43,7 @@ func Run(t *testing.T, h Harness) {
 		{"OldestQuarantined", testOldestQuarantined},
 		{"Audit", testAudit},
 		{"AuditTamper", testAuditTamper},
+		{"AuditKnownAnswers", testAuditKnownAnswers},
 		{"Tokens", testTokens},
 		{"Hostile", testHostile},
 		{"Schema", testSchema},
