@@ -22,6 +22,7 @@ import (
 // returns (nil, nil) for "not found".
 type Store interface {
 	Replays
+	Alarms
 
 	// InsertBatch stores msgs in one transaction, in order. Each message is
 	// normalised first (msg.Normalize with the store's clock), which fills
@@ -260,4 +261,36 @@ type Replays interface {
 	// A bucket seen for the first time starts full. Returns the number
 	// taken and, when 0, how long until one token is available.
 	TakeReplayTokens(ctx context.Context, buckets []quarantine.RateBucket, want int) (int, time.Duration, error)
+}
+
+// Alarms is the durable state of the age alarms: one state row per alarm
+// and queue, and the outbox of notifications owed to receivers. A state
+// change and the notifications it owes are written in one transaction, so
+// that a restart or a failover neither forgets one nor sends it twice.
+type Alarms interface {
+	// AlarmStates returns every stored state, ordered by alarm, then queue.
+	AlarmStates(ctx context.Context) ([]quarantine.AlarmState, error)
+
+	// SaveAlarms upserts states (keyed by alarm and queue; UpdatedAt is
+	// set to the store's clock) and appends notes to the outbox (ID,
+	// CreatedAt and Delivery pending are filled, NextAttemptAt defaults to
+	// now; Attempts start at 0), all in one transaction.
+	SaveAlarms(ctx context.Context, states []quarantine.AlarmState, notes []quarantine.AlarmNotification) error
+
+	// PendingAlarmNotifications returns up to limit notifications still
+	// pending (neither delivered nor failed), by ID (the order they were
+	// queued), whatever their next attempt time.
+	PendingAlarmNotifications(ctx context.Context, limit int) ([]quarantine.AlarmNotification, error)
+
+	// RecordAlarmDelivery records one attempt at notification id: its
+	// attempts grow by one; delivered, failed for good (GiveUp), or
+	// pending again until a.Next, with a.Err kept. ENOTFOUND for an
+	// unknown id, ECONFLICT when it is no longer pending.
+	RecordAlarmDelivery(ctx context.Context, id int64, a quarantine.AlarmAttempt) error
+
+	// LockAlarms makes the caller the one alarm evaluator of the database
+	// until it releases the lock (on PostgreSQL a session advisory lock,
+	// scoped to the schema, held on a dedicated connection; on SQLite a
+	// lock in the process). ECONFLICT while another holds it.
+	LockAlarms(ctx context.Context) (quarantine.AlarmLock, error)
 }

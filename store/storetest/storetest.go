@@ -59,6 +59,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReplayLease", testReplayLease},
 		{"ReplayTokens", testReplayTokens},
 		{"ReplayGuards", testReplayGuards},
+		{"Alarms", testAlarms},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
