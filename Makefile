@@ -32,12 +32,14 @@ demo: build ## the whole loop on the embedded store: the tour (it explains each 
 services: ## make PostgreSQL, RabbitMQ, NATS and goaws available on 127.0.0.1 (scripts/services.sh)
 	./scripts/services.sh
 
-test: services ## run every test (needs services; installs the npm tools of the OpenAPI tests into .tools/node)
+test: services ## run every test, uncached (needs services; installs the npm tools of the OpenAPI tests into .tools/node); the API suite runs on both stores
 	./scripts/node-tools.sh
-	$(GO) test ./...
+	$(GO) test -count=1 ./...
+	QUARANTINE_API_TEST_STORE=postgres $(GO) test -count=1 ./api/
 
-test-race: services ## run every test with the race detector
-	$(GO) test -race ./...
+test-race: services ## run every test with the race detector, uncached
+	./scripts/node-tools.sh
+	$(GO) test -race -count=1 ./...
 
 lint: ## gofmt (must list nothing) and go vet
 	@out="$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*'))"; \
