@@ -47,7 +47,12 @@ type testBroker struct {
 // CI=true) when the broker does not answer.
 func newBroker(t testing.TB) *testBroker {
 	t.Helper()
-	u := testURL()
+	return newBrokerAt(t, testURL())
+}
+
+// newBrokerAt is newBroker on the node at u (a private node).
+func newBrokerAt(t testing.TB, u string) *testBroker {
+	t.Helper()
 	conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
 	if err != nil {
 		if os.Getenv("CI") == "true" {
