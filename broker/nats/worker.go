@@ -1,0 +1,491 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/worker"
+)
+
+// Defaults and bounds of WorkConfig.
+const (
+	// DefaultWorkAckWait is the AckWait of the work consumer. The worker
+	// renews a running handler's delivery every half of it (InProgress).
+	DefaultWorkAckWait = 30 * time.Second
+	// DefaultWorkMaxDelay is the longest retry delay the driver accepts by
+	// default (NakWithDelay takes any duration; this bounds it to
+	// something an operator can reason about).
+	DefaultWorkMaxDelay = 24 * time.Hour
+	// DefaultWorkMaxAckPending bounds the deliveries of the work consumer
+	// not yet settled, across every worker sharing it.
+	DefaultWorkMaxAckPending = 1000
+	// defaultWorkPoll is the longest one pull request waits.
+	defaultWorkPoll = 5 * time.Second
+)
+
+// WorkConfig configures a WorkDriver: one work stream and durable pull
+// consumer, and the failure subject dead letters are published to (a
+// stream must capture it: the failure stream a collector of mode (a)
+// drains).
+type WorkConfig struct {
+	// URL is the NATS server URL (several may be given, comma separated).
+	URL string
+	// Name appears in the connection name ("quarantine worker NAME").
+	Name string
+	// Stream is the work stream; it must exist.
+	Stream string
+	// Subject is the work subject: the consumer's filter and where Send
+	// publishes a message naming no queue. It may hold wildcards; Send
+	// then needs Message.Queue (a subject matching it).
+	Subject string
+	// Consumer is the durable pull consumer, created or updated by
+	// NewWorkDriver with explicit acks, AckWait, MaxDeliver -1 (the
+	// worker's attempt cap decides, not the server) and no BackOff.
+	// Default "worker-<Stream>". Workers sharing it share the work.
+	Consumer string
+	// FailureSubject receives the canonical failure envelopes. A stream
+	// must capture it, and the work consumer must not.
+	FailureSubject string
+	// AckWait of the consumer: default 30 s, between 1 s and 12 h.
+	AckWait time.Duration
+	// MaxAckPending of the consumer; default 1000.
+	MaxAckPending int
+	// MaxDelay is the longest retry delay (Limits().MaxDelay): default
+	// 24 h, at most 30 days.
+	MaxDelay time.Duration
+	// RejectNak makes Reject a Nak (redelivered at once, with no cap but
+	// the consumer's MaxDeliver). By default Reject is Term: the server
+	// forgets the message, as RabbitMQ drops a rejection without a
+	// dead-letter exchange.
+	RejectNak bool
+}
+
+// Validate checks c; errors are EINVALID *quarantine.Error values naming
+// the field at fault.
+func (c *WorkConfig) Validate() error {
+	if err := validateURL(c.URL); err != nil {
+		return err
+	}
+	if err := validateName("stream", "stream", c.Stream); err != nil {
+		return err
+	}
+	if c.Consumer != "" {
+		if err := validateName("consumer", "consumer", c.Consumer); err != nil {
+			return err
+		}
+	}
+	if !validSubject(c.Subject) {
+		return quarantine.FieldErrorf(quarantine.EINVALID, "subject", "%q is not a NATS subject", clip(c.Subject))
+	}
+	if !validSubject(c.FailureSubject) || strings.ContainsAny(c.FailureSubject, "*>") {
+		return quarantine.FieldErrorf(quarantine.EINVALID, "failure_subject", "%q is not a NATS subject without wildcards", clip(c.FailureSubject))
+	}
+	if subjectMatches(c.Subject, c.FailureSubject) {
+		return quarantine.FieldErrorf(quarantine.EINVALID, "failure_subject",
+			"the failure subject %q is on the work consumer's subject %q: dead letters would be worked again", clip(c.FailureSubject), clip(c.Subject))
+	}
+	if c.AckWait != 0 && (c.AckWait < MinAckWait || c.AckWait > MaxAckWait) {
+		return quarantine.FieldErrorf(quarantine.EINVALID, "ack_wait", "ack_wait must be between %s and %s", MinAckWait, MaxAckWait)
+	}
+	if c.MaxAckPending < 0 {
+		return quarantine.FieldErrorf(quarantine.EINVALID, "max_ack_pending", "max_ack_pending must not be negative")
+	}
+	if c.MaxDelay < 0 || c.MaxDelay > 30*24*time.Hour {
+		return quarantine.FieldErrorf(quarantine.EINVALID, "max_delay", "max_delay must be between 0 (default 24h) and 720h")
+	}
+	return nil
+}
+
+func (c WorkConfig) withDefaults() WorkConfig {
+	if c.Consumer == "" {
+		c.Consumer = "worker-" + c.Stream
+	}
+	if c.AckWait == 0 {
+		c.AckWait = DefaultWorkAckWait
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = DefaultWorkMaxAckPending
+	}
+	if c.MaxDelay == 0 {
+		c.MaxDelay = DefaultWorkMaxDelay
+	}
+	return c
+}
+
+// WorkDriver is a worker.Driver over a JetStream durable pull consumer and
+// a worker.Sender to its stream.
+//
+// Settlements:
+//
+//   - Ack: a double ack (the server confirms it).
+//   - Retry(d, delay): NakWithDelay(delay), confirmed by the server. The
+//     stream keeps the original message, so d.Headers updated by the
+//     worker (x-quarantine-attempts, x-quarantine-first-failed-at) do not
+//     ride on the retry: the attempt comes from the consumer's
+//     NumDelivered, which counts every delivery (also the ones that never
+//     settled), so the attempt cap holds. Republishing the updated
+//     message instead would need a delayed publish, which JetStream 2.9
+//     and 2.10 lack (and publish-then-ack could duplicate the job on a
+//     crash between the two). The cost: first_failed_at is not known in
+//     the failure envelope, and the worker's uncounted retries (a claim
+//     held elsewhere, a shutdown) count as attempts here.
+//   - DeadLetter(d, envelope): publish the envelope to FailureSubject with
+//     Nats-Msg-Id "dlq-<stream>-<seq>" and wait for the PubAck, then Term
+//     the source (confirmed). A failed publish returns its error and
+//     settles nothing. A Term lost after the publish redelivers the job
+//     and the envelope is published again with the same Nats-Msg-Id: the
+//     failure stream's duplicate window drops it.
+//   - Reject: Term (or Nak with WorkConfig.RejectNak).
+//   - Extend: InProgress (confirmed); Limits().RenewEvery is AckWait/2.
+//
+// Limits().MaxDelay is WorkConfig.MaxDelay (24 h by default); there is no
+// DelayStep (NakWithDelay takes nanoseconds). The consumer's BackOff is
+// not used: the worker picks every delay.
+//
+// Settling a delivery twice, or one whose connection was closed, fails.
+// It is safe for concurrent use.
+type WorkDriver struct {
+	cfg  WorkConfig
+	log  *slog.Logger
+	poll time.Duration
+
+	nc *nats.Conn
+	js jetstream.JetStream
+
+	mu   sync.Mutex
+	cons jetstream.Consumer // nil: set up again on the next Receive
+}
+
+var (
+	_ worker.Driver = (*WorkDriver)(nil)
+	_ worker.Sender = (*WorkDriver)(nil)
+)
+
+// Ack bodies of the JetStream protocol.
+var (
+	ackTerm     = []byte("+TERM")
+	ackProgress = []byte("+WPI")
+	ackNak      = []byte("-NAK")
+)
+
+// NewWorkDriver validates cfg, connects (the client then reconnects by
+// itself), checks that the work stream exists and a stream captures the
+// failure subject, and creates or updates the durable consumer.
+func NewWorkDriver(cfg WorkConfig, logger *slog.Logger) (*WorkDriver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	log := logger.With("component", "nats worker driver", "stream", cfg.Stream, "consumer", cfg.Consumer)
+	nc, err := connectNATS(cfg.URL, "quarantine worker "+cfg.Name, log)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, quarantine.Internal(err, "nats: cannot start a JetStream context")
+	}
+	w := &WorkDriver{cfg: cfg, log: log, poll: defaultWorkPoll, nc: nc, js: js}
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	if _, err := js.StreamNameBySubject(ctx, cfg.FailureSubject); err != nil {
+		nc.Close()
+		return nil, unavailable(err, "nats: no stream captures the failure subject %q", cfg.FailureSubject)
+	}
+	if _, err := w.consumer(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	log.Info("connected to NATS", "url", RedactURL(cfg.URL), "subject", cfg.Subject)
+	return w, nil
+}
+
+// Close closes the connection: deliveries not settled are redelivered
+// after AckWait.
+func (w *WorkDriver) Close() error {
+	w.nc.Close()
+	return nil
+}
+
+// Consumer returns the durable consumer's name.
+func (w *WorkDriver) Consumer() string { return w.cfg.Consumer }
+
+// consumer returns the consumer, creating or updating it first if needed.
+func (w *WorkDriver) consumer(ctx context.Context) (jetstream.Consumer, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cons != nil {
+		return w.cons, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	cons, err := w.js.CreateOrUpdateConsumer(ctx, w.cfg.Stream, jetstream.ConsumerConfig{
+		Durable:       w.cfg.Consumer,
+		Description:   "quarantine worker",
+		FilterSubject: w.cfg.Subject,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       w.cfg.AckWait,
+		MaxDeliver:    -1, // the worker's attempt cap dead-letters, not the server
+		MaxAckPending: w.cfg.MaxAckPending,
+	})
+	if err != nil {
+		return nil, unavailable(err, "nats: cannot set up consumer %q on stream %q", w.cfg.Consumer, w.cfg.Stream)
+	}
+	w.cons = cons
+	return cons, nil
+}
+
+func (w *WorkDriver) lost() {
+	w.mu.Lock()
+	w.cons = nil
+	w.mu.Unlock()
+}
+
+// Receive implements worker.Driver: it pulls up to max messages, waiting
+// for the first in pull requests of at most a few seconds each.
+func (w *WorkDriver) Receive(ctx context.Context, limit int) ([]*worker.Delivery, error) {
+	limit = min(max(limit, 1), w.cfg.MaxAckPending)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if err := waitConnected(ctx, w.nc, 2*w.poll); err != nil {
+			return nil, err
+		}
+		cons, err := w.consumer(ctx)
+		if err != nil {
+			return nil, err
+		}
+		wait := w.poll
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(dl))
+		}
+		if wait < time.Millisecond {
+			return nil, context.DeadlineExceeded
+		}
+		msgs, err := w.pull(ctx, cons, limit, wait)
+		ds := make([]*worker.Delivery, 0, len(msgs))
+		for _, m := range msgs {
+			ds = append(ds, w.delivery(m))
+		}
+		if err != nil || len(ds) > 0 {
+			return ds, err
+		}
+	}
+}
+
+// pull sends one pull request and reads it to its end (or until ctx ends:
+// late arrivals are then nakked back by nakLate).
+func (w *WorkDriver) pull(ctx context.Context, cons jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg, error) {
+	b, err := cons.Fetch(n, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		w.lost()
+		return nil, unavailable(err, "nats: pull from consumer %q failed", w.cfg.Consumer)
+	}
+	var out []jetstream.Msg
+	ch := b.Messages()
+	for {
+		select {
+		case m, ok := <-ch:
+			if !ok {
+				if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+					w.lost()
+					return out, unavailable(err, "nats: pull from consumer %q failed", w.cfg.Consumer)
+				}
+				return out, nil
+			}
+			out = append(out, m)
+		case <-ctx.Done():
+			go nakLate(ch)
+			return out, ctx.Err()
+		}
+	}
+}
+
+// delivery fills a worker.Delivery from m (see worker/doc.go, "Writing a
+// Driver").
+func (w *WorkDriver) delivery(m jetstream.Msg) *worker.Delivery {
+	sm := toStreamMsg(m)
+	d := &worker.Delivery{
+		ID:          messageID(sm),
+		Queue:       m.Subject(),
+		JobName:     headerValue(m.Headers(), worker.HeaderJobName),
+		Headers:     headerMap(m.Headers()),
+		Body:        m.Data(),
+		ContentType: headerValue(m.Headers(), "Content-Type"),
+		EnqueuedAt:  sm.Time,
+		Ref:         m,
+	}
+	if d.Headers == nil {
+		d.Headers = map[string]string{}
+	}
+	if md, err := m.Metadata(); err == nil {
+		d.Attempt = int(md.NumDelivered)
+	}
+	return d
+}
+
+func msgOf(d *worker.Delivery) (jetstream.Msg, error) {
+	m, ok := d.Ref.(jetstream.Msg)
+	if !ok || m == nil {
+		return nil, fmt.Errorf("nats: delivery %s was not received by this driver", d.ID)
+	}
+	return m, nil
+}
+
+// settle sends an ack body to m's reply subject as a request: the server
+// answers once the consumer applied it (as DoubleAck does for +ACK).
+func (w *WorkDriver) settle(ctx context.Context, d *worker.Delivery, what string, body []byte) error {
+	m, err := msgOf(d)
+	if err != nil {
+		return err
+	}
+	if m.Reply() == "" {
+		return fmt.Errorf("nats: %s of delivery %s: the message has no reply subject", what, d.ID)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, apiTimeout)
+		defer cancel()
+	}
+	if _, err := w.nc.RequestWithContext(ctx, m.Reply(), body); err != nil {
+		return unavailable(err, "nats: %s of delivery %s was not confirmed", what, d.ID)
+	}
+	return nil
+}
+
+// Ack implements worker.Driver (a double ack).
+func (w *WorkDriver) Ack(ctx context.Context, d *worker.Delivery) error {
+	m, err := msgOf(d)
+	if err != nil {
+		return err
+	}
+	if err := m.DoubleAck(ctx); err != nil {
+		return unavailable(err, "nats: ack of delivery %s was not confirmed", d.ID)
+	}
+	return nil
+}
+
+// Retry implements worker.Driver: NakWithDelay(delay), confirmed. The
+// updated d.Headers are not carried (see WorkDriver): the consumer's
+// delivery count is the attempt.
+func (w *WorkDriver) Retry(ctx context.Context, d *worker.Delivery, delay time.Duration) error {
+	if delay > w.cfg.MaxDelay {
+		return fmt.Errorf("nats: retry delay %s of delivery %s is above the driver's maximum of %s", delay, d.ID, w.cfg.MaxDelay)
+	}
+	body := ackNak
+	if delay > 0 {
+		body = fmt.Appendf(nil, "%s {\"delay\": %d}", ackNak, delay.Nanoseconds())
+	}
+	return w.settle(ctx, d, "nak", body)
+}
+
+// DeadLetter implements worker.Driver: the envelope is published to the
+// failure subject and confirmed, then the source is terminated.
+func (w *WorkDriver) DeadLetter(ctx context.Context, d *worker.Delivery, envelope []byte) error {
+	m, err := msgOf(d)
+	if err != nil {
+		return err
+	}
+	id := "dlq-" + d.ID
+	if md, err := m.Metadata(); err == nil {
+		id = fmt.Sprintf("dlq-%s-%d", md.Stream, md.Sequence.Stream)
+	}
+	h := nats.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set(nats.MsgIdHdr, id)
+	if name := d.JobName; name != "" {
+		h[worker.HeaderJobName] = []string{name}
+	} else if name := d.Header(worker.HeaderJobName); name != "" {
+		h[worker.HeaderJobName] = []string{name}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, pubAckTimeout)
+		defer cancel()
+	}
+	if _, err := w.js.PublishMsg(ctx, &nats.Msg{Subject: w.cfg.FailureSubject, Header: h, Data: envelope}); err != nil {
+		// A duplicate is a PubAck, not an error: an earlier attempt's
+		// envelope is in the failure stream already.
+		return unavailable(err, "nats: the failure envelope of delivery %s was not confirmed on %q", d.ID, w.cfg.FailureSubject)
+	}
+	return w.settle(ctx, d, "term", ackTerm)
+}
+
+// Reject implements worker.Driver: Term, or Nak with RejectNak.
+func (w *WorkDriver) Reject(ctx context.Context, d *worker.Delivery) error {
+	if w.cfg.RejectNak {
+		return w.settle(ctx, d, "nak", ackNak)
+	}
+	return w.settle(ctx, d, "term", ackTerm)
+}
+
+// Extend implements worker.Driver: InProgress, confirmed by the server.
+func (w *WorkDriver) Extend(ctx context.Context, d *worker.Delivery) error {
+	return w.settle(ctx, d, "in-progress", ackProgress)
+}
+
+// Limits implements worker.Driver.
+func (w *WorkDriver) Limits() worker.Limits {
+	return worker.Limits{MaxDelay: w.cfg.MaxDelay, RenewEvery: w.cfg.AckWait / 2}
+}
+
+// Send implements worker.Sender: a JetStream publish to m.Queue (default
+// the work subject; it must match it), confirmed by its PubAck, with
+// Nats-Msg-Id = m.ID so that the stream's duplicate window drops a resend.
+// A duplicate PubAck is a success. Errors are *quarantine.Error values:
+// EINVALID for a subject outside the work subject or a refused message,
+// ENOTFOUND when no stream captures it, EUNAVAILABLE otherwise.
+func (w *WorkDriver) Send(ctx context.Context, m *worker.Message) error {
+	subject := m.Queue
+	if subject == "" {
+		subject = w.cfg.Subject
+	}
+	if strings.ContainsAny(subject, "*>") || !validSubject(subject) || !subjectMatches(w.cfg.Subject, subject) {
+		return quarantine.Errorf(quarantine.EINVALID, "nats: message for %q sent to the work subject %q", clip(subject), clip(w.cfg.Subject))
+	}
+	h := make(nats.Header, len(m.Headers)+3)
+	for k, v := range m.Headers {
+		h[k] = []string{v}
+	}
+	if m.ContentType != "" {
+		h["Content-Type"] = []string{m.ContentType}
+	}
+	if _, ok := m.Headers[worker.HeaderJobName]; !ok && m.JobName != "" {
+		h[worker.HeaderJobName] = []string{m.JobName}
+	}
+	if m.ID != "" {
+		h[nats.MsgIdHdr] = []string{m.ID}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, pubAckTimeout)
+		defer cancel()
+	}
+	_, err := w.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: m.Body})
+	if err == nil {
+		return nil
+	}
+	var ae *jetstream.APIError
+	switch {
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		return &quarantine.Error{Code: quarantine.ENOTFOUND, Err: err, Message: fmt.Sprintf("nats: no stream captures subject %q", clip(subject))}
+	case errors.Is(err, nats.ErrMaxPayload), errors.As(err, &ae) && ae.Code != 503:
+		return &quarantine.Error{Code: quarantine.EINVALID, Err: err, Message: fmt.Sprintf("nats: the stream refused the message for %q: %v", clip(subject), err)}
+	}
+	return unavailable(err, "nats: the message for %q was not confirmed", clip(subject))
+}
