@@ -1,0 +1,68 @@
+package alert_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/alert"
+	"github.com/quarantine-dev/quarantine/internal/pgtest"
+	"github.com/quarantine-dev/quarantine/store"
+	"github.com/quarantine-dev/quarantine/store/postgres"
+)
+
+// openPostgres opens a migrated store on url with clock c.
+func openPostgres(t *testing.T, url string, c *clock) store.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), url, postgres.WithClock(c.Now))
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return s
+}
+
+// Two instances on one PostgreSQL: only the lock holder evaluates; when
+// it stops, the other takes over from the persisted state and pages
+// nobody twice.
+func TestAlarmFailoverPostgres(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	c := newClock()
+	a, b := openPostgres(t, url, c), openPostgres(t, url, c)
+	hook := newReceiver(t)
+	rc := alert.Receiver{Name: "hook", Kind: alert.KindWebhook, URL: hook.srv.URL}
+	r := ageRule()
+	r.For = 0
+	ea, eb := newEvaluator(t, a, c, []alert.Rule{r}, rc), newEvaluator(t, b, c, []alert.Rule{r}, rc)
+
+	la, err := a.LockAlarms(t.Context())
+	if err != nil {
+		t.Fatalf("first instance: LockAlarms: %v", err)
+	}
+	if _, err := b.LockAlarms(t.Context()); quarantine.ErrorCode(err) != quarantine.ECONFLICT {
+		t.Fatalf("second instance: LockAlarms = %v, want ECONFLICT while the first holds it", err)
+	}
+	id := deadLetter(t, a, c, "orders", 20*time.Minute)
+	step(t, ea)
+	wantKinds(t, hook, "firing")
+
+	la.Release() // the first instance stops
+	lb, err := b.LockAlarms(t.Context())
+	if err != nil {
+		t.Fatalf("second instance after the first released: %v", err)
+	}
+	defer lb.Release()
+	c.Add(15 * time.Second)
+	step(t, eb)
+	wantKinds(t, hook, "firing")
+	if _, err := b.Discard(t.Context(), quarantine.Discard{IDs: []string{id}, Reason: "x", Actor: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	step(t, eb)
+	step(t, eb)
+	wantKinds(t, hook, "firing", "resolved")
+}
