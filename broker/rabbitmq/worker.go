@@ -503,7 +503,7 @@ func (d *WorkDriver) ref(dv *worker.Delivery) (*workRef, error) {
 	}
 	if r.sess.cch.IsClosed() {
 		return nil, &quarantine.Error{Code: quarantine.EUNAVAILABLE, Err: ErrChannelLost,
-			Message: fmt.Sprintf("rabbitmq: delivery %s: its channel was lost; the broker redelivers it", word(dv.ID))}
+			Message: fmt.Sprintf("delivery %s", word(dv.ID))}
 	}
 	return r, nil
 }
