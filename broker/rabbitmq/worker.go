@@ -67,6 +67,12 @@ import (
 // an unacknowledged delivery; raise consumer_timeout above the longest
 // handler.
 //
+// When that publish fails (nacked, unroutable, not confirmed in time) the
+// settlement returns an error and the delivery is not acked; since
+// RabbitMQ has no lease to expire, the driver hands it back to the queue
+// with basic.nack requeue after WorkConfig.RequeueAfter (5 s), so it is
+// redelivered rather than held by this consumer until the channel closes.
+//
 // A crash between the confirm and the ack leaves two copies (the retry and
 // the redelivered original); the idempotency-key claim makes the second
 // one a duplicate, not a second effect.
@@ -113,6 +119,8 @@ const (
 	// redeclareEvery: a delay queue declared longer ago than this is
 	// declared again before a publish (resetting its x-expires clock).
 	redeclareEvery = time.Minute
+	// defaultRequeueAfter is WorkConfig.RequeueAfter's default.
+	defaultRequeueAfter = 5 * time.Second
 	// defaultWorkPrefetch is WorkConfig.Prefetch's default.
 	defaultWorkPrefetch = 32
 )
@@ -141,6 +149,11 @@ type WorkConfig struct {
 	// milliseconds, at most MaxDelayBuckets of them, none above 24 h;
 	// nil means DefaultDelayBuckets. A delay is rounded up to a bucket.
 	DelayBuckets []time.Duration
+	// RequeueAfter is how long after a failed Retry or DeadLetter publish
+	// (the broker refused or did not confirm it, the failure queue is
+	// missing) the delivery goes back to the queue (basic.nack, requeue)
+	// for another attempt at it. Default 5 s.
+	RequeueAfter time.Duration
 	// Name appears in the connection name ("quarantine worker NAME");
 	// default the queue name.
 	Name string
@@ -193,6 +206,9 @@ func (c *WorkConfig) validate() error {
 	c.DelayBuckets = append([]time.Duration(nil), c.DelayBuckets...)
 	if c.Name == "" {
 		c.Name = c.Queue
+	}
+	if c.RequeueAfter <= 0 {
+		c.RequeueAfter = defaultRequeueAfter
 	}
 	return nil
 }
@@ -564,6 +580,7 @@ func (d *WorkDriver) Retry(ctx context.Context, dv *worker.Delivery, delay time.
 		d.mu.Unlock()
 	}
 	if err := r.sess.publish(ctx, d.cfg.Queue, target, bucket, p); err != nil {
+		d.requeueLater(r)
 		return err
 	}
 	if err := r.sess.cch.Ack(r.tag, false); err != nil {
@@ -589,12 +606,30 @@ func (d *WorkDriver) DeadLetter(ctx context.Context, dv *worker.Delivery, envelo
 		MessageId: dv.ID, Type: dv.JobName, Timestamp: time.Now().UTC().Truncate(time.Second), Body: envelope,
 	}
 	if err := r.sess.publish(ctx, d.cfg.Queue, d.cfg.FailureQueue, 0, p); err != nil {
+		d.requeueLater(r)
 		return err
 	}
 	if err := r.sess.cch.Ack(r.tag, false); err != nil {
 		return unavailable(err, "the failure envelope of delivery %s is confirmed but the original could not be acked: the broker redelivers it", word(dv.ID))
 	}
 	return nil
+}
+
+// requeueLater returns a delivery whose Retry or DeadLetter publish
+// failed to the queue (basic.nack with requeue) after RequeueAfter:
+// RabbitMQ has no lease, so a delivery left unacknowledged on a live
+// channel would otherwise stay with this consumer until the channel
+// closes or consumer_timeout passes. A delivery of a lost channel is
+// already back in the queue.
+func (d *WorkDriver) requeueLater(r *workRef) {
+	if r.sess.cch.IsClosed() {
+		return
+	}
+	time.AfterFunc(d.cfg.RequeueAfter, func() {
+		if err := r.sess.cch.Nack(r.tag, false, true); err != nil && !errors.Is(err, amqp.ErrClosed) {
+			d.log.Warn("cannot requeue a delivery whose settlement failed", "err", err)
+		}
+	})
 }
 
 // Send implements worker.Sender: m goes to the work queue, persistent,

@@ -649,7 +649,7 @@ func TestWorkDriverRejectFollowsTheQueuePolicy(t *testing.T) {
 
 func TestWorkDriverDeadLetterUnconfirmedDoesNotAck(t *testing.T) {
 	t.Parallel()
-	f := newWorkFixture(t, nil, nil)
+	f := newWorkFixture(t, nil, func(c *WorkConfig) { c.RequeueAfter = 200 * time.Millisecond })
 	job := f.job("charge", nil)
 	f.dispatch(&job, "order-4", "{}")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -665,14 +665,21 @@ func TestWorkDriverDeadLetterUnconfirmedDoesNotAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	start := time.Now()
 	err = f.drv.DeadLetter(ctx, ds[0], []byte(`{"envelope":"quarantine.failure/v1"}`))
 	var qe *quarantine.Error
 	if !errors.As(err, &qe) || qe.Code != quarantine.ENOTFOUND {
 		t.Fatalf("DeadLetter to a missing failure queue = %v, want ENOTFOUND", err)
 	}
-	// Not acked: closing the driver puts it back.
-	_ = f.drv.Close()
-	f.b.waitDepth(f.work, 1)
+	// Not acked: it goes back to the queue after RequeueAfter, and is
+	// delivered again.
+	again, err := f.drv.Receive(ctx, 1)
+	if err != nil || again[0].ID != ds[0].ID {
+		t.Fatalf("Receive after the refused dead letter = %v, %v; want the redelivery", again, err)
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Errorf("requeued after %s, before RequeueAfter", waited)
+	}
 }
 
 // TestWorkerRabbitMQQuarantineEditReplay is the loop end to end on the
