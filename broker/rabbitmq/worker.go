@@ -18,85 +18,6 @@ import (
 	"github.com/quarantine-dev/quarantine/worker"
 )
 
-// The worker driver: a worker.Driver and worker.Sender over one work queue
-// and its failure queue.
-//
-// # Delays
-//
-// A retry with a delay is published to a delay queue named
-// "<queue>.delay.<ms>": a durable classic queue with x-message-ttl <ms>,
-// x-dead-letter-exchange "" and x-dead-letter-routing-key <queue>, so that
-// the broker moves the message back to the work queue when the TTL ends.
-// Every message of one delay queue has the same TTL, so expiry never
-// waits behind a longer one (a per-message TTL would: RabbitMQ only
-// expires the head of a queue). A delay of 0 is published straight to the
-// work queue.
-//
-// The delays are a fixed, sorted set of buckets (WorkConfig.DelayBuckets,
-// by default DefaultDelayBuckets: 250 ms to 24 h): Retry rounds a delay up
-// to the next bucket, so a job never runs before its delay (RetryAfter is
-// honoured) but may run later, by at most the gap to the next bucket
-// (about ×1.5 in the defaults, ×2 below 1 s). Rounding up is what keeps
-// the number of delay queues bounded: the worker's full-jitter backoff
-// asks for a different delay every time, and one queue per millisecond
-// value would mean thousands of queues. A delay above the largest bucket
-// cannot be honoured: Limits().MaxDelay is the largest bucket and
-// ValidateDelay refuses anything longer, so worker.Register rejects a job
-// whose backoff can exceed it, when the job is defined.
-//
-// A delay queue has x-expires <ms> + 10 min, so that idle ones go away.
-// RabbitMQ deletes an expired queue with its messages, and publishing does
-// not count as use, so the driver re-declares a delay queue before it
-// publishes to it unless it declared it less than a minute earlier: the
-// queue then outlives its last message by at least nine minutes. The
-// queue's arguments derive from <ms> alone, so every worker on the queue
-// declares it identically.
-//
-// # Settlement
-//
-// Ack is basic.ack. Retry publishes the delivery's body and d.Headers
-// (persistent, same message_id, type and timestamp) with mandatory set and
-// waits for the publisher confirm, then acks the original. DeadLetter
-// publishes the envelope (application/json, message_id the job id) to the
-// failure queue the same way, and acks only once it is confirmed. Reject
-// is basic.reject without requeue: the work queue's own dead-letter
-// policy (x-dead-letter-exchange) decides, and without one the broker
-// drops the message. Extend does nothing: RabbitMQ has no per-message
-// lease. A delivery stays with the consumer until the channel closes or
-// the broker's consumer_timeout (default 30 min) closes the channel for
-// an unacknowledged delivery; raise consumer_timeout above the longest
-// handler.
-//
-// When that publish fails (nacked, unroutable, not confirmed in time) the
-// settlement returns an error and the delivery is not acked; since
-// RabbitMQ has no lease to expire, the driver hands it back to the queue
-// with basic.nack requeue after WorkConfig.RequeueAfter (5 s), so it is
-// redelivered rather than held by this consumer until the channel closes.
-//
-// A crash between the confirm and the ack leaves two copies (the retry and
-// the redelivered original); the idempotency-key claim makes the second
-// one a duplicate, not a second effect.
-//
-// # Connection loss
-//
-// The driver holds one connection with two channels: a consumer channel
-// (manual acks, basic.qos Prefetch) and a publisher channel in confirm
-// mode. When the connection or the consumer channel is lost, Receive
-// returns an EUNAVAILABLE error (the worker loop retries it) and the next
-// call dials again. A delivery tag is only valid on the channel that
-// issued it: settling a delivery of a lost channel returns an error
-// without publishing anything, and the broker redelivers it.
-//
-// # Headers and attempts
-//
-// Headers are strings (AMQP values of other types JSON-encoded, as the
-// collector does). The broker's own bookkeeping headers (x-death,
-// x-first-death-*, x-last-death-*, x-delivery-count) are left out of
-// Delivery.Headers and are never republished: they describe the delay
-// queues' dead-lettering, not the job. Delivery.Attempt is x-delivery-count
-// + 1 on a quorum queue (which counts redeliveries), 0 on a classic queue
-// (unknown: the worker then counts with its x-quarantine-attempts header).
-
 // DefaultDelayBuckets are the delay queues a WorkDriver uses by default.
 var DefaultDelayBuckets = []time.Duration{
 	250 * time.Millisecond, 500 * time.Millisecond,
@@ -220,9 +141,87 @@ func DelayQueueName(queue string, d time.Duration) string {
 }
 
 // WorkDriver is a worker.Driver and a worker.Sender over one RabbitMQ
-// work queue and its failure queue (see the package comment in
-// worker.go for delays, settlement and connection loss). It dials lazily
-// and is safe for concurrent use.
+// work queue and its failure queue. It dials lazily (NewWorkDriver does
+// not) and is safe for concurrent use.
+//
+// # Delays
+//
+// A retry with a delay is published to a delay queue named
+// "<queue>.delay.<ms>": a durable classic queue with x-message-ttl <ms>,
+// x-dead-letter-exchange "" and x-dead-letter-routing-key <queue>, so that
+// the broker moves the message back to the work queue when the TTL ends.
+// Every message of one delay queue has the same TTL, so expiry never
+// waits behind a longer one (a per-message TTL would: RabbitMQ only
+// expires the head of a queue). A delay of 0 is published straight to the
+// work queue.
+//
+// The delays are a fixed, sorted set of buckets (WorkConfig.DelayBuckets,
+// by default DefaultDelayBuckets: 250 ms to 24 h): Retry rounds a delay up
+// to the next bucket, so a job never runs before its delay (RetryAfter is
+// honoured) but may run later, by at most the gap to the next bucket
+// (about ×1.5 in the defaults, ×2 below 1 s). Rounding up is what keeps
+// the number of delay queues bounded: the worker's full-jitter backoff
+// asks for a different delay every time, and one queue per millisecond
+// value would mean thousands of queues. A delay above the largest bucket
+// cannot be honoured: Limits().MaxDelay is the largest bucket and
+// ValidateDelay refuses anything longer, so worker.Register rejects a job
+// whose backoff can exceed it, when the job is defined.
+//
+// A delay queue has x-expires <ms> + 10 min, so that idle ones go away.
+// RabbitMQ deletes an expired queue with its messages, and publishing does
+// not count as use, so the driver re-declares a delay queue before it
+// publishes to it unless it declared it less than a minute earlier: the
+// queue then outlives its last message by at least nine minutes. The
+// queue's arguments derive from <ms> alone, so every worker on the queue
+// declares it identically.
+//
+// # Settlement
+//
+// Ack is basic.ack. Retry publishes the delivery's body and d.Headers
+// (persistent, same message_id, type and timestamp) with mandatory set and
+// waits for the publisher confirm, then acks the original. DeadLetter
+// publishes the envelope (application/json, message_id the job id) to the
+// failure queue the same way, and acks only once it is confirmed. Reject
+// is basic.reject without requeue: the work queue's own dead-letter
+// policy (x-dead-letter-exchange) decides, and without one the broker
+// drops the message. Extend does nothing: RabbitMQ has no per-message
+// lease. A delivery stays with the consumer until the channel closes or
+// the broker's consumer_timeout (default 30 min) closes the channel for
+// an unacknowledged delivery; raise consumer_timeout above the longest
+// handler.
+//
+// When that publish fails (nacked, unroutable, not confirmed in time) the
+// settlement returns an error and the delivery is not acked; since
+// RabbitMQ has no lease to expire, the driver hands it back to the queue
+// with basic.nack requeue after WorkConfig.RequeueAfter (5 s), so it is
+// redelivered rather than held by this consumer until the channel closes.
+//
+// A crash between the confirm and the ack leaves two copies (the retry and
+// the redelivered original); the idempotency-key claim makes the second
+// one a duplicate, not a second effect.
+//
+// # Connection loss
+//
+// The driver holds one connection with two channels: a consumer channel
+// (manual acks, basic.qos Prefetch) and a publisher channel in confirm
+// mode. When the connection or the consumer channel is lost, Receive
+// returns an EUNAVAILABLE error (the worker loop retries it) and the next
+// call dials again. A delivery tag is only valid on the channel that
+// issued it: settling a delivery of a lost channel returns an error
+// without publishing anything, and the broker redelivers it.
+//
+// # Headers and attempts
+//
+// Headers are strings (AMQP values of other types JSON-encoded, as the
+// collector does). The broker's own bookkeeping headers (x-death,
+// x-first-death-*, x-last-death-*, x-delivery-count) are left out of
+// Delivery.Headers and are never republished: they describe the delay
+// queues' dead-lettering, not the job. Delivery.Attempt is
+// x-delivery-count + 1 when the header is there (a quorum queue sets it on
+// a redelivery), else 0 (unknown: a first delivery, or a classic queue,
+// which does not count). The worker also counts with its own
+// x-quarantine-attempts header, which every retry carries; so a classic
+// queue does not count deliveries lost to crashes, a quorum queue does.
 type WorkDriver struct {
 	cfg WorkConfig
 	log *slog.Logger
