@@ -255,8 +255,9 @@ func (w *WorkDriver) lost() {
 	w.mu.Unlock()
 }
 
-// Receive implements worker.Driver: it pulls up to max messages, waiting
-// for the first in pull requests of at most a few seconds each.
+// Receive implements worker.Driver: it pulls up to limit messages,
+// waiting for the first in pull requests of at most a few seconds each
+// (and at most half the AckWait).
 func (w *WorkDriver) Receive(ctx context.Context, limit int) ([]*worker.Delivery, error) {
 	limit = min(max(limit, 1), w.cfg.MaxAckPending)
 	for {
@@ -270,14 +271,25 @@ func (w *WorkDriver) Receive(ctx context.Context, limit int) ([]*worker.Delivery
 		if err != nil {
 			return nil, err
 		}
-		wait := w.poll
+		wait := min(w.poll, w.cfg.AckWait/2)
 		if dl, ok := ctx.Deadline(); ok {
 			wait = min(wait, time.Until(dl))
 		}
 		if wait < time.Millisecond {
 			return nil, context.DeadlineExceeded
 		}
-		msgs, err := w.pull(ctx, cons, limit, wait)
+		// What is there now, up to limit; else wait for one (a pull
+		// request for more would hold the first until the batch fills or
+		// the wait ends, maybe past AckWait), then take what else is there.
+		msgs, err := w.pull(ctx, cons, limit, 0)
+		if err == nil && len(msgs) == 0 {
+			msgs, err = w.pull(ctx, cons, 1, wait)
+			if err == nil && len(msgs) == 1 && limit > 1 {
+				var more []jetstream.Msg
+				more, err = w.pull(ctx, cons, limit-1, 0)
+				msgs = append(msgs, more...)
+			}
+		}
 		ds := make([]*worker.Delivery, 0, len(msgs))
 		for _, m := range msgs {
 			ds = append(ds, w.delivery(m))
@@ -288,10 +300,19 @@ func (w *WorkDriver) Receive(ctx context.Context, limit int) ([]*worker.Delivery
 	}
 }
 
-// pull sends one pull request and reads it to its end (or until ctx ends:
-// late arrivals are then nakked back by nakLate).
+// pull sends one pull request for up to n messages and reads it to its
+// end (or until ctx ends: late arrivals are then nakked back by nakLate);
+// wait 0 asks only for what is available now.
 func (w *WorkDriver) pull(ctx context.Context, cons jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg, error) {
-	b, err := cons.Fetch(n, jetstream.FetchMaxWait(wait))
+	var (
+		b   jetstream.MessageBatch
+		err error
+	)
+	if wait <= 0 {
+		b, err = cons.FetchNoWait(n)
+	} else {
+		b, err = cons.Fetch(n, jetstream.FetchMaxWait(wait))
+	}
 	if err != nil {
 		w.lost()
 		return nil, unavailable(err, "nats: pull from consumer %q failed", w.cfg.Consumer)
