@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
@@ -394,5 +396,100 @@ func TestWorkerExtendKeepsLongHandler(t *testing.T) {
 				t.Fatalf("the handler ran %d times, want %d", len(runs), tc.runs)
 			}
 		})
+	}
+}
+
+// The attributes of a sent job: at most ten, the driver's origin and the
+// worker's own headers first, then content-type, then the rest by name;
+// headers SQS refuses are dropped.
+func TestWorkAttributesKeepTheJobsOwnFirst(t *testing.T) {
+	w := &WorkDriver{log: quietLogger()}
+	h := map[string]string{
+		"z-extra": "1", "a-extra": "2", "b-extra": "3", "c-extra": "4", "d-extra": "5",
+		worker.HeaderIdempotencyKey: "k", worker.HeaderSchemaVersion: "1", worker.HeaderAttempts: "2",
+		worker.HeaderFirstFailedAt: "t", worker.HeaderEnqueuedAt: "e", "Content-Type": "text/plain",
+		"bad name": "x", "empty": "", "AWS.reserved": "x",
+	}
+	got := w.attributes(h, "application/json", "charge", "id 123")
+	want := []string{headerOrigin, worker.HeaderIdempotencyKey, worker.HeaderJobName, worker.HeaderSchemaVersion,
+		worker.HeaderAttempts, worker.HeaderFirstFailedAt, worker.HeaderEnqueuedAt, HeaderContentType, "a-extra", "b-extra"}
+	if len(got) != len(want) {
+		t.Fatalf("%d attributes %v, want %v", len(got), got, want)
+	}
+	for _, k := range want {
+		if _, ok := got[k]; !ok {
+			t.Errorf("attribute %s missing from %v", k, got)
+		}
+	}
+	if v := aws.ToString(got[HeaderContentType].StringValue); v != "application/json" {
+		t.Errorf("content-type %q, want the delivery's", v)
+	}
+	if v := aws.ToString(got[worker.HeaderJobName].StringValue); v != "charge" {
+		t.Errorf("job name %q", v)
+	}
+}
+
+func TestWorkConfigValidate(t *testing.T) {
+	base := func() WorkConfig {
+		return WorkConfig{QueueURL: "https://sqs.eu-west-1.amazonaws.com/1/jobs", FailureQueue: "jobs-failed"}
+	}
+	c := base()
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Region != "eu-west-1" || c.Queue != "jobs" || c.VisibilityTimeout != DefaultVisibilityTimeout || c.WaitTime != DefaultWaitTime || c.Protocol != ProtocolJSON {
+		t.Fatalf("defaults %+v", c)
+	}
+	for field, mod := range map[string]func(*WorkConfig){
+		"queue_url":          func(c *WorkConfig) { c.QueueURL = "" },
+		"failure_queue_url":  func(c *WorkConfig) { c.FailureQueue = "" },
+		"queue":              func(c *WorkConfig) { c.QueueURL = "https://sqs.eu-west-1.amazonaws.com/1/jobs.fifo" },
+		"region":             func(c *WorkConfig) { c.QueueURL = "http://localhost:4100/1/jobs" },
+		"protocol":           func(c *WorkConfig) { c.Protocol = "xml" },
+		"visibility_timeout": func(c *WorkConfig) { c.VisibilityTimeout = 1500 * time.Millisecond },
+		"wait_time":          func(c *WorkConfig) { c.WaitTime = 21 * time.Second },
+		"reject_visibility":  func(c *WorkConfig) { c.RejectVisibility = -time.Second },
+	} {
+		c := base()
+		mod(&c)
+		err := c.validate()
+		var qe *quarantine.Error
+		if !errors.As(err, &qe) || qe.Field != field {
+			t.Errorf("%s: got %v", field, err)
+		}
+	}
+}
+
+// Reject leaves the job to the queue's redrive policy: visible again at
+// once, it is moved to the queue's own dead-letter queue (goaws: one
+// receive after maxReceiveCount), and the worker writes no envelope.
+func TestWorkerRejectFollowsTheRedrivePolicy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	_, dlqURL := e.queue("work-reject-redrive", nil)
+	attrs, err := e.client.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: aws.String(dlqURL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &workEnv{env: e}
+	w.fail, w.failURL = e.queue("work-reject-fail", nil)
+	w.work, w.workURL = e.queue("work-reject", map[string]string{"VisibilityTimeout": "30",
+		"RedrivePolicy": `{"maxReceiveCount":"1","deadLetterTargetArn":"` + attrs.Attributes["QueueArn"] + `"}`})
+	drv := w.driver(30*time.Second, nil)
+	j := &journal{}
+	job := chargeJob(w.work, j, func(*worker.Delivery) error { return worker.Reject(errors.New("not for us")) })
+	startWorker(t, j, drv, worker.NewMemoryClaims(nil), job)
+	dispatch(t, drv, &job, "order-x", `{"n":1}`)
+	// Visibility 30 s: only Reject's visibility 0 can bring it back this soon.
+	eventually(t, 20*time.Second, "the redrive to the queue's dead-letter queue", func() bool {
+		return e.depth(dlqURL) == 1 && e.held(w.workURL) == 0
+	})
+	if j.count(worker.Rejected) < 1 || j.count(worker.DeadLettered) != 0 {
+		t.Fatalf("%d rejections, %d dead-letters", j.count(worker.Rejected), j.count(worker.DeadLettered))
+	}
+	if n := e.held(w.failURL); n != 0 {
+		t.Fatalf("the failure queue holds %d envelopes, want none", n)
 	}
 }
