@@ -55,6 +55,7 @@ type Main struct {
 
 	collectors *runningCollectors
 	replays    *runningReplays
+	alarms     *runningAlarms
 	demoRun    *demo      // the demo's broker and worker; nil otherwise
 	retention  *retention // the payload purge of serve; nil otherwise
 

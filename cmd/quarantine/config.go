@@ -68,6 +68,8 @@ type Config struct {
 	// settings; Destinations override where some queues' replays go.
 	Replay       ReplayConfig
 	Destinations []DestinationConfig
+	// Alarms are the age alarms and their receivers (config alarms:).
+	Alarms AlarmsConfig
 }
 
 // Limits bound what the API accepts.
@@ -106,6 +108,7 @@ func DefaultConfig() Config {
 		Collectors:     []CollectorConfig{},
 		Replay:         defaultReplayConfig(),
 		Destinations:   []DestinationConfig{},
+		Alarms:         defaultAlarmsConfig(),
 	}
 }
 
@@ -179,6 +182,7 @@ type fileConfig struct {
 	Collectors   []map[string]any          `yaml:"collectors"`
 	Replay       fileReplay                `yaml:"replay"`
 	Destinations []DestinationConfig       `yaml:"destinations"`
+	Alarms       []fileAlarm               `yaml:"alarms"`
 }
 
 type fileRedact struct {
@@ -282,6 +286,9 @@ func (s *configSource) decode(file string, data []byte, c *Config) error {
 	}
 	if f.Destinations != nil {
 		c.Destinations = f.Destinations
+	}
+	if err := s.decodeAlarms(f.Alarms, &c.Alarms); err != nil {
+		return err
 	}
 	return nil
 }

@@ -63,6 +63,9 @@ func (m *Main) runServe(ctx context.Context) error {
 	if err := m.startReplays(reg, m.collectorDeps()); err != nil {
 		return err
 	}
+	if err := m.startAlarms(reg); err != nil {
+		return err
+	}
 
 	h := api.New(api.Config{
 		Store:           m.store,
@@ -215,6 +218,7 @@ func (m *Main) Close() error {
 		if err := m.replays.stop(); err != nil {
 			errs = append(errs, err)
 		}
+		m.alarms.stop()
 		if err := m.collectors.stop(); err != nil {
 			errs = append(errs, err)
 		}

@@ -1,0 +1,79 @@
+package alert
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// RegisterGauges registers, read from the store at each scrape (within
+// 2 s; nothing is reported when the store does not answer):
+//
+//	quarantine_messages{queue,owner,status}                messages by status
+//	quarantine_oldest_message_age_seconds{queue,owner}     age of the oldest quarantined one (0: none)
+//	quarantine_alarm_firing{alarm,queue,owner}             1 while the alarm fires, else 0
+//
+// The first two come from QueueStats (index-backed: the cost grows with
+// the number of queues, not of messages); owner is the owner rules'
+// (owner may be nil); now is the clock (default time.Now).
+func RegisterGauges(reg prometheus.Registerer, st Store, owner func(queue string) string, now func() time.Time) {
+	if owner == nil {
+		owner = func(string) string { return "" }
+	}
+	if now == nil {
+		now = time.Now
+	}
+	reg.MustRegister(&gauges{st: st, owner: owner, now: now,
+		messages: prometheus.NewDesc("quarantine_messages", "Messages in the quarantine by queue, owner and status.",
+			[]string{"queue", "owner", "status"}, nil),
+		oldest: prometheus.NewDesc("quarantine_oldest_message_age_seconds",
+			"Age of the oldest quarantined message of the queue, by when it was dead-lettered (0 when none waits).",
+			[]string{"queue", "owner"}, nil),
+		firing: prometheus.NewDesc("quarantine_alarm_firing", "1 while the alarm fires on the queue, else 0.",
+			[]string{"alarm", "queue", "owner"}, nil),
+	})
+}
+
+type gauges struct {
+	st                       Store
+	owner                    func(string) string
+	now                      func() time.Time
+	messages, oldest, firing *prometheus.Desc
+}
+
+func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.messages
+	ch <- g.oldest
+	ch <- g.firing
+}
+
+func (g *gauges) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	now := g.now()
+	if stats, err := g.st.QueueStats(ctx, quarantine.Filter{}, now); err == nil {
+		for _, qs := range stats {
+			o := g.owner(qs.Queue)
+			for _, s := range quarantine.Statuses {
+				ch <- prometheus.MustNewConstMetric(g.messages, prometheus.GaugeValue, float64(qs.Counts[s]), qs.Queue, o, string(s))
+			}
+			age := 0.0
+			if qs.OldestQuarantinedAt != nil && now.After(*qs.OldestQuarantinedAt) {
+				age = now.Sub(*qs.OldestQuarantinedAt).Seconds()
+			}
+			ch <- prometheus.MustNewConstMetric(g.oldest, prometheus.GaugeValue, age, qs.Queue, o)
+		}
+	}
+	if states, err := g.st.AlarmStates(ctx); err == nil {
+		for _, a := range states {
+			v := 0.0
+			if a.State == quarantine.AlarmFiring {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(g.firing, prometheus.GaugeValue, v, a.Alarm, a.Queue, a.Owner)
+		}
+	}
+}
