@@ -176,6 +176,7 @@ func (s *Server) routes() *chi.Mux {
 		operate.Post("/api/v1/messages/{id}/discard", s.discardMessage)
 		read.Get("/api/v1/groups", s.listGroups)
 		read.Get("/api/v1/queues", s.listQueues)
+		read.Get("/api/v1/alarms", s.listAlarms)
 		operate.Post("/api/v1/replays", s.createReplay)
 		read.Get("/api/v1/replays", s.listReplays)
 		read.Get("/api/v1/replays/{id}", s.getReplay)

@@ -17,6 +17,30 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AlarmStateState.
+const (
+	AlarmStateStateFiring   AlarmStateState = "firing"
+	AlarmStateStateInactive AlarmStateState = "inactive"
+	AlarmStateStatePending  AlarmStateState = "pending"
+	AlarmStateStateResolved AlarmStateState = "resolved"
+)
+
+// Valid indicates whether the value is a known member of the AlarmStateState enum.
+func (e AlarmStateState) Valid() bool {
+	switch e {
+	case AlarmStateStateFiring:
+		return true
+	case AlarmStateStateInactive:
+		return true
+	case AlarmStateStatePending:
+		return true
+	case AlarmStateStateResolved:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CanaryVerdict.
 const (
 	CanaryVerdictEmpty     CanaryVerdict = ""
@@ -322,6 +346,45 @@ func (e SourceKind) Valid() bool {
 		return false
 	}
 }
+
+// AlarmList defines model for AlarmList.
+type AlarmList struct {
+	Items []AlarmState `json:"items"`
+}
+
+// AlarmState defines model for AlarmState.
+type AlarmState struct {
+	ActiveAt *NullableTime `json:"active_at"`
+
+	// AgeSeconds Age of the oldest quarantined message.
+	AgeSeconds float32 `json:"age_seconds"`
+
+	// Alarm The alarm's name.
+	Alarm string `json:"alarm"`
+
+	// Depth Quarantined messages.
+	Depth int `json:"depth"`
+
+	// InflowPerMinute New dead letters a minute over the last 5 minutes.
+	InflowPerMinute float32 `json:"inflow_per_minute"`
+
+	// Owner By the owner rules; empty when none matches.
+	Owner string `json:"owner"`
+	Queue string `json:"queue"`
+
+	// Reason The threshold crossed; empty when none is.
+	Reason string `json:"reason"`
+
+	// Since When the state began.
+	Since time.Time       `json:"since"`
+	State AlarmStateState `json:"state"`
+
+	// UpdatedAt When it was last evaluated.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// AlarmStateState defines model for AlarmState.State.
+type AlarmStateState string
 
 // AuditEvent defines model for AuditEvent.
 type AuditEvent struct {
@@ -1542,6 +1605,16 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ListAlarms The age alarms' states, per alarm and queue.
+	//
+	// One item per alarm (of the `alarms:` configuration) and queue it
+	// has evaluated: inactive, pending (the condition holds, not yet for
+	// `for`), firing or resolved, since when, and the values last
+	// measured. A token with owners sees its owners' queues only.
+	//
+	// Corresponds with GET /api/v1/alarms (the `ListAlarms` operationId).
+	ListAlarms(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListAudit List audit events, oldest first.
 	//
 	// Needs an admin token or a token without owners.
@@ -2044,6 +2117,26 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListAlarms The age alarms' states, per alarm and queue.
+//
+// One item per alarm (of the `alarms:` configuration) and queue it
+// has evaluated: inactive, pending (the condition holds, not yet for
+// `for`), firing or resolved, since when, and the values last
+// measured. A token with owners sees its owners' queues only.
+//
+// Corresponds with GET /api/v1/alarms (the `ListAlarms` operationId).
+func (c *Client) ListAlarms(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAlarmsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // ListAudit List audit events, oldest first.
@@ -2947,6 +3040,33 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListAlarmsRequest constructs an http.Request for the ListAlarms method
+func NewListAlarmsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/alarms")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewListAuditRequest constructs an http.Request for the ListAudit method
@@ -4921,6 +5041,18 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListAlarmsWithResponse The age alarms' states, per alarm and queue.
+	//
+	// One item per alarm (of the `alarms:` configuration) and queue it
+	// has evaluated: inactive, pending (the condition holds, not yet for
+	// `for`), firing or resolved, since when, and the values last
+	// measured. A token with owners sees its owners' queues only.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/alarms (the `ListAlarms` operationId).
+	ListAlarmsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAlarmsResponse, error)
+
 	// ListAuditWithResponse List audit events, oldest first.
 	//
 	// Needs an admin token or a token without owners.
@@ -5459,6 +5591,126 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
+}
+
+// ListAlarmsResponse200Headers the declared response headers of an HTTP 200 response for ListAlarms
+type ListAlarmsResponse200Headers struct {
+	XRequestId string
+}
+
+// ListAlarmsResponse400Headers the declared response headers of an HTTP 400 response for ListAlarms
+type ListAlarmsResponse400Headers struct {
+	XRequestId string
+}
+
+// ListAlarmsResponse401Headers the declared response headers of an HTTP 401 response for ListAlarms
+type ListAlarmsResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ListAlarmsResponse403Headers the declared response headers of an HTTP 403 response for ListAlarms
+type ListAlarmsResponse403Headers struct {
+	XRequestId string
+}
+
+// ListAlarmsResponse429Headers the declared response headers of an HTTP 429 response for ListAlarms
+type ListAlarmsResponse429Headers struct {
+	RetryAfter string
+	XRequestId string
+}
+
+// ListAlarmsResponseDefaultHeaders the declared response headers of an HTTP default response for ListAlarms
+type ListAlarmsResponseDefaultHeaders struct {
+	XRequestId string
+}
+
+type ListAlarmsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AlarmList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListAlarmsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ListAlarmsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListAlarmsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListAlarmsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAlarmsResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ListAlarmsResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAlarmsResponse) GetJSON200() *AlarmList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListAlarmsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListAlarmsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListAlarmsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListAlarmsResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListAlarmsResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAlarmsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAlarmsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAlarmsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAlarmsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 // ListAuditResponse200Headers the declared response headers of an HTTP 200 response for ListAudit
@@ -9536,6 +9788,24 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// ListAlarmsWithResponse The age alarms' states, per alarm and queue.
+//
+// One item per alarm (of the `alarms:` configuration) and queue it
+// has evaluated: inactive, pending (the condition holds, not yet for
+// `for`), firing or resolved, since when, and the values last
+// measured. A token with owners sees its owners' queues only.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/alarms (the `ListAlarms` operationId).
+func (c *ClientWithResponses) ListAlarmsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAlarmsResponse, error) {
+	rsp, err := c.ListAlarms(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAlarmsResponse(rsp)
+}
+
 // ListAuditWithResponse List audit events, oldest first.
 //
 // Needs an admin token or a token without owners.
@@ -10313,6 +10583,144 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseReadyzResponse(rsp)
+}
+
+// ParseListAlarmsResponse parses an HTTP response from a ListAlarmsWithResponse call
+func ParseListAlarmsResponse(rsp *http.Response) (*ListAlarmsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAlarmsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AlarmList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListAlarmsResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ListAlarmsResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListAlarmsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListAlarmsResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListAlarmsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers ListAlarmsResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
 }
 
 // ParseListAuditResponse parses an HTTP response from a ListAuditWithResponse call
