@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,10 +95,21 @@ type runningWorker struct {
 
 func startWorker(t *testing.T, d worker.Driver, claims worker.Claims, jobs ...worker.Job) *runningWorker {
 	t.Helper()
+	return startWorkerWith(t, worker.Config{Driver: d, Claims: claims}, jobs...)
+}
+
+// startWorkerWith runs a worker on cfg (Driver and Claims set; a 30 s
+// claim lease, 1 s drain and 5 s settle timeouts by default).
+func startWorkerWith(t *testing.T, cfg worker.Config, jobs ...worker.Job) *runningWorker {
+	t.Helper()
 	r := &runningWorker{done: make(chan error, 1)}
-	w, err := worker.New(worker.Config{Driver: d, Claims: claims, Logger: quietLogger(), ClaimLease: 30 * time.Second,
-		DrainTimeout: time.Second, SettleTimeout: 5 * time.Second,
-		OnOutcome: func(o worker.Outcome) { r.mu.Lock(); r.outcomes = append(r.outcomes, o); r.mu.Unlock() }})
+	cfg.Logger = quietLogger()
+	if cfg.ClaimLease == 0 {
+		cfg.ClaimLease = 30 * time.Second
+	}
+	cfg.DrainTimeout, cfg.SettleTimeout = time.Second, 5*time.Second
+	cfg.OnOutcome = func(o worker.Outcome) { r.mu.Lock(); r.outcomes = append(r.outcomes, o); r.mu.Unlock() }
+	w, err := worker.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,6 +593,80 @@ func TestWorkerOverNATSCrashBeforeAck(t *testing.T) {
 	}
 	if o := rb.results()[0]; o.Ran || o.Attempt != 2 {
 		t.Fatalf("redelivery outcome %+v, want attempt 2, handler not run", o)
+	}
+	if v, err := claims.Violations(context.Background()); err != nil || len(v) > 0 {
+		t.Fatalf("claims: %v %v", v, err)
+	}
+}
+
+// deadClaims are the claims as a dead process sees them: once dead, it
+// renews, completes and releases nothing.
+type deadClaims struct {
+	worker.Claims
+	dead *atomic.Bool
+}
+
+var errDead = errors.New("the process is dead")
+
+func (c deadClaims) Extend(ctx context.Context, key, owner string, lease time.Duration) error {
+	if c.dead.Load() {
+		return errDead
+	}
+	return c.Claims.Extend(ctx, key, owner, lease)
+}
+
+func (c deadClaims) Complete(ctx context.Context, key, owner string) error {
+	if c.dead.Load() {
+		return errDead
+	}
+	return c.Claims.Complete(ctx, key, owner)
+}
+
+func (c deadClaims) Release(ctx context.Context, key, owner string) error {
+	if c.dead.Load() {
+		return errDead
+	}
+	return c.Claims.Release(ctx, key, owner)
+}
+
+// A worker that dies mid-handler, holding the claim and before the effect:
+// the job is redelivered after AckWait; the other worker waits for the
+// claim's lease to end, takes the key over and makes the one effect.
+func TestWorkerOverNATSCrashMidHandler(t *testing.T) {
+	t.Parallel()
+	e := newWorkEnv(t)
+	const ackWait, lease = 2 * time.Second, 3 * time.Second
+	claims := worker.NewMemoryClaims(nil)
+	fx := newEffects()
+	var dead atomic.Bool
+	a := e.driver(e.config(ackWait))
+	var died time.Time
+	stuck := e.job(func(ctx context.Context, _ *worker.Job, d *worker.Delivery) error {
+		died = time.Now() // published to the test by ran's lock
+		fx.ran()
+		dead.Store(true)
+		_ = a.Close()
+		<-ctx.Done() // never reaches the effect
+		return ctx.Err()
+	})
+	ra := startWorkerWith(t, worker.Config{Driver: a, Claims: deadClaims{claims, &dead}, ClaimLease: lease}, stuck)
+	dispatch(t, e.driver(e.config(ackWait)), &stuck, "report-1", `{}`)
+	eventually(t, 10*time.Second, "the first run", func() bool { return fx.runCount() == 1 })
+	b := e.driver(e.config(ackWait))
+	good := e.job(func(_ context.Context, _ *worker.Job, d *worker.Delivery) error {
+		fx.ran()
+		fx.effect(d)
+		return nil
+	})
+	rb := startWorkerWith(t, worker.Config{Driver: b, Claims: claims, ClaimLease: lease}, good)
+	eventually(t, 20*time.Second, "the takeover to complete", func() bool { return rb.count(worker.Completed) == 1 })
+	if since := time.Since(died); since < lease-100*time.Millisecond {
+		t.Fatalf("completed %s after the crash, before the dead worker's lease (%s) ended", since, lease)
+	}
+	ra.stop()
+	eventually(t, 5*time.Second, "the consumer to drain", func() bool { return consumerDrained(t, e.js, e.stream, b.Consumer()) })
+	if fx.doneCount("report-1") != 1 || !claims.Done("report-1") || ra.count(worker.Completed) != 0 {
+		t.Fatalf("%d effects, claim done %v", fx.doneCount("report-1"), claims.Done("report-1"))
 	}
 	if v, err := claims.Violations(context.Background()); err != nil || len(v) > 0 {
 		t.Fatalf("claims: %v %v", v, err)
