@@ -151,7 +151,11 @@ func (c WorkConfig) withDefaults() WorkConfig {
 // DelayStep (NakWithDelay takes nanoseconds). The consumer's BackOff is
 // not used: the worker picks every delay.
 //
-// Settling a delivery twice, or one whose connection was closed, fails.
+// Every settlement is sent as a request on the message's ack subject, so
+// an error means the server did not confirm it (the delivery is then left
+// to redelivery after AckWait). A delivery fetched while Receive's context
+// ended is nakked back at once; like every delivery, it counts in
+// NumDelivered. Settling a delivery whose connection was closed fails.
 // It is safe for concurrent use.
 type WorkDriver struct {
 	cfg  WorkConfig
