@@ -48,7 +48,7 @@ func TestReplaySurvivesBrokerOutage(t *testing.T) {
 	go func() { defer wg.Done(); _ = eng.Run(ectx) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
-	r := quarantine.ReplayRequest{IDs: ids, Rate: 100, Burst: 10, Reason: "outage test", Actor: "token:t"}
+	r := quarantine.ReplayRequest{IDs: ids, Rate: 30, Burst: 5, Reason: "outage test", Actor: "token:t"}
 	if err := r.Validate(0); err != nil {
 		t.Fatal(err)
 	}
@@ -71,9 +71,12 @@ func TestReplaySurvivesBrokerOutage(t *testing.T) {
 			}
 		}
 	}
-	waitItems("some published", func(b *quarantine.ReplayBatch) bool { return b.Counts[quarantine.ItemPublished] >= 50 })
+	waitItems("some published", func(b *quarantine.ReplayBatch) bool { return b.Counts[quarantine.ItemPublished] >= 30 })
 	node.mustCtl("stop_app")
 	down := waitItems("down", func(*quarantine.ReplayBatch) bool { return true })
+	if down.Counts[quarantine.ItemPending] == 0 {
+		t.Fatalf("the batch was done before the broker went down (%v): nothing was tested", down.Counts)
+	}
 	// Wait until the engine tried while the node was down (a chunk went
 	// back: outcome "retry"), then tried again after its backoff.
 	waitRetries := func(above float64) float64 {

@@ -146,8 +146,14 @@ func TestReplayTwoProcessesShareTheRate(t *testing.T) {
 	b.API(token).WaitReplay(t, created.Replay.ID, 60*time.Second, "completed")
 	ms := got.waitFor(t, n, 10*time.Second)
 	took := time.Since(start)
-	if peak := maxPerWindow(ms, time.Second); peak > rate+burst {
-		t.Errorf("%d messages arrived within one second; the rate is %d/s with burst %d", peak, rate, burst)
+	// The arrivals are stamped by this process's consumer, which a loaded
+	// 2-core machine can leave unscheduled for a while and then hand a
+	// bunch at once: up to jitter of lateness per message. The engine's
+	// bound itself is checked exactly where it publishes, in-process
+	// (replay/TestReplayNeverAboveItsRate).
+	const jitter = 100 * time.Millisecond
+	if peak, bound := maxPerWindow(ms, time.Second), rate+burst+int(rate*jitter.Seconds()); peak > bound {
+		t.Errorf("%d messages arrived within one second; the rate is %d/s with burst %d (%d with %s of consumer jitter)", peak, rate, burst, bound, jitter)
 	}
 	if min := time.Duration(n-burst) * time.Second / rate; took < min {
 		t.Errorf("%d messages took %s, less than the rate allows (%s)", n, took, min)
