@@ -1,0 +1,113 @@
+package alert_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/alert"
+)
+
+// alertmanagerURL returns the test Alertmanager's URL
+// ($QUARANTINE_TEST_ALERTMANAGER_URL, default http://127.0.0.1:9093, as
+// scripts/services.sh alertmanager starts it), skipping t when it does
+// not answer, or failing it under CI=true.
+func alertmanagerURL(t *testing.T) string {
+	t.Helper()
+	u := os.Getenv("QUARANTINE_TEST_ALERTMANAGER_URL")
+	if u == "" {
+		u = "http://127.0.0.1:9093"
+	}
+	resp, err := http.Get(u + "/-/ready")
+	if err == nil {
+		resp.Body.Close()
+	}
+	if err != nil || resp.StatusCode != http.StatusOK {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no Alertmanager at %s (run scripts/services.sh alertmanager): %v", u, err)
+		}
+		t.Skipf("no Alertmanager at %s (run scripts/services.sh alertmanager)", u)
+	}
+	return u
+}
+
+// amAlert is an alert of Alertmanager's GET /api/v2/alerts.
+type amAlert struct {
+	Labels   map[string]string `json:"labels"`
+	StartsAt time.Time         `json:"startsAt"`
+	EndsAt   time.Time         `json:"endsAt"`
+	Status   struct {
+		State string `json:"state"`
+	} `json:"status"`
+}
+
+// alertsNamed returns Alertmanager's current alerts named name.
+func alertsNamed(t *testing.T, base, name string) []amAlert {
+	t.Helper()
+	resp, err := http.Get(base + "/api/v2/alerts?filter=" + url.QueryEscape(`alertname="`+name+`"`))
+	if err != nil {
+		t.Fatalf("GET alerts: %v", err)
+	}
+	defer resp.Body.Close()
+	var out []amAlert
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("GET alerts: %v", err)
+	}
+	return out
+}
+
+// waitAlerts waits until Alertmanager lists n alerts named name.
+func waitAlerts(t *testing.T, base, name string, n int) []amAlert {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got := alertsNamed(t, base, name)
+		if len(got) == n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Alertmanager lists %d alerts named %s, want %d: %+v", len(got), name, n, got)
+		}
+	}
+}
+
+// A real Alertmanager receives the alert, shows it active in its own API,
+// and no longer lists it once the queue is drained (endsAt passed).
+func TestAlarmRealAlertmanager(t *testing.T) {
+	t.Parallel()
+	base := alertmanagerURL(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := "quarantine-test-" + hex.EncodeToString(b)
+
+	c := &clock{now: time.Now().UTC()} // Alertmanager compares endsAt with its own clock
+	s := openSQLite(t, c)
+	r := alert.Rule{Name: name, Queues: []string{"orders"}, MaxAge: 15 * time.Minute, Receivers: []string{"am"}}
+	e := newEvaluator(t, s, c, []alert.Rule{r}, alert.Receiver{Name: "am", Kind: alert.KindAlertmanager, URL: base})
+	id := deadLetter(t, s, c, "orders", 20*time.Minute)
+	step(t, e)
+	got := waitAlerts(t, base, name, 1)
+	if a := got[0]; a.Status.State != "active" || a.Labels["queue"] != "orders" || a.Labels["owner"] != "payments" ||
+		a.Labels["service"] != "quarantine" || !a.EndsAt.After(time.Now()) {
+		t.Fatalf("Alertmanager shows %+v, want an active alert for orders ending in the future", a)
+	}
+	if pending, _ := s.PendingAlarmNotifications(t.Context(), 10); len(pending) != 0 {
+		t.Fatalf("Alertmanager's 200 did not mark the notification delivered: %+v", pending)
+	}
+
+	if _, err := s.Discard(t.Context(), quarantine.Discard{IDs: []string{id}, Reason: "drained", Actor: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	// Resolved now: Alertmanager ignores an endsAt still in its future.
+	c.mu.Lock()
+	c.now = time.Now().UTC()
+	c.mu.Unlock()
+	step(t, e)
+	wantState(t, s, name, "orders", quarantine.AlarmResolved)
+	waitAlerts(t, base, name, 0) // resolved: endsAt passed, no longer listed
+}
