@@ -49,7 +49,7 @@ func TestWorkerOverNATSQuarantineEditReplay(t *testing.T) {
 	r := startWorker(t, d, claims, job)
 
 	st := openStore(t)
-	runCollector(t, "natsw", Config{URL: e.srv.url(), Stream: e.failStream, AckWait: 5 * time.Second}, st, nil, 10)
+	runCollector(t, "natsw", Config{URL: e.url, Stream: e.failStream, AckWait: 5 * time.Second}, st, nil, 10)
 
 	dispatch(t, d, &job, "report-7", `{"report":"r7","poison":true}`)
 	eventually(t, 10*time.Second, "the dead letter", func() bool { return r.count(worker.DeadLettered) == 1 })
@@ -69,7 +69,7 @@ func TestWorkerOverNATSQuarantineEditReplay(t *testing.T) {
 		Reason: "remove the poisoned template", Actor: "token:alice"}); err != nil {
 		t.Fatal(err)
 	}
-	pub := NewPublisher(Config{URL: e.srv.url()}, "natsw", quietLogger())
+	pub := NewPublisher(Config{URL: e.url}, "natsw", quietLogger())
 	t.Cleanup(func() { _ = pub.Close() })
 	eng := replay.New(replay.Config{Store: st, Logger: quietLogger(), Poll: 50 * time.Millisecond, Router: &replay.Routes{
 		Brokers: map[string]replay.Broker{"natsw": {Name: "natsw", Kind: "nats", Publisher: pub}}}})

@@ -3,6 +3,7 @@ package nats
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,10 +16,15 @@ import (
 	"github.com/quarantine-dev/quarantine/worker"
 )
 
-// workEnv is an embedded server with a work stream and a failure stream.
+// envWorkURL points the worker tests at another server (Debian's
+// nats-server 2.9, say) instead of an embedded one.
+const envWorkURL = "QUARANTINE_TEST_NATS_WORK_URL"
+
+// workEnv is a server (embedded unless envWorkURL is set) with a work
+// stream and a failure stream.
 type workEnv struct {
 	t           *testing.T
-	srv         *embedded
+	url         string
 	js          jetstream.JetStream
 	stream      string // the work stream, capturing stream.>
 	subject     string // the work subject
@@ -28,9 +34,12 @@ type workEnv struct {
 
 func newWorkEnv(t *testing.T) *workEnv {
 	t.Helper()
-	srv := startEmbedded(t)
-	_, js := jsClient(t, srv.url())
-	e := &workEnv{t: t, srv: srv, js: js, stream: uniq("WORK"), failStream: uniq("FAILED")}
+	url := os.Getenv(envWorkURL)
+	if url == "" {
+		url = startEmbedded(t).url()
+	}
+	_, js := jsClient(t, url)
+	e := &workEnv{t: t, url: url, js: js, stream: uniq("WORK"), failStream: uniq("FAILED")}
 	e.subject, e.failSubject = e.stream+".jobs", e.failStream+".jobs"
 	newStream(t, js, jetstream.StreamConfig{Name: e.stream})
 	newStream(t, js, jetstream.StreamConfig{Name: e.failStream})
@@ -38,7 +47,7 @@ func newWorkEnv(t *testing.T) *workEnv {
 }
 
 func (e *workEnv) config(ackWait time.Duration) WorkConfig {
-	return WorkConfig{URL: e.srv.url(), Name: e.t.Name(), Stream: e.stream, Subject: e.subject,
+	return WorkConfig{URL: e.url, Name: e.t.Name(), Stream: e.stream, Subject: e.subject,
 		FailureSubject: e.failSubject, AckWait: ackWait}
 }
 
