@@ -39,10 +39,15 @@ const (
 // queue (name ending in .fifo) gets MessageGroupId = JobName (or "replay")
 // and MessageDeduplicationId = the SHA-256 of Outgoing.MessageID, and its
 // batches are sent one after the other to keep the order.
+//
+// On the query protocol (emulators: goaws drops the message attributes of
+// SendMessageBatch entries, and with them the idempotency key) each
+// message is sent with SendMessage instead, attributes kept.
 type Publisher struct {
 	client   *awssqs.Client
 	endpoint string
 	log      *slog.Logger
+	single   bool // one SendMessage per message (query protocol)
 
 	mu   sync.Mutex
 	urls map[string]string // queue name -> URL
@@ -80,7 +85,8 @@ func NewPublisher(cfg Config, name string, logger *slog.Logger) (*Publisher, err
 	if err != nil {
 		return nil, err
 	}
-	return &Publisher{client: c, endpoint: strings.TrimRight(cfg.Endpoint, "/"), log: logger, urls: map[string]string{}}, nil
+	return &Publisher{client: c, endpoint: strings.TrimRight(cfg.Endpoint, "/"), log: logger, urls: map[string]string{},
+		single: cfg.Protocol == ProtocolQuery}, nil
 }
 
 // Publish implements replay.Publisher. Errors in Results are
@@ -130,6 +136,12 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 // batch SQS refuses as a whole for the sender's fault is sent again one
 // message per batch, so that one bad message fails alone.
 func (p *Publisher) send(ctx context.Context, url, queue string, msgs []replay.Outgoing, chunk []int, res []replay.Result) {
+	if p.single {
+		for _, i := range chunk {
+			res[i] = p.sendOne(ctx, url, queue, &msgs[i])
+		}
+		return
+	}
 	in := &awssqs.SendMessageBatchInput{QueueUrl: aws.String(url), Entries: make([]types.SendMessageBatchRequestEntry, len(chunk))}
 	fifo := strings.HasSuffix(queue, ".fifo")
 	for k, i := range chunk {
@@ -180,6 +192,21 @@ func (p *Publisher) send(ctx context.Context, url, queue string, msgs []replay.O
 				"sqs: SendMessageBatch did not report on the message for queue %s", queue)}
 		}
 	}
+}
+
+// sendOne sends one message with SendMessage (the query protocol's path).
+func (p *Publisher) sendOne(ctx context.Context, url, queue string, o *replay.Outgoing) replay.Result {
+	e := entry("0", o, strings.HasSuffix(queue, ".fifo"))
+	_, err := p.client.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: e.MessageBody,
+		MessageAttributes: e.MessageAttributes, MessageGroupId: e.MessageGroupId, MessageDeduplicationId: e.MessageDeduplicationId})
+	if err != nil {
+		err = translate("SendMessage", err)
+		if quarantine.ErrorCode(err) == quarantine.ENOTFOUND {
+			p.forget(queue)
+		}
+		return p.refused(ctx, queue, err)
+	}
+	return replay.Result{Outcome: quarantine.ItemPublished}
 }
 
 // refused turns an error about queue into a result: a missing queue fails
