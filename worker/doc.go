@@ -6,9 +6,11 @@
 //	transient failure          -> retry with bounded, jittered backoff (RetryAfter wins)
 //	permanent / attempts spent -> dead-letter the canonical failure envelope, compact reason
 //
-// It is broker-neutral: a Driver (declared here, implemented in
-// broker/memory, and next in broker/rabbitmq, broker/sqs, broker/nats)
-// receives and settles deliveries; Claims (MemoryClaims,
+// It is broker-neutral: a Driver (declared here; implemented by
+// broker/memory.WorkQueue, broker/rabbitmq.WorkDriver (delays through
+// per-delay TTL queues), broker/sqs.WorkDriver (retries re-sent with
+// DelaySeconds, at most 15 minutes) and broker/nats.WorkDriver
+// (NakWithDelay)) receives and settles deliveries; Claims (MemoryClaims,
 // worker/sqliteclaims, worker/pgclaims) store idempotency keys durably.
 //
 // # Handlers and outcomes
