@@ -66,3 +66,31 @@ func TestAlarmFailoverPostgres(t *testing.T) {
 	step(t, eb)
 	wantKinds(t, hook, "firing", "resolved")
 }
+
+// An instance whose database session dies (a crash, a partition) loses
+// the lock: its Check says so, and another instance takes it over.
+func TestAlarmLockLostPostgres(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	c := newClock()
+	a, b := openPostgres(t, url, c), openPostgres(t, url, c)
+	la, err := a.LockAlarms(t.Context())
+	if err != nil {
+		t.Fatalf("LockAlarms: %v", err)
+	}
+	defer la.Release()
+	// Kill the holder's session, as a crash of its host would end it.
+	_, err = b.(*postgres.Store).Pool().Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(current_schema() || '.quarantine.alarms', 0)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Check(t.Context()); quarantine.ErrorCode(err) != quarantine.EUNAVAILABLE {
+		t.Fatalf("Check after the session died = %v, want EUNAVAILABLE", err)
+	}
+	lb, err := b.LockAlarms(t.Context())
+	if err != nil {
+		t.Fatalf("the other instance cannot take the lock over: %v", err)
+	}
+	lb.Release()
+}

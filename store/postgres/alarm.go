@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -190,21 +189,22 @@ func (s *Store) RecordAlarmDelivery(ctx context.Context, id int64, a quarantine.
 }
 
 // LockAlarms takes the schema's alarm advisory lock on a connection of
-// its own, held until Release (or until that connection dies, which
-// PostgreSQL answers by releasing the lock). ECONFLICT while another
+// its own (outside the pool, so that it takes no slot from the other
+// work), held until Release, or until that connection dies, which
+// PostgreSQL answers by releasing the lock. ECONFLICT while another
 // session holds it; EUNAVAILABLE when the database cannot be reached.
 func (s *Store) LockAlarms(ctx context.Context) (quarantine.AlarmLock, error) {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return nil, translate(err, "take the alarm lock")
 	}
 	var ok bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(`+alarmLockKey+`)`).Scan(&ok); err != nil {
-		conn.Release()
+		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, translate(err, "take the alarm lock")
 	}
 	if !ok {
-		conn.Release()
+		_ = conn.Close(context.WithoutCancel(ctx))
 		return nil, quarantine.Errorf(quarantine.ECONFLICT, "another evaluator holds the alarms")
 	}
 	return &alarmLock{conn: conn}, nil
@@ -212,9 +212,10 @@ func (s *Store) LockAlarms(ctx context.Context) (quarantine.AlarmLock, error) {
 
 type alarmLock struct {
 	mu   sync.Mutex
-	conn *pgxpool.Conn // nil once released
+	conn *pgx.Conn // nil once released
 }
 
+// Check asks, on the lock's own session, whether it still holds the lock.
 func (l *alarmLock) Check(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -225,7 +226,7 @@ func (l *alarmLock) Check(ctx context.Context) error {
 	err := l.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()
 		AND granted AND ((classid::bigint << 32) | objid::bigint) = `+alarmLockKey+`)`).Scan(&held)
 	if err != nil || !held {
-		l.drop()
+		l.close()
 		if err == nil {
 			err = errors.New("not held")
 		}
@@ -234,17 +235,15 @@ func (l *alarmLock) Check(ctx context.Context) error {
 	return nil
 }
 
-// drop closes the lock's connection, so that its session (and any lock
-// it still holds) ends.
-func (l *alarmLock) drop() {
-	if l.conn == nil {
-		return
-	}
-	_ = l.conn.Conn().Close(context.Background())
-	l.conn.Release()
+// close ends the lock's session (and any lock it still holds).
+func (l *alarmLock) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = l.conn.Close(ctx)
 	l.conn = nil
 }
 
+// Release unlocks and closes the lock's connection; later calls do nothing.
 func (l *alarmLock) Release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -253,10 +252,6 @@ func (l *alarmLock) Release() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := l.conn.Exec(ctx, `SELECT pg_advisory_unlock(`+alarmLockKey+`)`); err != nil {
-		l.drop()
-		return
-	}
-	l.conn.Release()
-	l.conn = nil
+	_, _ = l.conn.Exec(ctx, `SELECT pg_advisory_unlock(`+alarmLockKey+`)`)
+	l.close()
 }
