@@ -16,6 +16,7 @@ const (
 	DefaultResend     = time.Minute // Prometheus's resend delay
 	DefaultBackoff    = time.Second
 	DefaultMaxBackoff = 5 * time.Minute
+	DefaultKeep       = 7 * 24 * time.Hour // delivered notifications kept in the outbox
 )
 
 // Store is what the evaluator needs of the store: the queue statistics
@@ -45,7 +46,10 @@ type Config struct {
 	// Backoff is the first retry delay of a failed delivery, doubling up
 	// to MaxBackoff (defaults 1 s and 5 m).
 	Backoff, MaxBackoff time.Duration
-	Logger              *slog.Logger
+	// Keep is how long delivered (and failed) notifications stay in the
+	// outbox before Run purges them (default 7 days).
+	Keep   time.Duration
+	Logger *slog.Logger
 }
 
 // Evaluator evaluates the rules and delivers the notifications they owe.
@@ -74,6 +78,9 @@ func New(cfg Config) (*Evaluator, error) {
 	}
 	if cfg.MaxBackoff < cfg.Backoff {
 		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.Backoff)
+	}
+	if cfg.Keep <= 0 {
+		cfg.Keep = DefaultKeep
 	}
 	if cfg.Owner == nil {
 		cfg.Owner = func(string) string { return "" }
@@ -300,10 +307,22 @@ func (e *Evaluator) Run(ctx context.Context) error {
 	}
 }
 
-// lead evaluates and delivers until ctx ends or the lock is lost.
+// Purge deletes the delivered and failed notifications older than Keep.
+func (e *Evaluator) Purge(ctx context.Context) (int64, error) {
+	return e.cfg.Store.PurgeAlarmNotifications(ctx, e.cfg.Now().Add(-e.cfg.Keep))
+}
+
+// lead evaluates and delivers until ctx ends or the lock is lost, and
+// purges the outbox once an hour.
 func (e *Evaluator) lead(ctx context.Context, lock quarantine.AlarmLock) {
-	nextEval := time.Now()
+	nextEval, nextPurge := time.Now(), time.Now()
 	for {
+		if !time.Now().Before(nextPurge) {
+			nextPurge = time.Now().Add(time.Hour)
+			if _, err := e.Purge(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("cannot purge delivered alarm notifications", "err", err)
+			}
+		}
 		if err := lock.Check(ctx); err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("lost the alarm lock", "err", err)

@@ -323,3 +323,30 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// Purge deletes delivered notifications older than Keep, never pending
+// ones.
+func TestAlarmPurge(t *testing.T) {
+	t.Parallel()
+	c := newClock()
+	s := openSQLite(t, c)
+	hook, down := newReceiver(t), newReceiver(t)
+	down.down.Store(true)
+	r := ageRule()
+	r.For, r.Receivers = 0, []string{"hook", "down"}
+	e := newEvaluator(t, s, c, []alert.Rule{r}, alert.Receiver{Name: "hook", Kind: alert.KindWebhook, URL: hook.srv.URL},
+		alert.Receiver{Name: "down", Kind: alert.KindWebhook, URL: down.srv.URL})
+	deadLetter(t, s, c, "orders", 20*time.Minute)
+	step(t, e)
+	wantKinds(t, hook, "firing")
+	if n, err := e.Purge(t.Context()); err != nil || n != 0 {
+		t.Fatalf("Purge of a fresh outbox = %d, %v; want 0", n, err)
+	}
+	c.Add(alert.DefaultKeep + time.Minute)
+	if n, err := e.Purge(t.Context()); err != nil || n != 1 {
+		t.Fatalf("Purge after Keep = %d, %v; want the delivered one", n, err)
+	}
+	if pending, _ := s.PendingAlarmNotifications(t.Context(), 10); len(pending) != 1 || pending[0].Receiver != "down" {
+		t.Fatalf("pending after the purge = %+v, want the undelivered one kept", pending)
+	}
+}

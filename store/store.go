@@ -288,6 +288,11 @@ type Alarms interface {
 	// unknown id, ECONFLICT when it is no longer pending.
 	RecordAlarmDelivery(ctx context.Context, id int64, a quarantine.AlarmAttempt) error
 
+	// PurgeAlarmNotifications deletes the delivered and failed
+	// notifications queued before before (pending ones are kept, however
+	// old) and returns how many it deleted.
+	PurgeAlarmNotifications(ctx context.Context, before time.Time) (int64, error)
+
 	// LockAlarms makes the caller the one alarm evaluator of the database
 	// until it releases the lock (on PostgreSQL a session advisory lock,
 	// scoped to the schema, held on a dedicated connection; on SQLite a

@@ -188,6 +188,18 @@ func (s *Store) RecordAlarmDelivery(ctx context.Context, id int64, a quarantine.
 	})
 }
 
+// PurgeAlarmNotifications deletes the delivered and failed notifications
+// queued before before; see store.Alarms. Errors: EUNAVAILABLE, EINTERNAL.
+func (s *Store) PurgeAlarmNotifications(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.inTx(ctx, "purge alarm notifications", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM alarm_outbox WHERE delivery <> 'pending' AND created_at < $1`, before)
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
 // LockAlarms takes the schema's alarm advisory lock on a connection of
 // its own (outside the pool, so that it takes no slot from the other
 // work), held until Release, or until that connection dies, which

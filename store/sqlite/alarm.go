@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -185,6 +186,21 @@ func (s *Store) RecordAlarmDelivery(ctx context.Context, id int64, a quarantine.
 			last_error = ?, delivered_at = ? WHERE id = ?`, string(delivery), next, errText, delivered, id)
 		return err
 	})
+}
+
+// PurgeAlarmNotifications deletes the delivered and failed notifications
+// queued before before; see store.Alarms. Errors: EUNAVAILABLE, EINTERNAL.
+func (s *Store) PurgeAlarmNotifications(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.write(ctx, "purge alarm notifications", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM alarm_outbox WHERE delivery <> 'pending' AND created_at < ?`, micros(before))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
 }
 
 // alarmLocks holds, per database file, whether an evaluator of this

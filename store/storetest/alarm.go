@@ -140,6 +140,21 @@ func testAlarmOutbox(t *testing.T, h Harness) {
 	if len(notes) != 1 || notes[0].Receiver != "slack" {
 		t.Fatalf("pending after delivery and give-up = %+v, want slack only", notes)
 	}
+
+	// The purge deletes the delivered and the failed one, not the pending.
+	n, err := s.PurgeAlarmNotifications(ctx, at)
+	wantOK(t, err, "PurgeAlarmNotifications")
+	if n != 0 {
+		t.Fatalf("a purge before they were queued deleted %d", n)
+	}
+	n, err = s.PurgeAlarmNotifications(ctx, at.Add(time.Second))
+	wantOK(t, err, "PurgeAlarmNotifications")
+	notes, err = s.PendingAlarmNotifications(ctx, 10)
+	wantOK(t, err, "PendingAlarmNotifications")
+	if n != 2 || len(notes) != 1 || notes[0].Receiver != "slack" {
+		t.Fatalf("purge deleted %d, pending %+v; want 2 deleted and slack still pending", n, notes)
+	}
+	wantCode(t, s.RecordAlarmDelivery(ctx, h0.ID, quarantine.AlarmAttempt{Delivered: true}), quarantine.ENOTFOUND)
 }
 
 // Lock: one holder at a time; released, it can be taken again.
