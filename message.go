@@ -189,7 +189,13 @@ func truncateUTF8(s string, n int) string {
 	return s[:n]
 }
 
-// truncateForError shortens untrusted input quoted back in an error message.
+// Clip shortens untrusted input quoted back in an error message or a
+// reason: made valid UTF-8 without NUL, then cut to 64 bytes (never inside
+// a character) with "…" when it was longer. Every package quotes input
+// through it.
+func Clip(s string) string { return truncateForError(s) }
+
+// truncateForError is Clip.
 func truncateForError(s string) string {
 	s = SanitizeText(s)
 	if len(s) > 64 {

@@ -119,17 +119,7 @@ func (s *Server) writeRawJSON(w http.ResponseWriter, status int, b []byte) {
 }
 
 // clip shortens untrusted input quoted back in a message.
-func clip(s string) string {
-	s = quarantine.SanitizeText(s)
-	if len(s) <= 64 {
-		return s
-	}
-	n := 64
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
-}
+func clip(s string) string { return quarantine.Clip(s) }
 
 // clipPath bounds a path written to logs and audit details.
 func clipPath(p string) string {

@@ -428,14 +428,4 @@ func escapePointer(s string) string {
 }
 
 // clip shortens untrusted input quoted back in a message.
-func clip(s string) string {
-	s = quarantine.SanitizeText(s)
-	if len(s) <= 64 {
-		return s
-	}
-	n := 64
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+func clip(s string) string { return quarantine.Clip(s) }

@@ -301,14 +301,4 @@ func subjectMatches(filter, subject string) bool {
 }
 
 // clip shortens untrusted input quoted back in a message.
-func clip(s string) string {
-	s = quarantine.SanitizeText(s)
-	if len(s) <= 64 {
-		return s
-	}
-	r := []rune(s)
-	if len(r) > 64 {
-		r = r[:64]
-	}
-	return string(r) + "…"
-}
+func clip(s string) string { return quarantine.Clip(s) }

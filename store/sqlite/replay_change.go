@@ -202,10 +202,4 @@ func (s *Store) SetReplayCanary(ctx context.Context, batchID, verdict string, un
 }
 
 // truncateText shortens untrusted input quoted back in an error message.
-func truncateText(s string) string {
-	s = quarantine.SanitizeText(s)
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+func truncateText(s string) string { return quarantine.Clip(s) }
