@@ -137,11 +137,13 @@ func (s *Server) bulkDiscard(b *discardBody, actor string) (quarantine.Discard, 
 	if len(b.IDs) > quarantine.MaxBulk {
 		return d, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "at most %d ids at once", quarantine.MaxBulk)
 	}
+	seen := make(map[string]bool, len(b.IDs))
 	for i, id := range b.IDs {
 		if !quarantine.ValidID(id) {
 			return d, quarantine.FieldErrorf(quarantine.EINVALID, "/ids/"+strconv.Itoa(i), "%q is not a message id", clip(id))
 		}
-		if !slices.Contains(d.IDs, id) {
+		if !seen[id] {
+			seen[id] = true
 			d.IDs = append(d.IDs, id)
 		}
 	}

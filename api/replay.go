@@ -133,11 +133,13 @@ func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.R
 	if len(b.IDs) > quarantine.MaxBulk {
 		return req, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "at most %d ids at once", quarantine.MaxBulk)
 	}
+	seen := make(map[string]bool, len(b.IDs))
 	for i, id := range b.IDs {
 		if !quarantine.ValidID(id) {
 			return req, quarantine.FieldErrorf(quarantine.EINVALID, "/ids/"+strconv.Itoa(i), "%q is not a message id", clip(id))
 		}
-		if !slices.Contains(req.IDs, id) {
+		if !seen[id] {
+			seen[id] = true
 			req.IDs = append(req.IDs, id)
 		}
 	}
