@@ -109,12 +109,15 @@ const (
 	SourceNATS     SourceKind = "nats"
 	SourceHTTP     SourceKind = "http"
 	SourceMemory   SourceKind = "memory"
+	// SourceCloudflare is a Cloudflare Queues dead-letter queue drained
+	// by the Worker of integrations/cloudflare into HTTP ingest.
+	SourceCloudflare SourceKind = "cloudflare"
 )
 
 // Valid reports whether k is a known source kind.
 func (k SourceKind) Valid() bool {
 	switch k {
-	case SourceRabbitMQ, SourceSQS, SourceNATS, SourceHTTP, SourceMemory:
+	case SourceRabbitMQ, SourceSQS, SourceNATS, SourceHTTP, SourceMemory, SourceCloudflare:
 		return true
 	}
 	return false

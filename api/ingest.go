@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
@@ -13,6 +14,49 @@ import (
 
 // IngestSource is the Source of messages pushed over HTTP.
 const IngestSource = "http"
+
+// The headers by which a known pusher says what it is. Only the kinds in
+// ingestKinds are honoured: X-Quarantine-Source-Kind: cloudflare (the
+// Worker of integrations/cloudflare) with X-Quarantine-Source naming the
+// source (default "cloudflare"). Without the kind header, or with "http",
+// the message is of kind http from source "http" and X-Quarantine-Source
+// is ignored.
+const (
+	HeaderSourceKind = "X-Quarantine-Source-Kind"
+	HeaderSource     = "X-Quarantine-Source"
+)
+
+// ingestKinds are the source kinds a pusher may claim on ingest.
+var ingestKinds = map[quarantine.SourceKind]bool{quarantine.SourceHTTP: true, quarantine.SourceCloudflare: true}
+
+// maxSourceName bounds X-Quarantine-Source.
+const maxSourceName = 64
+
+// ingestOrigin reads the source kind and name a request claims. An unknown
+// kind or a bad name is EINVALID: a message is never stored under a kind
+// it did not come through.
+func ingestOrigin(r *http.Request) (string, quarantine.SourceKind, error) {
+	raw := strings.TrimSpace(r.Header.Get(HeaderSourceKind))
+	kind := quarantine.SourceKind(strings.ToLower(raw))
+	switch {
+	case raw == "" || kind == quarantine.SourceHTTP:
+		return IngestSource, quarantine.SourceHTTP, nil
+	case !ingestKinds[kind]:
+		return "", "", quarantine.FieldErrorf(quarantine.EINVALID, HeaderSourceKind,
+			"%s must be http or cloudflare, got %q: nothing was stored", HeaderSourceKind, clip(raw))
+	}
+	name := strings.TrimSpace(r.Header.Get(HeaderSource))
+	if name == "" {
+		return string(kind), kind, nil
+	}
+	if len(name) > maxSourceName || strings.IndexFunc(name, func(c rune) bool {
+		return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._:/-", c))
+	}) >= 0 {
+		return "", "", quarantine.FieldErrorf(quarantine.EINVALID, HeaderSource,
+			"%s must be 1 to %d letters, digits or . _ : / -: nothing was stored", HeaderSource, maxSourceName)
+	}
+	return name, kind, nil
+}
 
 // ingestResult is the body of a successful POST /api/v1/ingest.
 type ingestResult struct {
@@ -41,9 +85,13 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	source, kind, err := ingestOrigin(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	tooLarge := r.ContentLength > s.cfg.MaxBodyBytes
 	var body []byte
-	var err error
 	if !tooLarge {
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 		var mbe *http.MaxBytesError
@@ -69,7 +117,7 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
 		s.writeJSON(w, r, http.StatusOK, ingestResult{Items: []ingestItem{}})
 		return
 	}
-	origin := collect.Origin{Source: IngestSource, Kind: quarantine.SourceHTTP, MaxPayloadBytes: s.cfg.MaxPayloadBytes}
+	origin := collect.Origin{Source: source, Kind: kind, MaxPayloadBytes: s.cfg.MaxPayloadBytes}
 	now := s.cfg.Now()
 	t := tokenFrom(r.Context())
 	msgs := make([]*quarantine.Message, len(elems))
