@@ -56,11 +56,14 @@ type fileReplay struct {
 // DestinationConfig is one entry of `destinations:`: the replays of the
 // queues matching Queues go through another collector's broker, or to an
 // HTTP receiver (kind http or cloudflare: POST of the canonical envelope).
+// Token (inline) or TokenFile (read at start) is sent as Authorization:
+// Bearer; not both.
 type DestinationConfig struct {
 	Queues    []string `yaml:"queues"`
 	Collector string   `yaml:"collector"`
 	Kind      string   `yaml:"kind"`
 	URL       string   `yaml:"url"`
+	Token     Secret   `yaml:"token"`
 	TokenFile string   `yaml:"token_file"`
 	Timeout   any      `yaml:"timeout"`
 	timeout   time.Duration
@@ -147,7 +150,7 @@ func (s *configSource) validateDestinations(ds []DestinationConfig, collectors [
 			}
 		}
 		switch {
-		case d.Collector != "" && (d.Kind != "" || d.URL != ""):
+		case d.Collector != "" && (d.Kind != "" || d.URL != "" || d.Token != "" || d.TokenFile != ""):
 			return s.errorf(key+".collector", "give either collector or kind with url, not both")
 		case d.Collector != "":
 			found := false
@@ -160,6 +163,12 @@ func (s *configSource) validateDestinations(ds []DestinationConfig, collectors [
 		case d.Kind == "http" || d.Kind == "cloudflare":
 			if !strings.HasPrefix(d.URL, "http://") && !strings.HasPrefix(d.URL, "https://") {
 				return s.errorf(key+".url", "an http destination needs an http:// or https:// url")
+			}
+			if d.Token != "" && d.TokenFile != "" {
+				return s.errorf(key+".token", "give token or token_file, not both")
+			}
+			if strings.TrimSpace(d.Token.Reveal()) == "" && d.Token != "" {
+				return s.errorf(key+".token", "the token is blank")
 			}
 			d.timeout = 10 * time.Second
 			if d.Timeout != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -108,5 +109,5 @@ func (rr *runningReplays) stop() error {
 // newHTTPDestination builds the publisher of an http (or cloudflare)
 // destination: a POST of the canonical envelope.
 func newHTTPDestination(d *DestinationConfig, name string, deps collectorDeps) (replay.Publisher, error) {
-	return webhook.NewPublisher(webhook.Config{URL: d.URL, TokenFile: d.TokenFile, Timeout: d.timeout}, name, deps.logger)
+	return webhook.NewPublisher(webhook.Config{URL: d.URL, Token: strings.TrimSpace(d.Token.Reveal()), TokenFile: d.TokenFile, Timeout: d.timeout}, name, deps.logger)
 }
