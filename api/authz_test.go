@@ -134,6 +134,9 @@ var authzRoutes = []authzRoute{
 	{"cancel replay", "operate", func(e *env, s string, m target) *resp {
 		return e.json(http.MethodPost, "/api/v1/replays/"+e.matrixReplay(m, true)+"/cancel", s, map[string]any{"reason": "matrix"})
 	}, nil},
+	// Alarms concern queues, not one message: every role lists them (a
+	// scoped token only its owners' queues, checked in TestAlarmsList).
+	{"list alarms", "list", func(e *env, s string, m target) *resp { return e.get("/api/v1/alarms", s) }, nil},
 	{"audit list", "audit", func(e *env, s string, m target) *resp { return e.get("/api/v1/audit", s) }, nil},
 	{"audit export", "audit", func(e *env, s string, m target) *resp { return e.get("/api/v1/audit/export", s) }, nil},
 	{"audit verify", "audit", func(e *env, s string, m target) *resp { return e.get("/api/v1/audit/verify", s) }, nil},

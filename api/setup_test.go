@@ -28,6 +28,7 @@ import (
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
 	"github.com/quarantine-dev/quarantine/store"
+	storeopen "github.com/quarantine-dev/quarantine/store/open"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
 
@@ -109,7 +110,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 	var st store.Store
 	var err error
 	if os.Getenv(envStore) == "postgres" {
-		st, err = store.Open(ctx, pgtest.URL(t))
+		st, err = storeopen.Store(ctx, pgtest.URL(t))
 	} else {
 		st, err = sqlite.Open(ctx, filepath.Join(t.TempDir(), "q.db"))
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/collect"
-	"github.com/quarantine-dev/quarantine/store"
+	storeopen "github.com/quarantine-dev/quarantine/store/open"
 )
 
 // Environment variables read by the configuration.
@@ -95,7 +95,7 @@ type Overrides struct {
 func DefaultConfig() Config {
 	return Config{
 		Listen:   DefaultListen,
-		Database: DatabaseURL(store.DefaultURL),
+		Database: DatabaseURL(storeopen.DefaultURL),
 		Owners:   []quarantine.OwnerRule{},
 		Limits:   Limits{MaxBodyBytes: DefaultMaxBodyBytes, MaxPayloadBytes: DefaultMaxPayloadBytes},
 		Log:      LogConfig{Level: slog.LevelInfo, Format: "text"},
@@ -306,7 +306,7 @@ func (c *Config) validate(src *configSource) error {
 	if problem := checkListen(c.Listen); problem != "" {
 		return src.errorf("listen", "%s", problem)
 	}
-	if err := store.CheckURL(c.Database.Reveal()); err != nil {
+	if err := storeopen.CheckURL(c.Database.Reveal()); err != nil {
 		return src.errorf("database", "%s", quarantine.ErrorMessage(err))
 	}
 	for i, o := range c.Owners {

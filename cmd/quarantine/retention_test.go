@@ -15,6 +15,7 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
 	"github.com/quarantine-dev/quarantine/store"
+	storeopen "github.com/quarantine-dev/quarantine/store/open"
 )
 
 // retentionStores name the stores the retention tests run on.
@@ -30,7 +31,7 @@ func retentionStore(t *testing.T, kind string) (store.Store, map[quarantine.Stat
 	if kind == "postgres" {
 		url = pgtest.URL(t)
 	}
-	st, err := store.Open(ctx, url)
+	st, err := storeopen.Store(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}

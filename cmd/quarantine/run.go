@@ -10,7 +10,7 @@ import (
 	"runtime/debug"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/store"
+	storeopen "github.com/quarantine-dev/quarantine/store/open"
 )
 
 // version is set at build time with -ldflags "-X main.version=…"; the
@@ -69,12 +69,12 @@ func (m *Main) Run(ctx context.Context) error {
 // is an ECONFLICT error telling how to migrate.
 func (m *Main) openStore(ctx context.Context, migrate bool, hint string) error {
 	url := m.Config.Database
-	s, err := store.Open(ctx, url.Reveal())
+	s, err := storeopen.Store(ctx, url.Reveal())
 	if err != nil {
 		return err
 	}
 	m.store = s
-	if migrate || store.IsEmbedded(url.Reveal()) {
+	if migrate || storeopen.IsEmbedded(url.Reveal()) {
 		before, _, _ := s.SchemaVersion(ctx)
 		if err := s.Migrate(ctx); err != nil {
 			return err

@@ -1,4 +1,8 @@
-package store
+// Package open opens the store a database URL names. It is the one
+// package that links both drivers; the store contract (package store)
+// links none, so that a package needing only the contract (api) does not
+// pull in either database.
+package open
 
 import (
 	"context"
@@ -7,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store"
 	"github.com/quarantine-dev/quarantine/store/postgres"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
@@ -18,11 +23,11 @@ const DefaultURL = "sqlite:./quarantine-data/quarantine.db"
 // The implementations satisfy the contract. The assertions live here, the
 // one package that imports both, so that neither imports this one.
 var (
-	_ Store = (*sqlite.Store)(nil)
-	_ Store = (*postgres.Store)(nil)
+	_ store.Store = (*sqlite.Store)(nil)
+	_ store.Store = (*postgres.Store)(nil)
 )
 
-// Open connects to the store named by a database URL:
+// Store connects to the store named by a database URL:
 //
 //	sqlite:PATH                  embedded SQLite at PATH (relative to the
 //	                             working directory, or absolute), for example
@@ -34,7 +39,7 @@ var (
 // rejected so that a host-like path is never misread. Open does not migrate:
 // the caller calls Migrate, or checks SchemaVersion. A URL of any other form
 // is EINVALID naming "database"; its password never appears in the error.
-func Open(ctx context.Context, url string) (Store, error) {
+func Store(ctx context.Context, url string) (store.Store, error) {
 	kind, target, err := parseURL(url)
 	if err != nil {
 		return nil, err
@@ -47,7 +52,7 @@ func Open(ctx context.Context, url string) (Store, error) {
 	}
 }
 
-// CheckURL returns the error Open would give for the form of url, without
+// CheckURL returns the error Store would give for the form of url, without
 // connecting: nil when url is a sqlite:PATH or postgres:// URL.
 func CheckURL(url string) error {
 	_, _, err := parseURL(url)

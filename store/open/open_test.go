@@ -1,4 +1,4 @@
-package store_test
+package open_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
-	"github.com/quarantine-dev/quarantine/store"
+	"github.com/quarantine-dev/quarantine/store/open"
 )
 
 func TestRedact(t *testing.T) {
@@ -24,10 +24,10 @@ func TestRedact(t *testing.T) {
 		{"sqlite:./quarantine-data/quarantine.db", "sqlite:./quarantine-data/quarantine.db"},
 		{"", ""},
 	} {
-		if got := store.Redact(tc.in); got != tc.want {
+		if got := open.Redact(tc.in); got != tc.want {
 			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
 		}
-		if strings.Contains(store.Redact(tc.in), "hunter2") || strings.Contains(store.Redact(tc.in), "hun ter2") {
+		if strings.Contains(open.Redact(tc.in), "hunter2") || strings.Contains(open.Redact(tc.in), "hun ter2") {
 			t.Errorf("Redact(%q) leaks the password", tc.in)
 		}
 	}
@@ -40,7 +40,7 @@ func TestCheckURL(t *testing.T) {
 		ok       bool
 		embedded bool
 	}{
-		{store.DefaultURL, true, true},
+		{open.DefaultURL, true, true},
 		{"sqlite:/var/lib/quarantine/q.db", true, true},
 		{"sqlite:q.db", true, true},
 		{"postgres://postgres@127.0.0.1:5432/test?sslmode=disable", true, false},
@@ -52,7 +52,7 @@ func TestCheckURL(t *testing.T) {
 		{"postgres://", false, false},
 		{"", false, false},
 	} {
-		err := store.CheckURL(tc.url)
+		err := open.CheckURL(tc.url)
 		if (err == nil) != tc.ok {
 			t.Errorf("CheckURL(%q) = %v, want ok=%v", tc.url, err, tc.ok)
 		}
@@ -64,7 +64,7 @@ func TestCheckURL(t *testing.T) {
 				t.Errorf("CheckURL(%q): %v leaks the password", tc.url, err)
 			}
 		}
-		if got := store.IsEmbedded(tc.url); got != tc.embedded {
+		if got := open.IsEmbedded(tc.url); got != tc.embedded {
 			t.Errorf("IsEmbedded(%q) = %v", tc.url, got)
 		}
 	}
@@ -75,9 +75,9 @@ func TestCheckURL(t *testing.T) {
 func openAndUse(t *testing.T, url string) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := store.Open(ctx, url)
+	s, err := open.Store(ctx, url)
 	if err != nil {
-		t.Fatalf("Open(%q): %v", store.Redact(url), err)
+		t.Fatalf("Open(%q): %v", open.Redact(url), err)
 	}
 	defer s.Close()
 	if err := s.Migrate(ctx); err != nil {
@@ -113,7 +113,7 @@ func TestOpen_Postgres(t *testing.T) {
 
 func TestOpen_Rejects(t *testing.T) {
 	t.Parallel()
-	_, err := store.Open(context.Background(), "mysql://u:hunter2@db/q")
+	_, err := open.Store(context.Background(), "mysql://u:hunter2@db/q")
 	if quarantine.ErrorCode(err) != quarantine.EINVALID || quarantine.ErrorField(err) != "database" || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("Open of a MySQL URL: %v", err)
 	}
