@@ -113,6 +113,7 @@ func New(cfg Config) *Collector {
 	}
 	c := &Collector{cfg: cfg, log: log.With("component", "collector", "collector", cfg.Name)}
 	c.stats = Stats{Name: cfg.Name, Errors: map[string]uint64{}}
+	cfg.Metrics.start(cfg.Name)
 	return c
 }
 

@@ -44,6 +44,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// start makes the counters of collector name exist at zero, so that a
+// rate() or an alert on them works before the first batch or error.
+func (m *Metrics) start(name string) {
+	if m == nil {
+		return
+	}
+	m.receivedC.WithLabelValues(name)
+	m.storedC.WithLabelValues(name)
+	m.duplicatesC.WithLabelValues(name)
+	for _, kind := range []string{ErrReceive, ErrStore, ErrAck} {
+		m.errorsC.WithLabelValues(name, kind)
+	}
+}
+
 func (m *Metrics) received(name string, n int) {
 	if m != nil {
 		m.receivedC.WithLabelValues(name).Add(float64(n))
