@@ -7,6 +7,11 @@
 #   typescript          type-checks them (tsc)
 #   @redocly/cli        lints openapi.yaml (redocly lint)
 #
+# and the npm dependencies of integrations/cloudflare (miniflare, which
+# ships workerd) with `npm ci` from its package-lock.json, into its own
+# node_modules (git-ignored), again only when they are missing or older
+# than the lock file.
+#
 # The versions are pinned here; a change of a pin reinstalls. Without
 # node and npm the script warns and the tests that need them skip; under
 # CI=true that is an error (and the tests fail too).
@@ -30,6 +35,28 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	log "WARNING: node or npm missing (the OpenAPI generator and lint tests will skip)"
 	exit 0
 fi
+
+# cloudflare_deps: npm ci in integrations/cloudflare unless its
+# node_modules is already installed from the current package-lock.json.
+cloudflare_deps() {
+	local cf="$ROOT/integrations/cloudflare"
+	[[ -f "$cf/package-lock.json" ]] || return 0
+	if [[ -f "$cf/node_modules/.package-lock.json" && -f "$cf/node_modules/miniflare/package.json" &&
+		! "$cf/node_modules/.package-lock.json" -ot "$cf/package-lock.json" ]]; then
+		return 0
+	fi
+	log "installing the npm dependencies of integrations/cloudflare (npm ci)"
+	if ! (cd "$cf" && npm ci --no-audit --no-fund --loglevel=error >/dev/null); then
+		if [[ "${CI:-}" == "true" ]]; then
+			log "ERROR: npm ci in integrations/cloudflare failed"
+			exit 1
+		fi
+		log "WARNING: npm ci in integrations/cloudflare failed (the Cloudflare Worker tests will fail)"
+		return 0
+	fi
+	log "installed integrations/cloudflare"
+}
+cloudflare_deps
 
 want="${PACKAGES[*]}"
 if [[ -f "$DIR/.installed" && "$(cat "$DIR/.installed")" == "$want" &&
