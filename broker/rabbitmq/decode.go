@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -73,6 +74,17 @@ func (dc decoder) fromDeadLetter(d *amqp.Delivery, dl deadLetter) *quarantine.Me
 	if len(dl.deaths) > 0 {
 		m.Attempts = clampInt(dl.deaths[0].count)
 		m.FailedAt = dl.deaths[0].time
+		// The earliest death of any entry: when the job first failed (a
+		// message that went through a retry queue has several entries).
+		var first time.Time
+		for _, d := range dl.deaths {
+			if d.hasTime && (first.IsZero() || d.time.Before(first)) {
+				first = d.time
+			}
+		}
+		if !first.IsZero() {
+			m.FirstFailedAt = &first
+		}
 	}
 	if len(dl.problems) > 0 {
 		m.AddFlag(quarantine.FlagMalformed)

@@ -110,6 +110,10 @@ func TestDecode(t *testing.T) {
 			t.Parallel()
 			d := tc.d
 			body := bytes.Clone(d.Body)
+			firstWant := tc.failed
+			if tc.d.Headers["x-death"] == nil || strings.Contains(tc.name, "envelope dead-lettered") {
+				firstWant = time.Time{}
+			}
 			m := decoder{source: "rmq"}.decode(&d)
 			if !bytes.Equal(d.Body, body) {
 				t.Fatal("decode changed the body")
@@ -120,6 +124,10 @@ func TestDecode(t *testing.T) {
 			}
 			if !m.FailedAt.Equal(tc.failed) || m.JobName != tc.job {
 				t.Fatalf("failed at %v job %q, want %v %q", m.FailedAt, m.JobName, tc.failed, tc.job)
+			}
+			if _, isArray := tc.d.Headers["x-death"].([]any); isArray && !firstWant.IsZero() &&
+				(m.FirstFailedAt == nil || !m.FirstFailedAt.Equal(firstWant)) {
+				t.Fatalf("first failed at %v, want the x-death time %v", m.FirstFailedAt, firstWant)
 			}
 			for _, f := range tc.flags {
 				if !m.HasFlag(f) {
@@ -267,5 +275,22 @@ func TestHeaderStringMatchesEncodingJSON(t *testing.T) {
 		if got := headerString(v); got != string(want) {
 			t.Errorf("%#v: %s, want %s", v, got, want)
 		}
+	}
+}
+
+// A message that went through a retry queue carries several x-death
+// entries: first_failed_at is the earliest of their times.
+func TestDecodeFirstFailedAtIsTheEarliestDeath(t *testing.T) {
+	t.Parallel()
+	early := deathTime.Add(-time.Hour)
+	h := xdeath("orders", "rejected", 3)
+	h["x-death"] = []any{
+		amqp.Table{"queue": "orders", "reason": "rejected", "count": int64(3), "time": deathTime, "exchange": "", "routing-keys": []any{"orders"}},
+		amqp.Table{"queue": "orders.retry", "reason": "expired", "count": int64(3), "time": early, "exchange": "", "routing-keys": []any{"orders.retry"}},
+	}
+	d := amqp.Delivery{Body: []byte("x"), Headers: h}
+	m := decoder{source: "rmq"}.decode(&d)
+	if !m.FailedAt.Equal(deathTime) || m.FirstFailedAt == nil || !m.FirstFailedAt.Equal(early) {
+		t.Fatalf("failed at %v, first failed at %v; want %v and %v", m.FailedAt, m.FirstFailedAt, deathTime, early)
 	}
 }
