@@ -37,6 +37,11 @@ type Config struct {
 	MaxPayloadBytes int   // soft cap per payload; above it stored and flagged (default 1 MiB)
 	Logger          *slog.Logger
 	Now             func() time.Time
+	// MetricsAuth, when it has a token or a user, protects /metrics:
+	// Authorization: Bearer TOKEN, or HTTP basic auth (Prometheus's
+	// authorization or basic_auth of a scrape config). Nil or empty
+	// leaves /metrics open.
+	MetricsAuth *MetricsAuth
 	// Registry receives the API's metrics and is served on /metrics. Nil
 	// gives a new registry with the Go and process collectors.
 	Registry *prometheus.Registry
@@ -158,7 +163,7 @@ func (s *Server) routes() *chi.Mux {
 
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{}))
+	r.Method(http.MethodGet, "/metrics", s.protectMetrics(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{})))
 
 	r.Group(func(r chi.Router) {
 		r.Use(s.authenticate)

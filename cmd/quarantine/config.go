@@ -70,6 +70,8 @@ type Config struct {
 	Destinations []DestinationConfig
 	// Alarms are the age alarms and their receivers (config alarms:).
 	Alarms AlarmsConfig
+	// Metrics protects /metrics (config metrics:).
+	Metrics MetricsConfig
 }
 
 // Limits bound what the API accepts.
@@ -183,6 +185,7 @@ type fileConfig struct {
 	Replay       fileReplay                `yaml:"replay"`
 	Destinations []DestinationConfig       `yaml:"destinations"`
 	Alarms       []fileAlarm               `yaml:"alarms"`
+	Metrics      fileMetrics               `yaml:"metrics"`
 }
 
 type fileRedact struct {
@@ -286,6 +289,9 @@ func (s *configSource) decode(file string, data []byte, c *Config) error {
 	}
 	if f.Destinations != nil {
 		c.Destinations = f.Destinations
+	}
+	if err := s.decodeMetrics(f.Metrics, &c.Metrics); err != nil {
+		return err
 	}
 	if err := s.decodeAlarms(f.Alarms, &c.Alarms); err != nil {
 		return err

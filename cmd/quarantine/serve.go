@@ -78,6 +78,7 @@ func (m *Main) runServe(ctx context.Context) error {
 		Now:             time.Now,
 		RedactPointers:  m.Config.RedactPointers,
 		Schemas:         m.Config.Schemas,
+		MetricsAuth:     m.Config.Metrics.auth(),
 		Replay: api.ReplayDefaults{
 			Rate: m.Config.Replay.Rate, MaxRate: m.Config.Replay.MaxRate, Burst: m.Config.Replay.Burst,
 			Canary: m.Config.Replay.Canary, Observe: m.Config.Replay.Observe,
