@@ -322,25 +322,46 @@ func (e SampleResultStratifyBy) Valid() bool {
 
 // Defines values for SourceKind.
 const (
-	Http     SourceKind = "http"
-	Memory   SourceKind = "memory"
-	Nats     SourceKind = "nats"
-	Rabbitmq SourceKind = "rabbitmq"
-	Sqs      SourceKind = "sqs"
+	SourceKindCloudflare SourceKind = "cloudflare"
+	SourceKindHttp       SourceKind = "http"
+	SourceKindMemory     SourceKind = "memory"
+	SourceKindNats       SourceKind = "nats"
+	SourceKindRabbitmq   SourceKind = "rabbitmq"
+	SourceKindSqs        SourceKind = "sqs"
 )
 
 // Valid indicates whether the value is a known member of the SourceKind enum.
 func (e SourceKind) Valid() bool {
 	switch e {
-	case Http:
+	case SourceKindCloudflare:
 		return true
-	case Memory:
+	case SourceKindHttp:
 		return true
-	case Nats:
+	case SourceKindMemory:
 		return true
-	case Rabbitmq:
+	case SourceKindNats:
 		return true
-	case Sqs:
+	case SourceKindRabbitmq:
+		return true
+	case SourceKindSqs:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for IngestParamsXQuarantineSourceKind.
+const (
+	IngestParamsXQuarantineSourceKindCloudflare IngestParamsXQuarantineSourceKind = "cloudflare"
+	IngestParamsXQuarantineSourceKindHttp       IngestParamsXQuarantineSourceKind = "http"
+)
+
+// Valid indicates whether the value is a known member of the IngestParamsXQuarantineSourceKind enum.
+func (e IngestParamsXQuarantineSourceKind) Valid() bool {
+	switch e {
+	case IngestParamsXQuarantineSourceKindCloudflare:
+		return true
+	case IngestParamsXQuarantineSourceKindHttp:
 		return true
 	default:
 		return false
@@ -1244,6 +1265,19 @@ type ListGroupsParams struct {
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// IngestParams defines parameters for Ingest.
+type IngestParams struct {
+	// XQuarantineSourceKind The kind of pusher; `http` (the default) or `cloudflare`.
+	XQuarantineSourceKind *IngestParamsXQuarantineSourceKind `json:"X-Quarantine-Source-Kind,omitempty"`
+
+	// XQuarantineSource The source name of the messages, honoured with
+	// `X-Quarantine-Source-Kind: cloudflare` only (default `cloudflare`).
+	XQuarantineSource *string `json:"X-Quarantine-Source,omitempty"`
+}
+
+// IngestParamsXQuarantineSourceKind defines parameters for Ingest.
+type IngestParamsXQuarantineSourceKind string
+
 // ListMessagesParams defines parameters for ListMessages.
 type ListMessagesParams struct {
 	// Queue Repeatable.
@@ -1672,10 +1706,18 @@ type ClientInterface interface {
 	// elements, is refused with 413 and nothing is stored; so is, with
 	// 415, a body whose Content-Type is not JSON.
 	//
+	// Messages are of `source_kind` `http` from source `http`, unless
+	// the pusher says it is one of the known pushers with
+	// `X-Quarantine-Source-Kind`: today only `cloudflare` (the Worker of
+	// `integrations/cloudflare`, draining Cloudflare Queues dead-letter
+	// queues), whose source name is then `X-Quarantine-Source` (default
+	// `cloudflare`). Any other kind, or a bad source name, is refused
+	// with 400 and nothing is stored.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/ingest (the `Ingest` operationId).
-	IngestWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	IngestWithBody(ctx context.Context, params *IngestParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Ingest Push failure envelopes into the quarantine.
 	//
@@ -1697,10 +1739,18 @@ type ClientInterface interface {
 	// elements, is refused with 413 and nothing is stored; so is, with
 	// 415, a body whose Content-Type is not JSON.
 	//
+	// Messages are of `source_kind` `http` from source `http`, unless
+	// the pusher says it is one of the known pushers with
+	// `X-Quarantine-Source-Kind`: today only `cloudflare` (the Worker of
+	// `integrations/cloudflare`, draining Cloudflare Queues dead-letter
+	// queues), whose source name is then `X-Quarantine-Source` (default
+	// `cloudflare`). Any other kind, or a bad source name, is refused
+	// with 400 and nothing is stored.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/ingest (the `Ingest` operationId).
-	Ingest(ctx context.Context, body IngestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	Ingest(ctx context.Context, params *IngestParams, body IngestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListMessages List messages, newest failure first.
 	//
@@ -2109,6 +2159,9 @@ type ClientInterface interface {
 	// Includes `quarantine_http_requests_total{method,route,status}`,
 	// `quarantine_http_request_duration_seconds{method,route}` and
 	// `quarantine_ingest_messages_total{result,failure_class}`.
+	// Open unless the configuration sets `metrics.token_file` (a bearer
+	// token) or `metrics.basic_user` with `metrics.basic_password_file`:
+	// then 401 without those credentials.
 	//
 	// Corresponds with GET /metrics (the `Metrics` operationId).
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2236,11 +2289,19 @@ func (c *Client) ListGroups(ctx context.Context, params *ListGroupsParams, reqEd
 // elements, is refused with 413 and nothing is stored; so is, with
 // 415, a body whose Content-Type is not JSON.
 //
+// Messages are of `source_kind` `http` from source `http`, unless
+// the pusher says it is one of the known pushers with
+// `X-Quarantine-Source-Kind`: today only `cloudflare` (the Worker of
+// `integrations/cloudflare`, draining Cloudflare Queues dead-letter
+// queues), whose source name is then `X-Quarantine-Source` (default
+// `cloudflare`). Any other kind, or a bad source name, is refused
+// with 400 and nothing is stored.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/ingest (the `Ingest` operationId).
-func (c *Client) IngestWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewIngestRequestWithBody(c.Server, contentType, body)
+func (c *Client) IngestWithBody(ctx context.Context, params *IngestParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIngestRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2271,11 +2332,19 @@ func (c *Client) IngestWithBody(ctx context.Context, contentType string, body io
 // elements, is refused with 413 and nothing is stored; so is, with
 // 415, a body whose Content-Type is not JSON.
 //
+// Messages are of `source_kind` `http` from source `http`, unless
+// the pusher says it is one of the known pushers with
+// `X-Quarantine-Source-Kind`: today only `cloudflare` (the Worker of
+// `integrations/cloudflare`, draining Cloudflare Queues dead-letter
+// queues), whose source name is then `X-Quarantine-Source` (default
+// `cloudflare`). Any other kind, or a bad source name, is refused
+// with 400 and nothing is stored.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/ingest (the `Ingest` operationId).
-func (c *Client) Ingest(ctx context.Context, body IngestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewIngestRequest(c.Server, body)
+func (c *Client) Ingest(ctx context.Context, params *IngestParams, body IngestJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewIngestRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3013,6 +3082,9 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Includes `quarantine_http_requests_total{method,route,status}`,
 // `quarantine_http_request_duration_seconds{method,route}` and
 // `quarantine_ingest_messages_total{result,failure_class}`.
+// Open unless the configuration sets `metrics.token_file` (a bearer
+// token) or `metrics.basic_user` with `metrics.basic_password_file`:
+// then 401 without those credentials.
 //
 // Corresponds with GET /metrics (the `Metrics` operationId).
 func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3586,18 +3658,18 @@ func NewListGroupsRequest(server string, params *ListGroupsParams) (*http.Reques
 }
 
 // NewIngestRequest calls the generic Ingest builder with application/json body
-func NewIngestRequest(server string, body IngestJSONRequestBody) (*http.Request, error) {
+func NewIngestRequest(server string, params *IngestParams, body IngestJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewIngestRequestWithBody(server, "application/json", bodyReader)
+	return NewIngestRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewIngestRequestWithBody constructs an http.Request for the Ingest method, with any body, and a specified content type
-func NewIngestRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewIngestRequestWithBody(server string, params *IngestParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -3621,6 +3693,32 @@ func NewIngestRequestWithBody(server string, contentType string, body io.Reader)
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XQuarantineSourceKind != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Quarantine-Source-Kind", *params.XQuarantineSourceKind, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Quarantine-Source-Kind", headerParam0)
+		}
+
+		if params.XQuarantineSource != nil {
+			var headerParam1 string
+
+			headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Quarantine-Source", *params.XQuarantineSource, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Quarantine-Source", headerParam1)
+		}
+
+	}
 
 	return req, nil
 }
@@ -5118,10 +5216,18 @@ type ClientWithResponsesInterface interface {
 	// elements, is refused with 413 and nothing is stored; so is, with
 	// 415, a body whose Content-Type is not JSON.
 	//
+	// Messages are of `source_kind` `http` from source `http`, unless
+	// the pusher says it is one of the known pushers with
+	// `X-Quarantine-Source-Kind`: today only `cloudflare` (the Worker of
+	// `integrations/cloudflare`, draining Cloudflare Queues dead-letter
+	// queues), whose source name is then `X-Quarantine-Source` (default
+	// `cloudflare`). Any other kind, or a bad source name, is refused
+	// with 400 and nothing is stored.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/ingest (the `Ingest` operationId).
-	IngestWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IngestResponse, error)
+	IngestWithBodyWithResponse(ctx context.Context, params *IngestParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IngestResponse, error)
 
 	// IngestWithResponse Push failure envelopes into the quarantine.
 	//
@@ -5143,10 +5249,18 @@ type ClientWithResponsesInterface interface {
 	// elements, is refused with 413 and nothing is stored; so is, with
 	// 415, a body whose Content-Type is not JSON.
 	//
+	// Messages are of `source_kind` `http` from source `http`, unless
+	// the pusher says it is one of the known pushers with
+	// `X-Quarantine-Source-Kind`: today only `cloudflare` (the Worker of
+	// `integrations/cloudflare`, draining Cloudflare Queues dead-letter
+	// queues), whose source name is then `X-Quarantine-Source` (default
+	// `cloudflare`). Any other kind, or a bad source name, is refused
+	// with 400 and nothing is stored.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/ingest (the `Ingest` operationId).
-	IngestWithResponse(ctx context.Context, body IngestJSONRequestBody, reqEditors ...RequestEditorFn) (*IngestResponse, error)
+	IngestWithResponse(ctx context.Context, params *IngestParams, body IngestJSONRequestBody, reqEditors ...RequestEditorFn) (*IngestResponse, error)
 
 	// ListMessagesWithResponse List messages, newest failure first.
 	//
@@ -5579,6 +5693,9 @@ type ClientWithResponsesInterface interface {
 	// Includes `quarantine_http_requests_total{method,route,status}`,
 	// `quarantine_http_request_duration_seconds{method,route}` and
 	// `quarantine_ingest_messages_total{result,failure_class}`.
+	// Open unless the configuration sets `metrics.token_file` (a bearer
+	// token) or `metrics.basic_user` with `metrics.basic_password_file`:
+	// then 401 without those credentials.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9662,6 +9779,11 @@ type MetricsResponse200Headers struct {
 	XRequestId string
 }
 
+// MetricsResponse401Headers the declared response headers of an HTTP 401 response for Metrics
+type MetricsResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // MetricsResponseDefaultHeaders the declared response headers of an HTTP default response for Metrics
 type MetricsResponseDefaultHeaders struct {
 	XRequestId string
@@ -9670,12 +9792,21 @@ type MetricsResponseDefaultHeaders struct {
 type MetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *MetricsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MetricsResponse401Headers
 	// HeadersDefault the parsed response headers for an HTTP default response
 	HeadersDefault *MetricsResponseDefaultHeaders
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r MetricsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -9895,11 +10026,19 @@ func (c *ClientWithResponses) ListGroupsWithResponse(ctx context.Context, params
 // elements, is refused with 413 and nothing is stored; so is, with
 // 415, a body whose Content-Type is not JSON.
 //
+// Messages are of `source_kind` `http` from source `http`, unless
+// the pusher says it is one of the known pushers with
+// `X-Quarantine-Source-Kind`: today only `cloudflare` (the Worker of
+// `integrations/cloudflare`, draining Cloudflare Queues dead-letter
+// queues), whose source name is then `X-Quarantine-Source` (default
+// `cloudflare`). Any other kind, or a bad source name, is refused
+// with 400 and nothing is stored.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/ingest (the `Ingest` operationId).
-func (c *ClientWithResponses) IngestWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IngestResponse, error) {
-	rsp, err := c.IngestWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) IngestWithBodyWithResponse(ctx context.Context, params *IngestParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*IngestResponse, error) {
+	rsp, err := c.IngestWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -9926,11 +10065,19 @@ func (c *ClientWithResponses) IngestWithBodyWithResponse(ctx context.Context, co
 // elements, is refused with 413 and nothing is stored; so is, with
 // 415, a body whose Content-Type is not JSON.
 //
+// Messages are of `source_kind` `http` from source `http`, unless
+// the pusher says it is one of the known pushers with
+// `X-Quarantine-Source-Kind`: today only `cloudflare` (the Worker of
+// `integrations/cloudflare`, draining Cloudflare Queues dead-letter
+// queues), whose source name is then `X-Quarantine-Source` (default
+// `cloudflare`). Any other kind, or a bad source name, is refused
+// with 400 and nothing is stored.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/ingest (the `Ingest` operationId).
-func (c *ClientWithResponses) IngestWithResponse(ctx context.Context, body IngestJSONRequestBody, reqEditors ...RequestEditorFn) (*IngestResponse, error) {
-	rsp, err := c.Ingest(ctx, body, reqEditors...)
+func (c *ClientWithResponses) IngestWithResponse(ctx context.Context, params *IngestParams, body IngestJSONRequestBody, reqEditors ...RequestEditorFn) (*IngestResponse, error) {
+	rsp, err := c.Ingest(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -10560,6 +10707,9 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 // Includes `quarantine_http_requests_total{method,route,status}`,
 // `quarantine_http_request_duration_seconds{method,route}` and
 // `quarantine_ingest_messages_total{result,failure_class}`.
+// Open unless the configuration sets `metrics.token_file` (a bearer
+// token) or `metrics.basic_user` with `metrics.basic_password_file`:
+// then 401 without those credentials.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -15389,6 +15539,13 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15409,6 +15566,16 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 			headers.XRequestId = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers MetricsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case true:
 		var headers MetricsResponseDefaultHeaders
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {

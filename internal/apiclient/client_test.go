@@ -104,7 +104,7 @@ func TestGeneratedClient(t *testing.T) {
 	if err := one.FromEnvelope(envelope(t, "billing", 0, "v2")); err != nil {
 		t.Fatal(err)
 	}
-	ing, err := c.IngestWithResponse(ctx, one)
+	ing, err := c.IngestWithResponse(ctx, nil, one)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestGeneratedClient(t *testing.T) {
 	if err := many.FromIngestRequest1([]apiclient.Envelope{envelope(t, "billing", 1, float32(3)), envelope(t, "billing", 2, "v2"), envelope(t, "orders", 3, "v1")}); err != nil {
 		t.Fatal(err)
 	}
-	ing, err = c.IngestWithResponse(ctx, many)
+	ing, err = c.IngestWithResponse(ctx, nil, many)
 	if err != nil {
 		t.Fatal(err)
 	}
