@@ -299,9 +299,13 @@ func (c *Collector) insert(ctx context.Context, msgs []*quarantine.Message) (res
 
 func (c *Collector) committed(ctx context.Context, ds []Delivery, res []quarantine.InsertResult, took time.Duration) {
 	stored := 0
-	for _, r := range res {
+	byQueue := map[string]int{}
+	for i, r := range res {
 		if r.New {
 			stored++
+			if i < len(ds) && ds[i].Message != nil {
+				byQueue[ds[i].Message.Queue]++
+			}
 		}
 	}
 	actx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
@@ -320,6 +324,7 @@ func (c *Collector) committed(ctx context.Context, ds []Delivery, res []quaranti
 		s.LastBatchDuration = took
 	})
 	c.cfg.Metrics.batch(c.cfg.Name, stored, len(ds)-stored, took, now)
+	c.cfg.Metrics.ingested(c.cfg.Name, byQueue)
 }
 
 // extend keeps held deliveries from expiring while the batch waits for

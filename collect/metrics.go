@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +16,24 @@ type Metrics struct {
 	errorsC     *prometheus.CounterVec
 	batchH      *prometheus.HistogramVec
 	lastBatchG  *prometheus.GaugeVec
+
+	// By source (the collector) and queue, as the alarms' and
+	// dashboards' names: ingested, duplicates, last success.
+	ingestedC    *prometheus.CounterVec
+	ingestDupsC  *prometheus.CounterVec
+	lastSuccessG *prometheus.GaugeVec
+
+	mu     sync.Mutex
+	queues map[string]map[string]bool // per source, the queue labels given out
 }
+
+// MaxQueueLabels caps the distinct queue labels per collector: queue names
+// come from the messages (an envelope may name any), so past the cap they
+// are counted under OtherQueue.
+const (
+	MaxQueueLabels = 500
+	OtherQueue     = "_other"
+)
 
 // NewMetrics registers the collector metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -40,8 +58,48 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "quarantine_collector_last_batch_timestamp_seconds", Help: "Unix time of the last committed batch.",
 		}, []string{"collector"}),
 	}
-	reg.MustRegister(m.receivedC, m.storedC, m.duplicatesC, m.errorsC, m.batchH, m.lastBatchG)
+	m.ingestedC = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quarantine_ingested_total", Help: "Messages stored as new entries, by collector (source) and queue.",
+	}, []string{"source", "queue"})
+	m.ingestDupsC = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "quarantine_ingest_duplicates_total", Help: "Redelivered messages already stored, by collector (source).",
+	}, []string{"source"})
+	m.lastSuccessG = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "quarantine_collector_last_success_timestamp_seconds", Help: "Unix time of the collector's last committed batch.",
+	}, []string{"source"})
+	m.queues = map[string]map[string]bool{}
+	reg.MustRegister(m.receivedC, m.storedC, m.duplicatesC, m.errorsC, m.batchH, m.lastBatchG,
+		m.ingestedC, m.ingestDupsC, m.lastSuccessG)
 	return m
+}
+
+// queueLabel returns queue, or OtherQueue once source has MaxQueueLabels.
+func (m *Metrics) queueLabel(source, queue string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	qs := m.queues[source]
+	if qs == nil {
+		qs = map[string]bool{}
+		m.queues[source] = qs
+	}
+	if qs[queue] {
+		return queue
+	}
+	if len(qs) >= MaxQueueLabels {
+		return OtherQueue
+	}
+	qs[queue] = true
+	return queue
+}
+
+// ingested counts the new entries of a batch by queue.
+func (m *Metrics) ingested(name string, queues map[string]int) {
+	if m == nil {
+		return
+	}
+	for q, n := range queues {
+		m.ingestedC.WithLabelValues(name, m.queueLabel(name, q)).Add(float64(n))
+	}
 }
 
 // start makes the counters of collector name exist at zero, so that a
@@ -53,6 +111,7 @@ func (m *Metrics) start(name string) {
 	m.receivedC.WithLabelValues(name)
 	m.storedC.WithLabelValues(name)
 	m.duplicatesC.WithLabelValues(name)
+	m.ingestDupsC.WithLabelValues(name)
 	for _, kind := range []string{ErrReceive, ErrStore, ErrAck} {
 		m.errorsC.WithLabelValues(name, kind)
 	}
@@ -72,6 +131,8 @@ func (m *Metrics) batch(name string, stored, dups int, took time.Duration, at ti
 	m.duplicatesC.WithLabelValues(name).Add(float64(dups))
 	m.batchH.WithLabelValues(name).Observe(took.Seconds())
 	m.lastBatchG.WithLabelValues(name).Set(float64(at.UnixNano()) / 1e9)
+	m.ingestDupsC.WithLabelValues(name).Add(float64(dups))
+	m.lastSuccessG.WithLabelValues(name).Set(float64(at.UnixNano()) / 1e9)
 }
 
 func (m *Metrics) failed(name, kind string) {

@@ -31,3 +31,46 @@ quarantine_collector_errors_total{collector="orders",kind="store"} 0
 		t.Fatalf("%d of the received/stored/duplicates series exist, want 3", n)
 	}
 }
+
+// After a drain, quarantine_ingested_total counts the new entries by
+// source and queue, and the duplicates and last success are set.
+func TestMetricsIngestedBySourceAndQueue(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	st := openStore(t)
+	src := newMemSource(300)
+	_, stop := start(t, collect.Config{Name: "mem", Source: src, Store: st, BatchSize: 64, Preparer: &collect.Preparer{},
+		Metrics: collect.NewMetrics(reg)})
+	waitFor(t, "all acked", func() bool { _, _, a := src.state(); return a == 300 })
+	stop()
+	total := 0.0
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, mf := range mfs {
+		seen[mf.GetName()] = true
+		if mf.GetName() != "quarantine_ingested_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["source"] != "mem" || labels["queue"] == "" {
+				t.Errorf("labels %v", labels)
+			}
+			total += m.GetCounter().GetValue()
+		}
+	}
+	if total != 300 {
+		t.Fatalf("quarantine_ingested_total sums to %v, want 300", total)
+	}
+	for _, name := range []string{"quarantine_ingest_duplicates_total", "quarantine_collector_last_success_timestamp_seconds"} {
+		if !seen[name] {
+			t.Errorf("%s missing", name)
+		}
+	}
+}
