@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"strconv"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -130,38 +129,11 @@ func (s *Server) bulkDiscard(b *discardBody, actor string) (quarantine.Discard, 
 	if b.ExpectCount != nil && *b.ExpectCount < 0 {
 		return d, quarantine.FieldErrorf(quarantine.EINVALID, "/expect_count", "expect_count must not be negative")
 	}
-	hasFilter := len(b.Filter) > 0 && string(b.Filter) != "null"
-	if b.IDs != nil && hasFilter {
-		return d, quarantine.FieldErrorf(quarantine.EINVALID, "/filter", "give ids or a filter, not both")
+	ids, f, err := s.selection(b.IDs, b.Filter, b.ExpectCount)
+	if err != nil {
+		return d, err
 	}
-	if len(b.IDs) > quarantine.MaxBulk {
-		return d, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "at most %d ids at once", quarantine.MaxBulk)
-	}
-	seen := make(map[string]bool, len(b.IDs))
-	for i, id := range b.IDs {
-		if !quarantine.ValidID(id) {
-			return d, quarantine.FieldErrorf(quarantine.EINVALID, "/ids/"+strconv.Itoa(i), "%q is not a message id", clip(id))
-		}
-		if !seen[id] {
-			seen[id] = true
-			d.IDs = append(d.IDs, id)
-		}
-	}
-	if hasFilter {
-		in, err := filterFromBody(b.Filter)
-		if err != nil {
-			return d, err
-		}
-		if in.empty() && b.ExpectCount == nil {
-			return d, quarantine.FieldErrorf(quarantine.EINVALID, "/filter",
-				"an empty filter selects every message: narrow it, or confirm with expect_count")
-		}
-		f, err := in.filter(s.cfg.Now(), "/filter/")
-		if err != nil {
-			return d, err
-		}
-		d.Filter = &f
-	}
+	d.IDs, d.Filter = ids, f
 	return d, inBody(d.Validate(), "")
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -124,43 +123,17 @@ func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.R
 		MaxReplays: d.MaxReplays, Admin: t.Role == quarantine.RoleAdmin, Guard: d.guard(),
 	}
 	hasFilter := len(b.Filter) > 0 && string(b.Filter) != "null"
-	if b.IDs != nil && hasFilter {
-		return req, quarantine.FieldErrorf(quarantine.EINVALID, "/filter", "give ids or a filter, not both")
-	}
 	if b.IDs == nil && !hasFilter {
 		return req, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "give either ids or a filter")
-	}
-	if len(b.IDs) > quarantine.MaxBulk {
-		return req, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "at most %d ids at once", quarantine.MaxBulk)
-	}
-	seen := make(map[string]bool, len(b.IDs))
-	for i, id := range b.IDs {
-		if !quarantine.ValidID(id) {
-			return req, quarantine.FieldErrorf(quarantine.EINVALID, "/ids/"+strconv.Itoa(i), "%q is not a message id", clip(id))
-		}
-		if !seen[id] {
-			seen[id] = true
-			req.IDs = append(req.IDs, id)
-		}
 	}
 	if b.IDs != nil && len(b.IDs) == 0 {
 		return req, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "give at least one id")
 	}
-	if hasFilter {
-		in, err := filterFromBody(b.Filter)
-		if err != nil {
-			return req, err
-		}
-		if in.empty() && b.ExpectCount == nil {
-			return req, quarantine.FieldErrorf(quarantine.EINVALID, "/filter",
-				"an empty filter selects every message: narrow it, or confirm with expect_count")
-		}
-		f, err := in.filter(s.cfg.Now(), "/filter/")
-		if err != nil {
-			return req, err
-		}
-		req.Filter = &f // the store narrows it to req.Owners
+	ids, f, err := s.selection(b.IDs, b.Filter, b.ExpectCount)
+	if err != nil {
+		return req, err
 	}
+	req.IDs, req.Filter = ids, f // the store narrows a filter to req.Owners
 	if len(b.Destination) > 0 && string(b.Destination) != "null" {
 		var dst replayDestinationBody
 		if err := decodeObject(b.Destination, &dst, "/destination"); err != nil {
