@@ -134,7 +134,7 @@ func testRetentionLoop(t *testing.T, kind string) {
 	st, ids := retentionStore(t, kind)
 	ctx := context.Background()
 	r := newRetention(st, RetentionConfig{Replayed: 0, Discarded: time.Millisecond, Every: 20 * time.Millisecond}, quietLogger(), nil)
-	time.Sleep(5 * time.Millisecond) // the messages' updated_at is now past the retention
+	r.now = func() time.Time { return time.Now().Add(time.Hour) } // the messages' updated_at is past the retention
 	r.start()
 	defer r.stop()
 	deadline := time.Now().Add(10 * time.Second)
