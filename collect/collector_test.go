@@ -195,7 +195,9 @@ func TestCollectorCommitsConcurrently(t *testing.T) {
 			src := newMemSource(1000)
 			c, stop := start(t, collect.Config{Name: "mem", Source: src, Store: gate, BatchSize: 20, Commits: commits})
 			waitFor(t, "commits in flight", func() bool { return gate.inside.Load() == int64(commits) })
-			time.Sleep(20 * time.Millisecond) // no further commit may start
+			// The receive loop then holds one batch ahead, and no further
+			// commit starts (gate.max, checked at the end, bounds the run).
+			waitFor(t, "one batch held ahead", func() bool { _, inflight, _ := src.state(); return inflight == 20*(commits+1) })
 			if n := gate.inside.Load(); n != int64(commits) {
 				t.Fatalf("%d commits at once, want %d", n, commits)
 			}
