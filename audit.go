@@ -18,7 +18,10 @@ const (
 	ActionAccessDenied = "access.denied"
 	ActionEdit         = "message.edit"
 	ActionDiscard      = "message.discard"
-	ActionPurge        = "retention.purge"
+	// ActionDiscardRefused records a discard its message's state refused
+	// (it was being replayed).
+	ActionDiscardRefused = "message.discard_refused"
+	ActionPurge          = "retention.purge"
 )
 
 // GenesisHash is hash(0): the previous hash of the first event.

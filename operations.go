@@ -202,7 +202,9 @@ type Selected struct {
 }
 
 // Plan decides what d does to the selected messages: the result, and one
-// message.discard audit event per message that changes. With ExpectCount
+// message.discard audit event per message that changes, and one
+// message.discard_refused per message whose status forbids it (being
+// replayed: the loser of a race is recorded too). With ExpectCount
 // set, a selection of another size is ECONFLICT and nothing changes.
 // Stores call it inside the transaction that locked the selection, then
 // apply the result and append the events.
@@ -221,6 +223,14 @@ func (d *Discard) Plan(sel []Selected) (BulkResult, []*AuditEvent, error) {
 	for _, m := range sel {
 		if reason := m.skipReason(StatusDiscarded); reason != "" {
 			res.Skipped = append(res.Skipped, BulkSkipped{ID: m.ID, Reason: reason})
+			if m.Found && m.Status != StatusDiscarded {
+				// Refused by the message's state (a replay holds it): the
+				// attempt is recorded too, not only the winner.
+				ev := NewAuditEvent(d.Actor, ActionDiscardRefused, m.ID, map[string]string{
+					"reason": d.Reason, "status": string(m.Status), "refused": reason,
+				})
+				events = append(events, &ev)
+			}
 			continue
 		}
 		res.Changed = append(res.Changed, m.ID)

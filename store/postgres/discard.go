@@ -42,7 +42,7 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 			return err
 		}
 		if len(res.Changed) == 0 {
-			return nil
+			return s.appendAudits(ctx, tx, events) // refusals only, if any
 		}
 		if _, err := tx.Exec(ctx, `UPDATE messages SET status = 'discarded', updated_at = $2 WHERE id = ANY($1::text[])`,
 			res.Changed, s.clock()); err != nil {

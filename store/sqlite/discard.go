@@ -40,7 +40,7 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 			return err
 		}
 		if len(res.Changed) == 0 {
-			return nil
+			return s.appendAudits(ctx, tx, events) // refusals only, if any
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'discarded', updated_at = ?
 			WHERE id IN (SELECT value FROM json_each(?))`, micros(s.clock()), jsonArray(res.Changed)); err != nil {

@@ -318,6 +318,16 @@ func testReplayDiscardRace(t *testing.T, h Harness) {
 		if got.Status != want {
 			t.Fatalf("round %d: message is %s, want %s", round, got.Status, want)
 		}
+		// Both attempts are in the audit log: the replay's creation, and
+		// the discard, as a change or as a refusal.
+		if len(auditOf(t, s, batch.ID, quarantine.ActionReplayCreate)) != 1 {
+			t.Fatalf("round %d: the replay's creation is not audited", round)
+		}
+		discards := len(auditOf(t, s, m.ID, quarantine.ActionDiscard))
+		refusals := len(auditOf(t, s, m.ID, quarantine.ActionDiscardRefused))
+		if discardWon && (discards != 1 || refusals != 0) || replayWon && (discards != 0 || refusals != 1) {
+			t.Fatalf("round %d (replay won %v): %d discard and %d refusal events, want the attempt recorded once", round, replayWon, discards, refusals)
+		}
 	}
 	wantChain(t, s)
 }
