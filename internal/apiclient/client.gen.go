@@ -1768,7 +1768,8 @@ type ClientInterface interface {
 	// Needs an operator or admin. Nothing is deleted: each message
 	// becomes `discarded` and gets its own `message.discard` audit event,
 	// all in one transaction. Messages that cannot be discarded are
-	// skipped with the reason; an id that is unknown, or outside the
+	// skipped with the reason (one being replayed gets a
+	// `message.discard_refused` event); an id that is unknown, or outside the
 	// token's owners, is skipped as "not found". A filter matches at most
 	// 10,000 messages (422 above). With `expect_count`, another count is
 	// 409 and nothing changes; an empty filter (every message) needs it.
@@ -1783,7 +1784,8 @@ type ClientInterface interface {
 	// Needs an operator or admin. Nothing is deleted: each message
 	// becomes `discarded` and gets its own `message.discard` audit event,
 	// all in one transaction. Messages that cannot be discarded are
-	// skipped with the reason; an id that is unknown, or outside the
+	// skipped with the reason (one being replayed gets a
+	// `message.discard_refused` event); an id that is unknown, or outside the
 	// token's owners, is skipped as "not found". A filter matches at most
 	// 10,000 messages (422 above). With `expect_count`, another count is
 	// 409 and nothing changes; an empty filter (every message) needs it.
@@ -1838,7 +1840,8 @@ type ClientInterface interface {
 	//
 	// Needs an operator or admin. The message becomes `discarded` (it is
 	// kept, not deleted) with a `message.discard` audit event. A message
-	// that cannot be discarded (already discarded, being replayed) is 409.
+	// that cannot be discarded (already discarded, being replayed) is 409;
+	// one being replayed gets a `message.discard_refused` audit event.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1849,7 +1852,8 @@ type ClientInterface interface {
 	//
 	// Needs an operator or admin. The message becomes `discarded` (it is
 	// kept, not deleted) with a `message.discard` audit event. A message
-	// that cannot be discarded (already discarded, being replayed) is 409.
+	// that cannot be discarded (already discarded, being replayed) is 409;
+	// one being replayed gets a `message.discard_refused` audit event.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2381,7 +2385,8 @@ func (c *Client) ListMessages(ctx context.Context, params *ListMessagesParams, r
 // Needs an operator or admin. Nothing is deleted: each message
 // becomes `discarded` and gets its own `message.discard` audit event,
 // all in one transaction. Messages that cannot be discarded are
-// skipped with the reason; an id that is unknown, or outside the
+// skipped with the reason (one being replayed gets a
+// `message.discard_refused` event); an id that is unknown, or outside the
 // token's owners, is skipped as "not found". A filter matches at most
 // 10,000 messages (422 above). With `expect_count`, another count is
 // 409 and nothing changes; an empty filter (every message) needs it.
@@ -2406,7 +2411,8 @@ func (c *Client) DiscardMessagesWithBody(ctx context.Context, contentType string
 // Needs an operator or admin. Nothing is deleted: each message
 // becomes `discarded` and gets its own `message.discard` audit event,
 // all in one transaction. Messages that cannot be discarded are
-// skipped with the reason; an id that is unknown, or outside the
+// skipped with the reason (one being replayed gets a
+// `message.discard_refused` event); an id that is unknown, or outside the
 // token's owners, is skipped as "not found". A filter matches at most
 // 10,000 messages (422 above). With `expect_count`, another count is
 // 409 and nothing changes; an empty filter (every message) needs it.
@@ -2501,7 +2507,8 @@ func (c *Client) GetMessage(ctx context.Context, id MessageID, params *GetMessag
 //
 // Needs an operator or admin. The message becomes `discarded` (it is
 // kept, not deleted) with a `message.discard` audit event. A message
-// that cannot be discarded (already discarded, being replayed) is 409.
+// that cannot be discarded (already discarded, being replayed) is 409;
+// one being replayed gets a `message.discard_refused` audit event.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2522,7 +2529,8 @@ func (c *Client) DiscardMessageWithBody(ctx context.Context, id MessageID, conte
 //
 // Needs an operator or admin. The message becomes `discarded` (it is
 // kept, not deleted) with a `message.discard` audit event. A message
-// that cannot be discarded (already discarded, being replayed) is 409.
+// that cannot be discarded (already discarded, being replayed) is 409;
+// one being replayed gets a `message.discard_refused` audit event.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5280,7 +5288,8 @@ type ClientWithResponsesInterface interface {
 	// Needs an operator or admin. Nothing is deleted: each message
 	// becomes `discarded` and gets its own `message.discard` audit event,
 	// all in one transaction. Messages that cannot be discarded are
-	// skipped with the reason; an id that is unknown, or outside the
+	// skipped with the reason (one being replayed gets a
+	// `message.discard_refused` event); an id that is unknown, or outside the
 	// token's owners, is skipped as "not found". A filter matches at most
 	// 10,000 messages (422 above). With `expect_count`, another count is
 	// 409 and nothing changes; an empty filter (every message) needs it.
@@ -5295,7 +5304,8 @@ type ClientWithResponsesInterface interface {
 	// Needs an operator or admin. Nothing is deleted: each message
 	// becomes `discarded` and gets its own `message.discard` audit event,
 	// all in one transaction. Messages that cannot be discarded are
-	// skipped with the reason; an id that is unknown, or outside the
+	// skipped with the reason (one being replayed gets a
+	// `message.discard_refused` event); an id that is unknown, or outside the
 	// token's owners, is skipped as "not found". A filter matches at most
 	// 10,000 messages (422 above). With `expect_count`, another count is
 	// 409 and nothing changes; an empty filter (every message) needs it.
@@ -5352,7 +5362,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Needs an operator or admin. The message becomes `discarded` (it is
 	// kept, not deleted) with a `message.discard` audit event. A message
-	// that cannot be discarded (already discarded, being replayed) is 409.
+	// that cannot be discarded (already discarded, being replayed) is 409;
+	// one being replayed gets a `message.discard_refused` audit event.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5363,7 +5374,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Needs an operator or admin. The message becomes `discarded` (it is
 	// kept, not deleted) with a `message.discard` audit event. A message
-	// that cannot be discarded (already discarded, being replayed) is 409.
+	// that cannot be discarded (already discarded, being replayed) is 409;
+	// one being replayed gets a `message.discard_refused` audit event.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10108,7 +10120,8 @@ func (c *ClientWithResponses) ListMessagesWithResponse(ctx context.Context, para
 // Needs an operator or admin. Nothing is deleted: each message
 // becomes `discarded` and gets its own `message.discard` audit event,
 // all in one transaction. Messages that cannot be discarded are
-// skipped with the reason; an id that is unknown, or outside the
+// skipped with the reason (one being replayed gets a
+// `message.discard_refused` event); an id that is unknown, or outside the
 // token's owners, is skipped as "not found". A filter matches at most
 // 10,000 messages (422 above). With `expect_count`, another count is
 // 409 and nothing changes; an empty filter (every message) needs it.
@@ -10129,7 +10142,8 @@ func (c *ClientWithResponses) DiscardMessagesWithBodyWithResponse(ctx context.Co
 // Needs an operator or admin. Nothing is deleted: each message
 // becomes `discarded` and gets its own `message.discard` audit event,
 // all in one transaction. Messages that cannot be discarded are
-// skipped with the reason; an id that is unknown, or outside the
+// skipped with the reason (one being replayed gets a
+// `message.discard_refused` event); an id that is unknown, or outside the
 // token's owners, is skipped as "not found". A filter matches at most
 // 10,000 messages (422 above). With `expect_count`, another count is
 // 409 and nothing changes; an empty filter (every message) needs it.
@@ -10210,7 +10224,8 @@ func (c *ClientWithResponses) GetMessageWithResponse(ctx context.Context, id Mes
 //
 // Needs an operator or admin. The message becomes `discarded` (it is
 // kept, not deleted) with a `message.discard` audit event. A message
-// that cannot be discarded (already discarded, being replayed) is 409.
+// that cannot be discarded (already discarded, being replayed) is 409;
+// one being replayed gets a `message.discard_refused` audit event.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10227,7 +10242,8 @@ func (c *ClientWithResponses) DiscardMessageWithBodyWithResponse(ctx context.Con
 //
 // Needs an operator or admin. The message becomes `discarded` (it is
 // kept, not deleted) with a `message.discard` audit event. A message
-// that cannot be discarded (already discarded, being replayed) is 409.
+// that cannot be discarded (already discarded, being replayed) is 409;
+// one being replayed gets a `message.discard_refused` audit event.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
