@@ -1,0 +1,260 @@
+// Package web serves the browser UI: server-rendered pages over the same
+// store, tokens and roles as the API.
+//
+// Every page is an html/template view from templates/, parsed once by New;
+// every stored string (payloads, reasons, queues, headers…) is untrusted
+// and reaches the page only through html/template's contextual escaping,
+// never as template.HTML. Static assets are embedded and served at
+// content-hash URLs with immutable caching.
+//
+// A browser logs in with a token secret (the first-start banner's
+// /?token=… or the login form); the session cookie holds a random session
+// id, never the secret (see sessions). Every form carries the session's
+// CSRF token, checked on every POST (see csrf.go).
+package web
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"html/template"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static/*
+var staticFS embed.FS
+
+// Config is what the UI needs.
+type Config struct {
+	Store  store.Store
+	Logger *slog.Logger
+	Now    func() time.Time
+	// Secure sets the Secure flag of the cookies (also set on requests
+	// that arrive over TLS).
+	Secure bool
+	// RedactPointers are the JSON Pointers masked for viewers (the API's
+	// redact.json_pointers). While the web UI cannot mask them, a viewer
+	// is shown no payload at all when any is configured.
+	RedactPointers []string
+	// SessionTTL bounds a session's life; 0 means DefaultSessionTTL.
+	SessionTTL time.Duration
+	// LoginDelay is how long a refused login waits before it answers; 0
+	// means DefaultLoginDelay.
+	LoginDelay time.Duration
+}
+
+// Defaults of Config.
+const (
+	DefaultSessionTTL = 12 * time.Hour
+	DefaultLoginDelay = 500 * time.Millisecond
+)
+
+// views names every page template; New fails when one is missing.
+var views = []string{"login", "messages", "message", "notfound", "error"}
+
+// Handler is the UI's http.Handler.
+type Handler struct {
+	cfg      Config
+	log      *slog.Logger
+	views    map[string]*template.Template
+	static   *assets
+	sessions *sessions
+	refusals *refusalLog
+	mux      *http.ServeMux
+}
+
+// New parses the views and returns the UI's handler. It fails when a view
+// or an asset is missing or does not parse.
+func New(cfg Config) (*Handler, error) {
+	return newHandler(cfg, templateFS, staticFS)
+}
+
+func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
+	if cfg.Store == nil {
+		return nil, quarantine.Errorf(quarantine.EINVALID, "web: a store is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.LoginDelay <= 0 {
+		cfg.LoginDelay = DefaultLoginDelay
+	}
+	st, err := loadAssets(sfs)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, log: cfg.Logger.With("component", "web"), static: st,
+		sessions: newSessions(cfg.SessionTTL), refusals: newRefusalLog(), views: map[string]*template.Template{}}
+	funcs := template.FuncMap{
+		"static": st.url,
+		"ago":    func(t time.Time) string { return ago(cfg.Now(), t) },
+		"utc":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"trunc":  truncate,
+	}
+	for _, v := range views {
+		t, err := template.New(v).Funcs(funcs).ParseFS(tfs, "templates/layout.html", "templates/"+v+".html")
+		if err != nil {
+			return nil, quarantine.Errorf(quarantine.EINVALID, "web: view %s: %v", v, err)
+		}
+		if t.Lookup("content") == nil {
+			return nil, quarantine.Errorf(quarantine.EINVALID, "web: view %s defines no content", v)
+		}
+		h.views[v] = t
+	}
+	h.routes()
+	return h, nil
+}
+
+// routes is the UI's route table.
+func (h *Handler) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /{$}", h.root)
+	m.HandleFunc("GET /login", h.loginForm)
+	m.HandleFunc("POST /login", h.loginPost)
+	m.HandleFunc("POST /logout", h.authed(h.logout))
+	m.HandleFunc("GET /messages", h.authed(h.listMessages))
+	m.HandleFunc("GET /messages/{id}", h.authed(h.showMessage))
+	m.Handle("GET /static/", h.static)
+	m.HandleFunc("/", h.notFound)
+	h.mux = m
+}
+
+// ServeHTTP serves the UI with its security headers.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	// The banner's URL carries the token: no URL of the UI may leave the
+	// site (same-origin still lets the browser send Origin on a POST).
+	hd.Set("Referrer-Policy", "same-origin")
+	if r.Method == http.MethodPost {
+		// The POSTs are small forms.
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// maxFormBytes caps a form's body.
+const maxFormBytes = 16 << 10
+
+// page is what every view gets.
+type page struct {
+	Title   string
+	Token   *quarantine.Token // nil when not logged in
+	CSRF    string
+	Error   string
+	Content any
+}
+
+// render executes a view into a buffer, then writes it: a failing view
+// is a 500, never half a page.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, view string, p page) {
+	t := h.views[view]
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
+		h.log.Error("render", "view", view, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/html; charset=utf-8")
+	// Pages show what one token may read: no cache may keep them.
+	hd.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
+	s, _ := h.session(r)
+	p := page{Title: "Not found"}
+	if s != nil {
+		p.Token, p.CSRF = s.token, s.csrf
+	}
+	h.render(w, r, http.StatusNotFound, "notfound", p)
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
+	status := http.StatusInternalServerError
+	msg := "Something went wrong; it was logged."
+	switch quarantine.ErrorCode(err) {
+	case quarantine.EINVALID:
+		status, msg = http.StatusBadRequest, quarantine.ErrorMessage(err)
+	case quarantine.EFORBIDDEN:
+		status, msg = http.StatusForbidden, quarantine.ErrorMessage(err)
+	case quarantine.EUNAVAILABLE:
+		status, msg = http.StatusServiceUnavailable, "The store is unavailable; try again."
+	}
+	if status == http.StatusInternalServerError {
+		h.log.Error("request", "path", r.URL.Path, "err", err)
+	}
+	p := page{Title: "Error", Error: msg}
+	if s != nil {
+		p.Token, p.CSRF = s.token, s.csrf
+	}
+	h.render(w, r, status, "error", p)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// truncate shortens s to at most n runes, with an ellipsis.
+func truncate(n int, s string) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j] + "…"
+		}
+		i++
+	}
+	return s
+}
+
+// ago is t relative to now, like "3 h ago".
+func ago(now, t time.Time) string {
+	d := now.Sub(t)
+	future := d < 0
+	if future {
+		d = -d
+	}
+	var s string
+	switch {
+	case d < time.Minute:
+		s = "just now"
+		return s
+	case d < time.Hour:
+		s = strconv.Itoa(int(d/time.Minute)) + " min"
+	case d < 48*time.Hour:
+		s = strconv.Itoa(int(d/time.Hour)) + " h"
+	default:
+		s = strconv.Itoa(int(d/(24*time.Hour))) + " d"
+	}
+	if future {
+		return "in " + s
+	}
+	return s + " ago"
+}
