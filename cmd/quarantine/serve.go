@@ -88,6 +88,9 @@ func (m *Main) runServe(ctx context.Context) error {
 			IncidentRate: m.Config.Replay.IncidentRate,
 		},
 	}).Handler()
+	if h, err = m.withWeb(h); err != nil {
+		return err
+	}
 	m.retention = newRetention(m.store, m.Config.Retention, m.logger, reg)
 	if m.retention.enabled() {
 		m.retention.start()

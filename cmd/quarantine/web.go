@@ -1,0 +1,43 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/quarantine-dev/quarantine/web"
+)
+
+// withWeb serves the API's paths (/api/…, /metrics, /healthz, /readyz)
+// with apiHandler, exactly as before, and every other path with the web
+// UI, on the same server.
+func (m *Main) withWeb(apiHandler http.Handler) (http.Handler, error) {
+	ui, err := web.New(web.Config{
+		Store:          m.store,
+		Logger:         m.logger,
+		Now:            time.Now,
+		RedactPointers: m.Config.RedactPointers,
+		// The server speaks plain HTTP: the cookies are Secure on requests
+		// that arrive over TLS. A setting for TLS-terminating proxies is
+		// still to come.
+	})
+	if err != nil {
+		return nil, err
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isAPIPath(r.URL.Path) {
+			apiHandler.ServeHTTP(w, r)
+			return
+		}
+		ui.ServeHTTP(w, r)
+	}), nil
+}
+
+// isAPIPath reports whether the API answers path.
+func isAPIPath(p string) bool {
+	switch p {
+	case "/api", "/metrics", "/healthz", "/readyz":
+		return true
+	}
+	return strings.HasPrefix(p, "/api/")
+}
