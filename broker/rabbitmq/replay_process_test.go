@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -113,6 +114,14 @@ func TestReplayEndToEnd(t *testing.T) {
 	api := p.API(p.Token)
 	msgs := api.WaitMessages(t, work, n, 30*time.Second)
 	b.waitDepth(dlq, 0)
+	// The binary's /metrics counts them, and the age of the oldest.
+	_, before := api.Do(t, "GET", "/metrics", nil, nil)
+	if want := fmt.Sprintf(`quarantine_messages{owner="",queue=%q,status="quarantined"} %d`, work, n); !strings.Contains(string(before), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+	if !regexp.MustCompile(`(?m)^quarantine_oldest_message_age_seconds\{owner="",queue="` + regexp.QuoteMeta(work) + `"\} [0-9.e+]+$`).Match(before) {
+		t.Errorf("/metrics has no age for queue %s", work)
+	}
 
 	// Fix the payload of order-0.
 	var one testbin.Message
