@@ -12,8 +12,9 @@
 # node_modules (git-ignored), again only when they are missing or older
 # than the lock file.
 #
-# The versions are pinned here; a change of a pin reinstalls. Without
-# node and npm the script warns and the tests that need them skip; under
+# The versions are pinned here; a change of a pin reinstalls. Missing node
+# and npm are installed from Debian's packages when it can (root or sudo);
+# without them the script warns and the tests that need them skip; under
 # CI=true that is an error (and the tests fail too).
 set -euo pipefail
 
@@ -27,6 +28,24 @@ PACKAGES=(
 
 log() { printf 'node-tools: %s\n' "$*" >&2; }
 
+# install_node installs Debian's nodejs and npm when they are missing (as
+# root, or through sudo), as the services script does for the brokers.
+install_node() {
+	command -v apt-get >/dev/null 2>&1 || return 1
+	local run=()
+	if [[ "$(id -u)" -ne 0 ]]; then
+		command -v sudo >/dev/null 2>&1 || return 1
+		run=(sudo)
+	fi
+	log "installing nodejs and npm (Debian packages)"
+	"${run[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null 2>&1 ||
+		{ "${run[@]}" apt-get update -qq >/dev/null 2>&1 &&
+			"${run[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null 2>&1; }
+}
+
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	install_node || true
+fi
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	if [[ "${CI:-}" == "true" ]]; then
 		log "ERROR: node and npm are needed (apt-get install nodejs npm)"
