@@ -13,6 +13,12 @@ import (
 	"github.com/quarantine-dev/quarantine"
 )
 
+// messageRoutes registers the messages list and the message page.
+func (h *Handler) messageRoutes(m *http.ServeMux) {
+	m.HandleFunc("GET /messages", h.authed(h.listMessages))
+	m.HandleFunc("GET /messages/{id}", h.authed(h.showMessage))
+}
+
 // pageSize is the number of rows of a messages page.
 const pageSize = 50
 

@@ -22,7 +22,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"path"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
@@ -60,7 +63,9 @@ const (
 	DefaultLoginDelay = 500 * time.Millisecond
 )
 
-// views names every page template; New fails when one is missing.
+// views names the page templates every UI needs; New fails when one is
+// missing. Every templates/*.html other than layout.html and partials
+// (names starting with "_", included in every view) is parsed as a view.
 var views = []string{"login", "messages", "message", "notfound", "error"}
 
 // Handler is the UI's http.Handler.
@@ -108,8 +113,22 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 		"utc":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"trunc":  truncate,
 	}
+	names, err := viewNames(tfs)
+	if err != nil {
+		return nil, err
+	}
 	for _, v := range views {
-		t, err := template.New(v).Funcs(funcs).ParseFS(tfs, "templates/layout.html", "templates/"+v+".html")
+		if !slices.Contains(names, v) {
+			return nil, quarantine.Errorf(quarantine.EINVALID, "web: view %s is missing", v)
+		}
+	}
+	partials, err := fs.Glob(tfs, "templates/_*.html")
+	if err != nil {
+		return nil, quarantine.Errorf(quarantine.EINVALID, "web: templates: %v", err)
+	}
+	for _, v := range names {
+		files := append([]string{"templates/layout.html"}, partials...)
+		t, err := template.New(v).Funcs(funcs).ParseFS(tfs, append(files, "templates/"+v+".html")...)
 		if err != nil {
 			return nil, quarantine.Errorf(quarantine.EINVALID, "web: view %s: %v", v, err)
 		}
@@ -122,15 +141,37 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 	return h, nil
 }
 
-// routes is the UI's route table.
+// viewNames lists the views in tfs: templates/*.html but the layout and
+// the partials.
+func viewNames(tfs fs.FS) ([]string, error) {
+	files, err := fs.Glob(tfs, "templates/*.html")
+	if err != nil {
+		return nil, quarantine.Errorf(quarantine.EINVALID, "web: templates: %v", err)
+	}
+	var names []string
+	for _, f := range files {
+		n := strings.TrimSuffix(path.Base(f), ".html")
+		if n == "layout" || strings.HasPrefix(n, "_") {
+			continue
+		}
+		names = append(names, n)
+	}
+	return names, nil
+}
+
+// routes is the UI's route table: each area of the UI registers its own
+// routes (overviewRoutes, messageRoutes, …, each in its area's file).
 func (h *Handler) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /{$}", h.root)
 	m.HandleFunc("GET /login", h.loginForm)
 	m.HandleFunc("POST /login", h.loginPost)
 	m.HandleFunc("POST /logout", h.authed(h.logout))
-	m.HandleFunc("GET /messages", h.authed(h.listMessages))
-	m.HandleFunc("GET /messages/{id}", h.authed(h.showMessage))
+	h.overviewRoutes(m)
+	h.messageRoutes(m)
+	h.editRoutes(m)
+	h.replayRoutes(m)
+	h.auditRoutes(m)
 	m.Handle("GET /static/", h.static)
 	m.HandleFunc("/", h.notFound)
 	h.mux = m
@@ -139,7 +180,9 @@ func (h *Handler) routes() {
 // ServeHTTP serves the UI with its security headers.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
-	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	// Scripts only from our own static files (no inline script, no
+	// eval): the pages work without them, scripts only add to them.
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")
 	// The banner's URL carries the token: no URL of the UI may leave the

