@@ -6,6 +6,8 @@
 #   openapi-typescript  generates TypeScript types from openapi.yaml
 #   typescript          type-checks them (tsc)
 #   @redocly/cli        lints openapi.yaml (redocly lint)
+#   axe-core            the accessibility checks of the web UI's browser
+#                       tests (axe.min.js, injected into each page)
 #
 # and the npm dependencies of integrations/cloudflare (miniflare, which
 # ships workerd) with `npm ci` from its package-lock.json, into its own
@@ -24,6 +26,7 @@ PACKAGES=(
 	openapi-typescript@7.13.0
 	typescript@5.9.3
 	@redocly/cli@2.77.0
+	axe-core@4.14.1
 )
 
 log() { printf 'node-tools: %s\n' "$*" >&2; }
@@ -80,7 +83,7 @@ cloudflare_deps
 want="${PACKAGES[*]}"
 if [[ -f "$DIR/.installed" && "$(cat "$DIR/.installed")" == "$want" &&
 	-x "$DIR/node_modules/.bin/openapi-typescript" && -x "$DIR/node_modules/.bin/tsc" &&
-	-x "$DIR/node_modules/.bin/redocly" ]]; then
+	-x "$DIR/node_modules/.bin/redocly" && -f "$DIR/node_modules/axe-core/axe.min.js" ]]; then
 	exit 0
 fi
 
