@@ -70,6 +70,10 @@ func (s *Source) receiveOnce(ctx context.Context) ([]held, error) {
 
 // hand gives p to Receive; false when ctx ended first.
 func (s *Source) hand(ctx context.Context, p poll) bool {
+	if len(p.msgs) > 0 {
+		s.waiting.Add(1)
+		defer s.waiting.Add(-1)
+	}
 	select {
 	case s.polls <- p:
 		return true

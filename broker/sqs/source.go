@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -44,6 +45,11 @@ type Source struct {
 	stop    context.CancelFunc
 	pending []held // received, not yet handed out
 	wg      sync.WaitGroup
+
+	// waiting counts the receivers holding a fetched batch that Receive
+	// has not taken yet, and blocked the Receive calls waiting for one
+	// (tests wait on them instead of sleeping).
+	waiting, blocked atomic.Int32
 }
 
 // poll is what one receiver call produced: messages or an error.
@@ -115,17 +121,22 @@ func (s *Source) Receive(ctx context.Context, max int, linger time.Duration) ([]
 			defer t.Stop()
 			lingerC = t.C
 		}
+		s.blocked.Add(1)
 		select {
 		case <-ctx.Done():
+			s.blocked.Add(-1)
 			if len(out) > 0 {
 				return out, nil
 			}
 			return nil, ctx.Err()
 		case <-lingerC:
+			s.blocked.Add(-1)
 			return out, nil
 		case <-s.done:
+			s.blocked.Add(-1)
 			return out, closedError(s.name)
 		case p := <-s.polls:
+			s.blocked.Add(-1)
 			if p.err != nil {
 				if len(out) > 0 {
 					return out, nil

@@ -173,7 +173,9 @@ func TestSourceCloseReleasesPrefetched(t *testing.T) {
 	if err := src.Ack(context.Background(), ds); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // let the receivers prefetch
+	// A receiver holds a batch fetched ahead, not handed out: Close must
+	// release it (without one the test would prove nothing).
+	eventually(t, 10*time.Second, "a receiver holding a prefetched batch", func() bool { return src.waiting.Load() > 0 })
 	if err := src.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +226,9 @@ func TestSourceCloseEndsABlockedReceive(t *testing.T) {
 		_, err := src.Receive(context.Background(), 10, 0)
 		errc <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// Close only once Receive waits for messages: a Close before it would
+	// test the closed check at its start, not the blocked wait.
+	eventually(t, 10*time.Second, "Receive blocked on an empty queue", func() bool { return src.blocked.Load() == 1 })
 	src.Close()
 	select {
 	case err := <-errc:
