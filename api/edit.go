@@ -125,41 +125,7 @@ func (b *editBody) edit(ifMatch, actor string) (quarantine.PayloadEdit, error) {
 	return e, inBody(e.Validate(), "")
 }
 
-// checkEdit refuses an edit the stored message forbids: a stale If-Match,
-// a status that cannot be edited, a payload equal to the current one
-// (quarantine.PayloadEdit.CheckCurrent), a payload that would change the
-// idempotency key, or one that violates its job's JSON Schema.
+// checkEdit refuses an edit the stored message forbids (see EditRules.Check).
 func (s *Server) checkEdit(m *quarantine.Message, e quarantine.PayloadEdit) error {
-	if m.PayloadSHA256 != e.IfMatch {
-		return quarantine.FieldErrorf(quarantine.EPRECONDITION, "If-Match",
-			"the payload changed since it was read: its payload_sha256 is now %s; read it again", m.PayloadSHA256)
-	}
-	if err := m.Status.Editable(); err != nil {
-		return err
-	}
-	if err := e.CheckCurrent(m.PayloadSHA256); err != nil { // a no-op edit: 422 naming /payload
-		return err
-	}
-	// The key a JSON Pointer rule reads from the payload must stay the
-	// stored one (or, when the stored key came from elsewhere, what the
-	// rule read from the old payload): a replayed job is deduplicated by it.
-	if key, fromPayload := s.cfg.Preparer.PayloadKey(m.Queue, e.Payload); fromPayload && key != m.IdempotencyKey {
-		if old, _ := s.cfg.Preparer.PayloadKey(m.Queue, m.Payload); key != old {
-			return quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "/payload",
-				"the edit would change the idempotency key from %q to %q: keep the key's field as it is", clip(m.IdempotencyKey), clip(key))
-		}
-	}
-	sch, ok := s.cfg.Schemas[m.JobName]
-	if !ok {
-		return nil
-	}
-	violations, err := sch.Validate(e.Payload)
-	if err != nil || len(violations) == 0 {
-		return err
-	}
-	return &violationsError{
-		err: quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "/payload",
-			"the payload violates the JSON Schema of job %q in %d place(s): see violations", clip(m.JobName), len(violations)),
-		violations: violations,
-	}
+	return EditRules{Preparer: s.cfg.Preparer, Schemas: s.cfg.Schemas}.Check(m, e)
 }

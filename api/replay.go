@@ -111,67 +111,39 @@ func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusCreated, replayPreview{replayCreated: out, Items: items, NextCursor: nextItemCursor(items, more)})
 }
 
-// replayRequest checks a replay body and builds the store's request,
-// with the configured defaults and the token's owners and actor.
+// replayRequest reads a replay body and builds the store's request with
+// ReplayDefaults.Request.
 func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.ReplayRequest, error) {
-	d := s.cfg.Replay
-	req := quarantine.ReplayRequest{
-		ExpectCount: b.ExpectCount, Rate: d.Rate, Burst: d.Burst, Canary: d.Canary, Observe: d.Observe,
-		HaltRefailRatio: d.HaltRefailRatio, DryRun: b.DryRun, ForceWithoutKey: b.ForceWithoutKey,
-		Force: b.Force, AcceptKeyRuleChange: b.AcceptKeyRuleChange, Reason: b.Reason,
-		Actor: t.Actor(), Owners: tokenOwners(t), DraftTTL: d.DraftTTL,
-		MaxReplays: d.MaxReplays, Admin: t.Role == quarantine.RoleAdmin, Guard: d.guard(),
-	}
 	hasFilter := len(b.Filter) > 0 && string(b.Filter) != "null"
 	if b.IDs == nil && !hasFilter {
-		return req, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "give either ids or a filter")
+		return quarantine.ReplayRequest{}, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "give either ids or a filter")
 	}
 	if b.IDs != nil && len(b.IDs) == 0 {
-		return req, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "give at least one id")
+		return quarantine.ReplayRequest{}, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "give at least one id")
 	}
 	ids, f, err := s.selection(b.IDs, b.Filter, b.ExpectCount)
 	if err != nil {
-		return req, err
+		return quarantine.ReplayRequest{}, err
 	}
-	req.IDs, req.Filter = ids, f // the store narrows a filter to req.Owners
+	in := ReplayInput{IDs: ids, Filter: f, ExpectCount: b.ExpectCount, Rate: b.Rate, Burst: b.Burst, Canary: b.Canary,
+		HaltRefailRatio: b.HaltRefailRatio, Reason: b.Reason, DryRun: b.DryRun, ForceWithoutKey: b.ForceWithoutKey,
+		Force: b.Force, AcceptKeyRuleChange: b.AcceptKeyRuleChange}
 	if len(b.Destination) > 0 && string(b.Destination) != "null" {
 		var dst replayDestinationBody
 		if err := decodeObject(b.Destination, &dst, "/destination"); err != nil {
-			return req, err
+			return quarantine.ReplayRequest{}, err
 		}
-		req.Destination = quarantine.ReplayDestination{Queue: dst.Queue, Collector: dst.Collector}
-	}
-	if b.Rate != nil {
-		req.Rate = *b.Rate
-		if b.Burst == nil {
-			req.Burst = 0 // the default burst follows the rate asked for
-		}
-	}
-	if b.Burst != nil {
-		req.Burst = *b.Burst
-	}
-	if b.Canary != nil {
-		req.Canary = *b.Canary
-	}
-	if b.HaltRefailRatio != nil {
-		req.HaltRefailRatio = *b.HaltRefailRatio
+		in.Destination = quarantine.ReplayDestination{Queue: dst.Queue, Collector: dst.Collector}
 	}
 	if b.Observe != nil {
 		o, err := time.ParseDuration(*b.Observe)
 		if err != nil {
-			return req, quarantine.FieldErrorf(quarantine.EINVALID, "/observe",
+			return quarantine.ReplayRequest{}, quarantine.FieldErrorf(quarantine.EINVALID, "/observe",
 				"observe must be a duration like 30s, 5m or 1h, not %q", clip(*b.Observe))
 		}
-		req.Observe = o
+		in.Observe = &o
 	}
-	if err := req.Validate(d.MaxRate); err != nil {
-		return req, replayField(err, "")
-	}
-	if c := req.Destination.Collector; c != "" && !slices.Contains(d.Collectors, c) {
-		return req, quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "/destination/collector",
-			"no collector named %q is configured", clip(c))
-	}
-	return req, nil
+	return s.cfg.Replay.Request(in, t)
 }
 
 // tokenOwners returns the owners t is limited to, nil for every owner

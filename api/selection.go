@@ -17,19 +17,9 @@ func (s *Server) selection(ids []string, filter json.RawMessage, expect *int) ([
 	if ids != nil && hasFilter {
 		return nil, nil, quarantine.FieldErrorf(quarantine.EINVALID, "/filter", "give ids or a filter, not both")
 	}
-	if len(ids) > quarantine.MaxBulk {
-		return nil, nil, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "at most %d ids at once", quarantine.MaxBulk)
-	}
-	var out []string
-	seen := make(map[string]bool, len(ids))
-	for i, id := range ids {
-		if !quarantine.ValidID(id) {
-			return nil, nil, quarantine.FieldErrorf(quarantine.EINVALID, "/ids/"+strconv.Itoa(i), "%q is not a message id", clip(id))
-		}
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
+	out, err := CleanIDs(ids)
+	if err != nil {
+		return nil, nil, err
 	}
 	if !hasFilter {
 		return out, nil, nil
@@ -47,4 +37,25 @@ func (s *Server) selection(ids []string, filter json.RawMessage, expect *int) ([
 		return nil, nil, err
 	}
 	return nil, &f, nil
+}
+
+// CleanIDs checks the ids of a bulk action (at most quarantine.MaxBulk,
+// each a message id: EINVALID naming /ids or /ids/N otherwise) and drops
+// repeats, in linear time.
+func CleanIDs(ids []string) ([]string, error) {
+	if len(ids) > quarantine.MaxBulk {
+		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "/ids", "at most %d ids at once", quarantine.MaxBulk)
+	}
+	var out []string
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		if !quarantine.ValidID(id) {
+			return nil, quarantine.FieldErrorf(quarantine.EINVALID, "/ids/"+strconv.Itoa(i), "%q is not a message id", clip(id))
+		}
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }

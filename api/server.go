@@ -127,15 +127,7 @@ func New(cfg Config) *Server {
 			panic("api: Config.RedactPointers: " + err.Error())
 		}
 	}
-	if cfg.Replay.Rate <= 0 {
-		cfg.Replay.Rate = quarantine.DefaultReplayRate
-	}
-	if cfg.Replay.MaxRate <= 0 {
-		cfg.Replay.MaxRate = quarantine.DefaultReplayMaxRat
-	}
-	if cfg.Replay.DraftTTL <= 0 {
-		cfg.Replay.DraftTTL = quarantine.DefaultDraftTTL
-	}
+	cfg.Replay = cfg.Replay.WithDefaults()
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
