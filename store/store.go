@@ -107,6 +107,15 @@ type Store interface {
 	// owner rules). Ordered by queue.
 	QueueStats(ctx context.Context, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error)
 
+	// Histogram counts, for each of r.Queues in the order given, the
+	// messages of r.Kind in each bucket of r.Edges (see
+	// quarantine.HistogramRequest); a queue without any has zeros. Read in
+	// one snapshot, as range scans of an index per queue and bucket
+	// ((queue, collected_at) for the inflow, (queue, status, failed_at)
+	// for the waiting ones): the cost grows with the messages inside the
+	// edges, not with the size of the store. EINVALID naming the field.
+	Histogram(ctx context.Context, r quarantine.HistogramRequest) ([]quarantine.QueueHistogram, error)
+
 	// PurgePayloads removes the payload bytes (of every version) of up to
 	// limit messages in status st whose updated_at is before before,
 	// keeping their hashes and sizes, flags them payload_purged, and

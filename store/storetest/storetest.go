@@ -53,6 +53,7 @@ func Run(t *testing.T, h Harness) {
 		{"Sample", testSample},
 		{"Groups", testGroups},
 		{"QueueStats", testQueueStats},
+		{"Histogram", testHistogram},
 		{"PurgePayloads", testPurgePayloads},
 		{"HostileOperations", testHostileOperations},
 		{"Replay", testReplay},
