@@ -81,44 +81,10 @@ func (s *Server) discardMessages(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	res := quarantine.BulkResult{Changed: []string{}, Skipped: []quarantine.BulkSkipped{}}
-	var foreign []string
-	if d.Filter != nil && !scope(t, d.Filter) {
-		d.Filter = nil // only other teams' owners were asked for: nothing matches
-	}
-	if len(d.IDs) > 0 && len(t.Owners) > 0 {
-		if d.IDs, foreign, err = s.ownIDs(r, t, d.IDs); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
-	if len(foreign) > 0 {
-		ev := quarantine.NewAuditEvent(t.Actor(), quarantine.ActionAccessDenied, clipPath(r.URL.Path), map[string]any{
-			"method": clip(r.Method), "path": clipPath(r.URL.Path), "ids": foreign,
-			"reason": "the messages are outside the token's owners"})
-		if _, err := s.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-	}
-	if len(d.IDs) > 0 || d.Filter != nil {
-		if res, err = s.cfg.Store.Discard(r.Context(), d); err != nil {
-			s.fail(w, r, inBody(err, ""))
-			return
-		}
-	} else if d.ExpectCount != nil && *d.ExpectCount != 0 {
-		s.fail(w, r, quarantine.FieldErrorf(quarantine.ECONFLICT, "/expect_count",
-			"the selection matches 0 messages, not %d: nothing was discarded", *d.ExpectCount))
+	res, err := DiscardAs(r.Context(), s.cfg.Store, t, d, r.Method, r.URL.Path)
+	if err != nil {
+		s.fail(w, r, err)
 		return
-	}
-	for _, id := range foreign {
-		res.Skipped = append(res.Skipped, quarantine.BulkSkipped{ID: id, Reason: skipNotFound})
-	}
-	if res.Changed == nil {
-		res.Changed = []string{}
-	}
-	if res.Skipped == nil {
-		res.Skipped = []quarantine.BulkSkipped{}
 	}
 	s.writeJSON(w, r, http.StatusOK, res)
 }
@@ -135,23 +101,4 @@ func (s *Server) bulkDiscard(b *discardBody, actor string) (quarantine.Discard, 
 	}
 	d.IDs, d.Filter = ids, f
 	return d, inBody(d.Validate(), "")
-}
-
-// ownIDs splits ids into those of messages the token may see and the
-// others. Unknown ids stay with the first: the store skips them.
-func (s *Server) ownIDs(r *http.Request, t *quarantine.Token, ids []string) (own, foreign []string, err error) {
-	for _, id := range ids {
-		m, err := s.cfg.Store.GetMessage(r.Context(), id)
-		switch {
-		case quarantine.ErrorCode(err) == quarantine.ENOTFOUND:
-			own = append(own, id)
-		case err != nil:
-			return nil, nil, err
-		case t.Sees(m.Owner):
-			own = append(own, id)
-		default:
-			foreign = append(foreign, id)
-		}
-	}
-	return own, foreign, nil
 }

@@ -24,7 +24,7 @@ type shownPayload struct {
 func (s *Server) showPayload(r *http.Request, contentType string, b []byte) shownPayload {
 	p := shownPayload{bytes: b}
 	if len(s.cfg.RedactPointers) > 0 && !canSeeRedacted(tokenFrom(r.Context())) {
-		p.bytes, p.redacted = redact(b, s.cfg.RedactPointers)
+		p.bytes, p.redacted = redactPayload(b, s.cfg.RedactPointers)
 	}
 	p.asJSON = jsonContentType(contentType) && utf8.Valid(p.bytes) && json.Valid(p.bytes)
 	return p
