@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"PurgePayloads", testPurgePayloads},
 		{"HostileOperations", testHostileOperations},
 		{"Replay", testReplay},
+		{"MessageReplays", testMessageReplays},
 		{"ReplayLease", testReplayLease},
 		{"ReplayTokens", testReplayTokens},
 		{"ReplayGuards", testReplayGuards},

@@ -1,0 +1,95 @@
+package storetest
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// MessageReplays is the store query of a message's replay history: the
+// web UI's message timeline declares it where it uses it, and both stores
+// implement it.
+type MessageReplays interface {
+	MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error)
+}
+
+// testMessageReplays: a message's items of every batch that held it,
+// oldest batch first, the latest limit ones, with each outcome and the
+// re-failure link; other messages' items are not among them.
+func testMessageReplays(t *testing.T, h Harness) {
+	s, _ := openClock(t, h)
+	mr, ok := s.(MessageReplays)
+	if !ok {
+		t.Fatalf("%T does not implement MessageReplayItems", s)
+	}
+	ctx := t.Context()
+	m := newMsg(withIdem("k-timeline"))
+	other := newMsg(withIdem("k-other"))
+	never := newMsg()
+	insert(t, s, m, other, never)
+
+	// First batch: m and other, published; m then re-fails.
+	b1 := createReplay(t, s, replayReq(m.ID, other.ID), nil)
+	leases, err := s.LeaseReplayItems(ctx, b1.ID, "engine", 10, time.Minute, 0)
+	wantOK(t, err, "LeaseReplayItems")
+	var res []quarantine.ReplayResult
+	for _, l := range leases {
+		res = append(res, published(l))
+	}
+	_, err = s.RecordReplayResults(ctx, res)
+	wantOK(t, err, "RecordReplayResults")
+	refail := newMsg(withIdem("k-timeline"))
+	insert(t, s, refail)
+	if refail.RefailOf != m.ID {
+		t.Fatalf("re-failure links %q, want %s", refail.RefailOf, m.ID)
+	}
+
+	// Second batch: m (refailed now) is skipped at creation or pending;
+	// third batch: other alone.
+	b2 := createReplay(t, s, replayReq(m.ID), nil)
+	createReplay(t, s, replayReq(other.ID), nil)
+
+	got, err := mr.MessageReplayItems(ctx, m.ID, 10)
+	wantOK(t, err, "MessageReplayItems")
+	var batches []string
+	for _, it := range got {
+		if it.MessageID != m.ID {
+			t.Fatalf("item of %s among %s's", it.MessageID, m.ID)
+		}
+		batches = append(batches, it.BatchID)
+	}
+	if !slices.Equal(batches, []string{b1.ID, b2.ID}) {
+		t.Fatalf("batches %v, want %v (oldest first)", batches, []string{b1.ID, b2.ID})
+	}
+	first := got[0]
+	if first.Outcome != quarantine.ItemRefailed || first.RefailID != refail.ID || first.PublishedAt == nil ||
+		first.Destination == "" || first.PayloadSHA256 != m.PayloadSHA256 {
+		t.Fatalf("first item %+v: want refailed as %s, published, with its destination and hash", first, refail.ID)
+	}
+	want2 := items(t, s, b2.ID)[0]
+	if got[1].Outcome != want2.Outcome || got[1].Reason != want2.Reason {
+		t.Fatalf("second item %+v, want %+v", got[1], want2)
+	}
+
+	// The limit keeps the latest batches.
+	last, err := mr.MessageReplayItems(ctx, m.ID, 1)
+	wantOK(t, err, "MessageReplayItems")
+	if len(last) != 1 || last[0].BatchID != b2.ID {
+		t.Fatalf("limit 1: %+v, want the item of %s", last, b2.ID)
+	}
+	// None for a message never replayed, an unknown id or a malformed one.
+	for _, id := range []string{never.ID, quarantine.NewID(baseTime), "'; DROP TABLE replay_items; --"} {
+		none, err := mr.MessageReplayItems(ctx, id, 10)
+		wantOK(t, err, "MessageReplayItems")
+		if none == nil || len(none) != 0 {
+			t.Fatalf("%q: %+v, want an empty list", id, none)
+		}
+	}
+	for _, n := range []int{0, -1, quarantine.MaxLimit + 1} {
+		_, err := mr.MessageReplayItems(ctx, m.ID, n)
+		wantCode(t, err, quarantine.EINVALID)
+	}
+}
