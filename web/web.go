@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/alert"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -55,6 +56,12 @@ type Config struct {
 	// LoginDelay is how long a refused login waits before it answers; 0
 	// means DefaultLoginDelay.
 	LoginDelay time.Duration
+	// Owners are the owner rules (config owners:): the overview shows
+	// each queue's owner by them, as GET /api/v1/queues does.
+	Owners []quarantine.OwnerRule
+	// Alarms are the age alarms (config alarms:): the overview colours
+	// each queue's oldest age against the max_age of its alarms.
+	Alarms []alert.Rule
 }
 
 // Defaults of Config.

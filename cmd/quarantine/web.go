@@ -17,6 +17,8 @@ func (m *Main) withWeb(apiHandler http.Handler) (http.Handler, error) {
 		Logger:         m.logger,
 		Now:            time.Now,
 		RedactPointers: m.Config.RedactPointers,
+		Owners:         m.Config.Owners,
+		Alarms:         m.Config.Alarms.Rules,
 		// The server speaks plain HTTP: the cookies are Secure on requests
 		// that arrive over TLS. A setting for TLS-terminating proxies is
 		// still to come.
