@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,6 +35,9 @@ type advisoryState struct {
 	// after it.
 	scanned uint64
 	created time.Time
+	// passes counts the reconciliation passes that returned, whatever
+	// they found (tests wait on it to know that a pass ran).
+	passes atomic.Uint64
 }
 
 // candidate is a message found by reconciliation.

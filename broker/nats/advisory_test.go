@@ -293,12 +293,13 @@ func TestAdvisoriesWhileDown(t *testing.T) {
 	if got := streamMsgs(t, js, captureStreamName(stream, "worker")); got != n {
 		t.Fatalf("%d advisories captured, want %d", got, n)
 	}
+	cfg.ReconcileEvery = MinReconcileEvery // so that passes after the first run within the test
 	r = runCollector(t, "adv", cfg, st, appendAudit(st), 5)
 	eventually(t, 30*time.Second, "all stored and deleted", func() bool {
 		return storedCount(t, st, "adv") >= n && streamMsgs(t, js, stream) == 0 &&
 			streamMsgs(t, js, captureStreamName(stream, "worker")) == 0
 	})
-	time.Sleep(300 * time.Millisecond) // let a second reconciliation pass run
+	waitPasses(t, r, 2) // one more whole pass, started after the jobs were stored
 	r.stop()
 	all := make([]int, n)
 	for i := range all {
@@ -392,7 +393,15 @@ func TestReconcileSkipsLimitsStreams(t *testing.T) {
 	publishJobs(t, js, stream, 10, 3)
 	work(t, js, stream, func(job int) bool { return job != 11 })
 	eventually(t, 10*time.Second, "the advisory's job stored", func() bool { return storedCount(t, st, "adv") >= 1 })
-	time.Sleep(1500 * time.Millisecond) // another reconciliation pass
+	waitPasses(t, r, 2) // one more whole pass, started after the job was stored
 	r.stop()
 	assertJobsOnce(t, st, "adv", stream, []int{11}, "gave up after 2 deliveries")
+}
+
+// waitPasses waits until n more reconciliation passes of r's source have
+// returned: with n = 2 at least one whole pass ran after the call.
+func waitPasses(tb testing.TB, r *running, n uint64) {
+	tb.Helper()
+	want := r.src.adv.passes.Load() + n
+	eventually(tb, 30*time.Second, fmt.Sprintf("%d more reconciliation passes", n), func() bool { return r.src.adv.passes.Load() >= want })
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/quarantine-dev/quarantine/internal/collecttest"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
 	"github.com/quarantine-dev/quarantine/store/postgres"
 )
@@ -126,7 +127,7 @@ func TestStoreOutage(t *testing.T) {
 	eventually(t, 30*time.Second, "part of the drain", func() bool { return storedCount(t, direct, "outage") >= 200 })
 
 	proxy.setCut(true)
-	time.Sleep(300 * time.Millisecond) // an acknowledgement in flight at the cut may still land
+	eventually(t, 30*time.Second, "the collector to stop acknowledging", func() bool { return collecttest.QuietAfterStoreLoss(r.col, r.acks) })
 	consumer := func() *jetstream.ConsumerInfo {
 		c, err := js.Consumer(ctx, stream, "quarantine-outage")
 		if err != nil {
@@ -138,7 +139,13 @@ func TestStoreOutage(t *testing.T) {
 	if storedAtCut >= n {
 		t.Fatal("the drain finished before the cut")
 	}
+	acksAtCut := r.acks.Calls()
+	// The outage outlasts AckWait twice: this wait is the property under
+	// test (the held batch must not be redelivered), not a synchronisation.
 	time.Sleep(2*ackWait + 500*time.Millisecond)
+	if n := r.acks.Calls(); n != acksAtCut {
+		t.Fatalf("%d acknowledgements while the store was away", n-acksAtCut)
+	}
 	during, storedDuring := consumer(), storedCount(t, direct, "outage")
 	if during.AckFloor.Stream != atCut.AckFloor.Stream || during.AckFloor.Consumer != atCut.AckFloor.Consumer || storedDuring != storedAtCut {
 		t.Fatalf("acknowledged or stored while the store was away: ack floor %+v -> %+v, stored %d -> %d",

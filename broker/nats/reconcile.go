@@ -46,6 +46,7 @@ var errDeferred = errors.New("the advisory backlog is large: reconciliation wait
 // What it finds is handed out by Receive after a short settle (each is
 // fetched again then, so one acknowledged meanwhile is not taken).
 func (s *Source) reconcile(ctx context.Context, l *link) error {
+	defer s.adv.passes.Add(1)
 	s.adv.mu.Lock()
 	s.adv.nextReconcile = time.Now().Add(s.cfg.ReconcileEvery)
 	s.adv.mu.Unlock()

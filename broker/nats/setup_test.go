@@ -20,6 +20,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/collecttest"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
 
@@ -181,6 +182,7 @@ func openStore(tb testing.TB) *sqlite.Store {
 // running is a collector loop over a source, started by runCollector.
 type running struct {
 	src    *Source
+	acks   *collecttest.Acks // src as the collector sees it, counting acks
 	col    *collect.Collector
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -211,12 +213,13 @@ func runCollector(tb testing.TB, name string, cfg Config, st collect.Inserter, a
 	if audit != nil {
 		src.SetAudit(audit)
 	}
-	col := collect.New(collect.Config{Name: name, Source: src, Store: st, BatchSize: batch, Linger: 20 * time.Millisecond,
+	acks := collecttest.NewAcks(src)
+	col := collect.New(collect.Config{Name: name, Source: acks, Store: st, BatchSize: batch, Linger: 20 * time.Millisecond,
 		MaxBackoff: 500 * time.Millisecond, Logger: quietLogger(), Preparer: &collect.Preparer{
 			Idempotency: []collect.IdempotencyRule{{Queues: []string{"*"}, Header: "X-Idempotency-Key"}},
 		}})
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{src: src, col: col, cancel: cancel, done: make(chan struct{})}
+	r := &running{src: src, acks: acks, col: col, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		_ = col.Run(ctx)
