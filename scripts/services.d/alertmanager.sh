@@ -43,6 +43,7 @@ YAML
 	else
 		nohup prometheus-alertmanager "${args[@]}" >"$dir/alertmanager.log" 2>&1 </dev/null &
 	fi
+	record_started alertmanager "$!"
 	if ! wait_for alertmanager_ready; then
 		fail "alertmanager is not ready on $ALERTMANAGER_HOST:$ALERTMANAGER_PORT (see $dir/alertmanager.log)"
 		return 1

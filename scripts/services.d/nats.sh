@@ -77,8 +77,10 @@ ensure_nats() {
 		start-stop-daemon --start --oknodo --background --make-pidfile --pidfile "$store/nats-server.pid" \
 			--exec "$bin" -- "${args[@]}" ||
 			log "start-stop-daemon failed"
+		[[ -s "$store/nats-server.pid" ]] && record_started nats "$(cat "$store/nats-server.pid")"
 	else
 		nohup "$bin" "${args[@]}" >/dev/null 2>&1 &
+		record_started nats "$!"
 		disown || true
 	fi
 	if ! wait_for nats_js_ready; then

@@ -45,7 +45,8 @@ ensure_postgres() {
 			pg_trust_loopback "/etc/postgresql/$version/main/pg_hba.conf" ||
 				{ fail "could not edit pg_hba.conf"; return 1; }
 			log "starting PostgreSQL $version"
-			as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start ||
+			as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start &&
+				record_started postgres ||
 				log "pg_ctlcluster start failed"
 		fi
 		if ! wait_for pg_ready; then
@@ -62,3 +63,12 @@ ensure_postgres() {
 	log "postgres ready on $PG_HOST:$PG_PORT (database $PG_TEST_DB)"
 }
 
+
+# stop_postgres stops the cluster that ensure_postgres started (called by
+# `services.sh stop` only when it did).
+stop_postgres() {
+	local version
+	version="$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)"
+	[[ -n "$version" ]] || return 0
+	as_root pg_ctlcluster --skip-systemctl-redirect "$version" main stop
+}

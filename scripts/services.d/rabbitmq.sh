@@ -84,12 +84,29 @@ ensure_rabbitmq() {
 		log "the RabbitMQ node is up but AMQP does not answer yet: waiting"
 	else
 		log "starting RabbitMQ (rabbitmq-server -detached)"
-		as_root env ERL_EPMD_ADDRESS=127.0.0.1 PATH="/usr/sbin:$PATH" rabbitmq-server -detached ||
+		local epmd_ours=1
+		pgrep -x epmd >/dev/null 2>&1 && epmd_ours=0
+		if as_root env ERL_EPMD_ADDRESS=127.0.0.1 PATH="/usr/sbin:$PATH" rabbitmq-server -detached; then
+			record_started rabbitmq
+			[[ "$epmd_ours" -eq 1 ]] && record_started rabbitmq-epmd
+		else
 			log "rabbitmq-server -detached failed"
+		fi
 	fi
 	if ! rabbitmq_await_startup || ! wait_for rabbitmq_ready; then
 		fail "RabbitMQ is not ready on $RABBITMQ_HOST:$RABBITMQ_PORT"
 		return 1
 	fi
 	log "rabbitmq ready on $RABBITMQ_HOST:$RABBITMQ_PORT"
+}
+
+# stop_rabbitmq stops the node that ensure_rabbitmq started (called by
+# `services.sh stop` only when it did), and epmd when the node's start
+# started it (rabbitmqctl stop leaves it running).
+stop_rabbitmq() {
+	as_root env ERL_EPMD_ADDRESS=127.0.0.1 PATH="/usr/sbin:$PATH" rabbitmqctl stop || return 1
+	if [[ -f "$STATE_DIR/rabbitmq-epmd.started" ]]; then
+		epmd -kill >/dev/null 2>&1 || true
+		rm -f "$STATE_DIR/rabbitmq-epmd.started"
+	fi
 }
