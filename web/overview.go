@@ -1,6 +1,198 @@
 package web
 
-import "net/http"
+import (
+	"net/http"
+	"net/url"
+	"slices"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+)
 
 // overviewRoutes registers the overview: per queue counts, ages against alarms, inflow and age charts.
-func (h *Handler) overviewRoutes(m *http.ServeMux) {}
+func (h *Handler) overviewRoutes(m *http.ServeMux) {
+	m.HandleFunc("GET /overview", h.authed(h.overview))
+}
+
+// Age levels of a queue's oldest quarantined message against the
+// smallest max_age of its alarms.
+const (
+	ageNone = "none" // nothing waits
+	ageOK   = "ok"   // under half of max_age, or no alarm
+	ageWarn = "warn" // at least half of max_age
+	ageOver = "over" // past max_age
+)
+
+// statusCell is one count of a queue row, with the messages link.
+type statusCell struct {
+	Status quarantine.Status
+	N      int64
+	URL    string
+}
+
+// queueRow is one queue of the overview.
+type queueRow struct {
+	Queue, Owner string
+	URL          string // its messages
+	Counts       []statusCell
+	Waiting      int64
+	Oldest       *time.Time
+	OldestURL    string
+	// MaxAge is the smallest max_age of the alarms covering the queue,
+	// 0 when none does; Level is the oldest age against it.
+	MaxAge   time.Duration
+	MaxAgeS  string
+	AgeLevel string
+	Inflow   barChart
+	Firing   []quarantine.AlarmState
+}
+
+type overviewContent struct {
+	Now      time.Time
+	Statuses []quarantine.Status
+	Queues   []queueRow
+	Alarms   []quarantine.AlarmState // firing or pending, on visible queues
+	Age      barChart
+	AgeRows  []ageRow
+	Waiting  int64
+}
+
+// overview is GET /overview: every queue the token may see.
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
+	ctx := r.Context()
+	now := h.cfg.Now().UTC()
+	var f quarantine.Filter
+	scope(s.token, &f)
+	stats, err := h.cfg.Store.QueueStats(ctx, f, now)
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	c := overviewContent{Now: now, Statuses: quarantine.Statuses}
+	queues := make([]string, len(stats))
+	for i, st := range stats {
+		queues[i] = st.Queue
+	}
+	var inflow, ages []quarantine.QueueHistogram
+	hourly := make([]time.Time, 25)
+	for i := range hourly {
+		hourly[i] = now.Add(time.Duration(i-24) * time.Hour)
+	}
+	edges := ageEdges(now)
+	for lo := 0; lo < len(queues); lo += quarantine.MaxHistogramQueues {
+		chunk := queues[lo:min(lo+quarantine.MaxHistogramQueues, len(queues))]
+		in, err := h.cfg.Store.Histogram(ctx, quarantine.HistogramRequest{Kind: quarantine.HistogramInflow,
+			Queues: chunk, Owners: f.Owner, Edges: hourly})
+		if err != nil {
+			h.fail(w, r, s, err)
+			return
+		}
+		ag, err := h.cfg.Store.Histogram(ctx, quarantine.HistogramRequest{Kind: quarantine.HistogramWaiting,
+			Queues: chunk, Owners: f.Owner, Edges: edges})
+		if err != nil {
+			h.fail(w, r, s, err)
+			return
+		}
+		inflow, ages = append(inflow, in...), append(ages, ag...)
+	}
+	states, err := h.cfg.Store.AlarmStates(ctx)
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	firing := map[string][]quarantine.AlarmState{}
+	for _, a := range states {
+		if (a.State != quarantine.AlarmFiring && a.State != quarantine.AlarmPending) || !s.token.Sees(a.Owner) {
+			continue
+		}
+		c.Alarms = append(c.Alarms, a)
+		firing[a.Queue] = append(firing[a.Queue], a)
+	}
+	slices.SortStableFunc(c.Alarms, func(a, b quarantine.AlarmState) int {
+		if (a.State == quarantine.AlarmFiring) != (b.State == quarantine.AlarmFiring) {
+			if a.State == quarantine.AlarmFiring {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+
+	ageCounts := make([]int64, len(ageBuckets))
+	over := make([]int64, len(ageBuckets))
+	straddle := map[time.Duration][]string{} // max_age -> queues whose max_age falls inside a bucket
+	for i, st := range stats {
+		row := h.queueRow(st, now)
+		row.Inflow = sparkline(inflow[i].Counts, now)
+		row.Firing = firing[st.Queue]
+		c.Queues = append(c.Queues, row)
+		c.Waiting += row.Waiting
+		for b, n := range ages[i].Counts {
+			ageCounts[b] += n
+			switch bk := ageBuckets[b]; {
+			case row.MaxAge == 0 || n == 0:
+			case row.MaxAge <= bk.From:
+				over[b] += n
+			case bk.To == 0 || row.MaxAge < bk.To:
+				straddle[row.MaxAge] = append(straddle[row.MaxAge], st.Queue)
+			}
+		}
+	}
+	// Within a bucket that a max_age splits, count exactly the part past
+	// it: ages in [max_age, To) are failed_at in (now-To, now-max_age].
+	for maxAge, qs := range straddle {
+		b := slices.IndexFunc(ageBuckets, func(bk ageBucket) bool {
+			return maxAge > bk.From && (bk.To == 0 || maxAge < bk.To)
+		})
+		for lo := 0; lo < len(qs); lo += quarantine.MaxHistogramQueues {
+			hs, err := h.cfg.Store.Histogram(ctx, quarantine.HistogramRequest{Kind: quarantine.HistogramWaiting,
+				Queues: qs[lo:min(lo+quarantine.MaxHistogramQueues, len(qs))], Owners: f.Owner,
+				Edges: []time.Time{edges[b], now.Add(-maxAge)}})
+			if err != nil {
+				h.fail(w, r, s, err)
+				return
+			}
+			for _, hq := range hs {
+				over[b] += hq.Counts[0]
+			}
+		}
+	}
+	c.Age, c.AgeRows = ageChart(ageCounts, over)
+	h.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Token: s.token, CSRF: s.csrf, Content: &c})
+}
+
+// queueRow is st as the overview shows it.
+func (h *Handler) queueRow(st quarantine.QueueStats, now time.Time) queueRow {
+	owner := st.Owner
+	if owner == "" {
+		owner = quarantine.AssignOwner(h.cfg.Owners, st.Queue)
+	}
+	row := queueRow{Queue: st.Queue, Owner: owner, Waiting: st.Counts[quarantine.StatusQuarantined],
+		URL: "/messages?" + url.Values{"queue": {st.Queue}}.Encode(), AgeLevel: ageNone}
+	for _, status := range quarantine.Statuses {
+		row.Counts = append(row.Counts, statusCell{Status: status, N: st.Counts[status],
+			URL: "/messages?" + url.Values{"queue": {st.Queue}, "status": {string(status)}}.Encode()})
+	}
+	for i := range h.cfg.Alarms {
+		if a := &h.cfg.Alarms[i]; a.Matches(st.Queue, owner) && (row.MaxAge == 0 || a.MaxAge < row.MaxAge) {
+			row.MaxAge = a.MaxAge
+		}
+	}
+	if row.MaxAge > 0 {
+		row.MaxAgeS = row.MaxAge.String()
+	}
+	if st.OldestQuarantinedAt != nil {
+		row.Oldest = st.OldestQuarantinedAt
+		row.OldestURL = "/messages/" + st.OldestID
+		age := now.Sub(*st.OldestQuarantinedAt)
+		switch {
+		case row.MaxAge > 0 && age > row.MaxAge:
+			row.AgeLevel = ageOver
+		case row.MaxAge > 0 && age >= row.MaxAge/2:
+			row.AgeLevel = ageWarn
+		default:
+			row.AgeLevel = ageOK
+		}
+	}
+	return row
+}
