@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -39,8 +41,9 @@ type replayReportItem struct {
 
 // replayReport streams a batch as JSON Lines (application/x-ndjson): its
 // summary, then each item in publication order, one page of items at a
-// time. As for the audit export, an error after the first line aborts
-// the connection, so that a cut report never looks complete.
+// time (WriteReplayReport). As for the audit export, an error after the
+// first line aborts the connection, so that a cut report never looks
+// complete.
 func (s *Server) replayReport(w http.ResponseWriter, r *http.Request) {
 	if _, err := parseQuery(r); err != nil {
 		s.fail(w, r, err)
@@ -50,13 +53,31 @@ func (s *Server) replayReport(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f := quarantine.ReplayItemFilter{BatchID: b.ID, After: -1, Limit: quarantine.MaxLimit}
-	items, more, err := s.cfg.Store.ListReplayItems(r.Context(), f)
-	if err != nil {
+	started, err := WriteReplayReport(r.Context(), w, s.cfg.Store, b, s.cfg.Now())
+	switch {
+	case err == nil:
+	case !started:
 		s.fail(w, r, err)
-		return
+	default:
+		s.log.ErrorContext(r.Context(), "replay report cut short", "request_id", requestIDFrom(r.Context()),
+			"replay", b.ID, "err", err)
+		panic(http.ErrAbortHandler)
 	}
-	now := s.cfg.Now()
+}
+
+// WriteReplayReport writes the report of batch b as of now to w: the
+// headers (JSON Lines, an attachment named replay-ID.jsonl, no-store), the
+// batch's summary line, then one line per item in publication order. An
+// error of the store before anything was written is returned with started
+// false (answer it); after that with started true: the caller must abort
+// the connection, so that a cut report never looks complete. A client
+// that went away is no error.
+func WriteReplayReport(ctx context.Context, w http.ResponseWriter, st ReplayItemLister, b *quarantine.ReplayBatch, now time.Time) (started bool, err error) {
+	f := quarantine.ReplayItemFilter{BatchID: b.ID, After: -1, Limit: quarantine.MaxLimit}
+	items, more, err := st.ListReplayItems(ctx, f)
+	if err != nil {
+		return false, err
+	}
 	v := newReplayJSON(b, now)
 	head := replayReportBatch{Type: "batch", ID: v.ID, State: v.State, StateReason: v.StateReason, Reason: v.Reason,
 		Actor: v.Actor, Destination: v.Destination, Rate: v.Rate, Canary: v.Canary, CanaryVerdict: v.CanaryVerdict,
@@ -81,25 +102,28 @@ func (s *Server) replayReport(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
 	if err := enc.Encode(head); err != nil {
-		return // the client went away
+		return true, nil // the client went away
 	}
 	for {
 		for _, it := range nonNilItems(items) {
 			if err := enc.Encode(replayReportItem{Type: "item", ReplayItem: it}); err != nil {
-				return
+				return true, nil
 			}
 		}
 		if !more || len(items) == 0 {
-			return
+			return true, nil
 		}
 		_ = rc.Flush()
 		f.After = items[len(items)-1].Seq
-		if items, more, err = s.cfg.Store.ListReplayItems(r.Context(), f); err != nil {
-			s.log.ErrorContext(r.Context(), "replay report cut short", "request_id", requestIDFrom(r.Context()),
-				"replay", b.ID, "after_seq", f.After, "err", err)
-			panic(http.ErrAbortHandler)
+		if items, more, err = st.ListReplayItems(ctx, f); err != nil {
+			return true, fmt.Errorf("after item %d: %w", f.After, err)
 		}
 	}
+}
+
+// ReplayItemLister is what WriteReplayReport reads (a store.Store).
+type ReplayItemLister interface {
+	ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilter) ([]quarantine.ReplayItem, bool, error)
 }
 
 // timeString formats t as JSON does, in UTC.

@@ -101,3 +101,13 @@ func ReplayProgress(b *quarantine.ReplayBatch, now time.Time) (achievedRate, eta
 	v := newReplayJSON(b, now)
 	return v.AchievedRate, v.ETASeconds
 }
+
+// SeesReplay reports whether t may see b: a token without owners sees
+// every batch; one with owners the batches touching one of them, and
+// those it created.
+func SeesReplay(t *quarantine.Token, b *quarantine.ReplayBatch) bool { return seesReplay(t, b) }
+
+// ActsOnReplay reports whether t's owners allow it to start, pause,
+// resume or cancel b: every owner of b's messages must be one of t's (its
+// role is checked apart: an operator at least).
+func ActsOnReplay(t *quarantine.Token, b *quarantine.ReplayBatch) bool { return actsOnReplay(t, b) }

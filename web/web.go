@@ -30,6 +30,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/alert"
+	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -62,6 +63,12 @@ type Config struct {
 	// Alarms are the age alarms (config alarms:): the overview colours
 	// each queue's oldest age against the max_age of its alarms.
 	Alarms []alert.Rule
+	// Edit holds the checks of a payload edit that need the configuration
+	// (idempotency rules, JSON Schemas): the API's.
+	Edit api.EditRules
+	// Replay holds the defaults and limits of replay requests: the API's
+	// (zero members take api.ReplayDefaults.WithDefaults).
+	Replay api.ReplayDefaults
 }
 
 // Defaults of Config.
@@ -73,7 +80,7 @@ const (
 // views names the page templates every UI needs; New fails when one is
 // missing. Every templates/*.html other than layout.html and partials
 // (names starting with "_", included in every view) is parsed as a view.
-var views = []string{"login", "messages", "message", "notfound", "error"}
+var views = []string{"login", "messages", "message", "notfound", "error", "edit", "replay_new", "replays", "replay"}
 
 // Handler is the UI's http.Handler.
 type Handler struct {
@@ -108,6 +115,7 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 	if cfg.LoginDelay <= 0 {
 		cfg.LoginDelay = DefaultLoginDelay
 	}
+	cfg.Replay = cfg.Replay.WithDefaults()
 	st, err := loadAssets(sfs)
 	if err != nil {
 		return nil, err
@@ -196,8 +204,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// site (same-origin still lets the browser send Origin on a POST).
 	hd.Set("Referrer-Policy", "same-origin")
 	if r.Method == http.MethodPost {
-		// The POSTs are small forms.
-		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+		// The POSTs are small forms, but for the editor's (maxBody).
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody(r))
 	}
 	h.mux.ServeHTTP(w, r)
 }

@@ -67,7 +67,7 @@ func (m *Main) runServe(ctx context.Context) error {
 		return err
 	}
 
-	h := api.New(api.Config{
+	acfg := api.Config{
 		Store:           m.store,
 		Preparer:        prep,
 		Registry:        reg,
@@ -87,8 +87,9 @@ func (m *Main) runServe(ctx context.Context) error {
 			MaxReplays: m.Config.Replay.MaxReplays, IncidentWindow: m.Config.Replay.IncidentWindow,
 			IncidentRate: m.Config.Replay.IncidentRate,
 		},
-	}).Handler()
-	if h, err = m.withWeb(h); err != nil {
+	}
+	h := api.New(acfg).Handler()
+	if h, err = m.withWeb(h, acfg); err != nil {
 		return err
 	}
 	m.retention = newRetention(m.store, m.Config.Retention, m.logger, reg)

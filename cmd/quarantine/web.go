@@ -5,13 +5,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/web"
 )
 
 // withWeb serves the API's paths (/api/…, /metrics, /healthz, /readyz)
 // with apiHandler, exactly as before, and every other path with the web
-// UI, on the same server.
-func (m *Main) withWeb(apiHandler http.Handler) (http.Handler, error) {
+// UI, on the same server. The UI edits and replays with the API's rules
+// (acfg).
+func (m *Main) withWeb(apiHandler http.Handler, acfg api.Config) (http.Handler, error) {
 	ui, err := web.New(web.Config{
 		Store:          m.store,
 		Logger:         m.logger,
@@ -19,6 +21,8 @@ func (m *Main) withWeb(apiHandler http.Handler) (http.Handler, error) {
 		RedactPointers: m.Config.RedactPointers,
 		Owners:         m.Config.Owners,
 		Alarms:         m.Config.Alarms.Rules,
+		Edit:           api.EditRules{Preparer: acfg.Preparer, Schemas: acfg.Schemas},
+		Replay:         acfg.Replay,
 		// The server speaks plain HTTP: the cookies are Secure on requests
 		// that arrive over TLS. A setting for TLS-terminating proxies is
 		// still to come.
