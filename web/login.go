@@ -14,9 +14,12 @@ import (
 // maxSecretBytes bounds a pasted token secret; ours are 46 bytes.
 const maxSecretBytes = 256
 
+// home is where / and a fresh login lead: the overview.
+const home = "/overview"
+
 // root is the first-start banner's URL: /?token=SECRET logs in and
-// redirects to /messages, so that the secret leaves the address bar and
-// the history. Without a token it leads to the messages or the login form.
+// redirects to home, so that the secret leaves the address bar and the
+// history. Without a token it leads home or to the login form.
 func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
 	secret := r.URL.Query().Get("token")
 	if secret == "" {
@@ -29,7 +32,7 @@ func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
 			return
 		}
-		http.Redirect(w, r, "/messages", http.StatusSeeOther)
+		http.Redirect(w, r, home, http.StatusSeeOther)
 		return
 	}
 	// A link on another site must not log the browser in to a token of
@@ -74,7 +77,7 @@ func (h *Handler) loginPost(w http.ResponseWriter, r *http.Request) {
 	h.login(w, r, strings.TrimSpace(r.PostFormValue("token")))
 }
 
-// login checks secret, starts a session and redirects to /messages. A
+// login checks secret, starts a session and redirects home. A
 // refused login is audited and answers after cfg.LoginDelay.
 func (h *Handler) login(w http.ResponseWriter, r *http.Request, secret string) {
 	var t *quarantine.Token
@@ -100,7 +103,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request, secret string) {
 	h.setCookie(w, r, sessionCookie, s.id, 0)
 	h.setCookie(w, r, loginCookie, "", -1)
 	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, "/messages", http.StatusSeeOther)
+	http.Redirect(w, r, home, http.StatusSeeOther)
 }
 
 // refuseLogin audits a refused login (at most once a minute per client,

@@ -125,7 +125,7 @@ func postForm(t *testing.T, c *http.Client, u string, v url.Values, header ...st
 func (e *env) login(c *http.Client, secret string) {
 	e.t.Helper()
 	res, _ := get(e.t, c, e.srv.URL+"/?token="+url.QueryEscape(secret))
-	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/messages" {
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/overview" {
 		e.t.Fatalf("login: %d to %q", res.StatusCode, res.Header.Get("Location"))
 	}
 }

@@ -34,8 +34,8 @@ func TestLoginBannerURLSetsSessionCookieAndRedirects(t *testing.T) {
 			if res.StatusCode != http.StatusSeeOther {
 				t.Fatalf("status %d, want 303", res.StatusCode)
 			}
-			if loc := res.Header.Get("Location"); loc != "/messages" || strings.Contains(loc, "token") {
-				t.Fatalf("Location %q, want /messages", loc)
+			if loc := res.Header.Get("Location"); loc != "/overview" || strings.Contains(loc, "token") {
+				t.Fatalf("Location %q, want /overview", loc)
 			}
 			c := cookieNamed(res, "quarantine_session")
 			if c == nil {
@@ -139,7 +139,7 @@ func TestLoginFormNeedsItsCSRFToken(t *testing.T) {
 		t.Fatalf("login with another browser's csrf: %d, want 403", res.StatusCode)
 	}
 	res, _ = postForm(t, c, e.srv.URL+"/login", url.Values{"token": {secret}, "csrf": {tok}})
-	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/messages" || cookieNamed(res, "quarantine_session") == nil {
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/overview" || cookieNamed(res, "quarantine_session") == nil {
 		t.Fatalf("login: %d %q %v", res.StatusCode, res.Header.Get("Location"), res.Header["Set-Cookie"])
 	}
 }

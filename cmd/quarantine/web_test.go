@@ -34,8 +34,8 @@ func TestServe_WebUIMountedBesideTheAPI(t *testing.T) {
 		t.Fatalf("GET /: %d %q, want 303 to /login", res.StatusCode, res.Header.Get("Location"))
 	}
 	res, _ := get(urls[0][0])
-	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/messages" {
-		t.Fatalf("banner URL: %d %q, want 303 to /messages", res.StatusCode, res.Header.Get("Location"))
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/overview" {
+		t.Fatalf("banner URL: %d %q, want 303 to /overview", res.StatusCode, res.Header.Get("Location"))
 	}
 	if res, body := get(base + "/messages"); res.StatusCode != http.StatusOK || !strings.Contains(body, "Messages") {
 		t.Fatalf("/messages: %d", res.StatusCode)
