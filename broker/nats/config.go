@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 )
 
 // Defaults of Config.
@@ -174,7 +175,7 @@ func captureStreamName(stream, consumer string) string {
 
 // LogValue shows c without the credentials its URL may hold.
 func (c Config) LogValue() slog.Value {
-	attrs := []slog.Attr{slog.String("url", RedactURL(c.URL))}
+	attrs := []slog.Attr{slog.String("url", redacturl.List(c.URL))}
 	if c.Advisories != nil {
 		attrs = append(attrs, slog.String("advisories.stream", c.Advisories.Stream),
 			slog.String("advisories.consumer", c.Advisories.Consumer),
@@ -190,28 +191,6 @@ func (c Config) LogValue() slog.Value {
 
 // RedactURL returns the server list u with every password or token
 // replaced by "<secret>".
-func RedactURL(u string) string {
-	parts := strings.Split(u, ",")
-	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		pu, err := url.Parse(p)
-		if err != nil {
-			if strings.Contains(p, "@") {
-				parts[i] = "<secret>"
-			}
-			continue
-		}
-		if pu.User != nil {
-			if _, has := pu.User.Password(); has {
-				pu.User = url.UserPassword(pu.User.Username(), "<secret>")
-			} else {
-				pu.User = url.User("<secret>") // a token
-			}
-		}
-		parts[i] = strings.Replace(pu.String(), "%3Csecret%3E", "<secret>", 1)
-	}
-	return strings.Join(parts, ",")
-}
 
 func validateURL(u string) error {
 	if strings.TrimSpace(u) == "" {
@@ -220,7 +199,7 @@ func validateURL(u string) error {
 	for _, p := range strings.Split(u, ",") {
 		pu, err := url.Parse(strings.TrimSpace(p))
 		if err != nil || pu.Host == "" {
-			return quarantine.FieldErrorf(quarantine.EINVALID, "url", "%q is not a server URL, like nats://127.0.0.1:4222", RedactURL(p))
+			return quarantine.FieldErrorf(quarantine.EINVALID, "url", "%q is not a server URL, like nats://127.0.0.1:4222", redacturl.List(p))
 		}
 		switch pu.Scheme {
 		case "nats", "tls", "ws", "wss":

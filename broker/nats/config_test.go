@@ -10,6 +10,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -95,8 +96,8 @@ func TestConfigYAML(t *testing.T) {
 func TestSecretsNeverLogged(t *testing.T) {
 	t.Parallel()
 	for _, u := range []string{"nats://alice:s3cret@h:4222", "nats://s3cret@h:4222", "nats://h:1,tls://bob:s3cret@h2:2"} {
-		if r := RedactURL(u); strings.Contains(r, "s3cret") || !strings.Contains(r, "<secret>") {
-			t.Errorf("RedactURL(%q) = %q", u, r)
+		if r := redacturl.List(u); strings.Contains(r, "s3cret") || !strings.Contains(r, "<secret>") {
+			t.Errorf("redacturl.List(%q) = %q", u, r)
 		}
 	}
 	var buf bytes.Buffer

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 )
 
 // apiTimeout bounds one JetStream API call (set-up, consumer info, get,
@@ -82,12 +83,12 @@ func connectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
-			log.Info("reconnected to NATS", "server", RedactURL(c.ConnectedUrl()))
+			log.Info("reconnected to NATS", "server", redacturl.List(c.ConnectedUrl()))
 		}),
 	)
 	if err != nil {
 		return nil, &quarantine.Error{Code: quarantine.EUNAVAILABLE, Err: err,
-			Message: "nats: cannot connect to " + RedactURL(url)}
+			Message: "nats: cannot connect to " + redacturl.List(url)}
 	}
 	return nc, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/replay"
 )
 
@@ -194,7 +195,7 @@ func (p *Publisher) connect() (jetstream.JetStream, error) {
 			return nil, quarantine.Internal(err, "nats: cannot start a JetStream context")
 		}
 		p.nc, p.js = nc, js
-		log.Info("connected to NATS", "url", RedactURL(p.cfg.URL))
+		log.Info("connected to NATS", "url", redacturl.List(p.cfg.URL))
 	}
 	if !p.nc.IsConnected() {
 		return nil, quarantine.Errorf(quarantine.EUNAVAILABLE, "nats: not connected (reconnecting)")

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/worker"
 )
 
@@ -213,7 +214,7 @@ func NewWorkDriver(cfg WorkConfig, logger *slog.Logger) (*WorkDriver, error) {
 		nc.Close()
 		return nil, err
 	}
-	log.Info("connected to NATS", "url", RedactURL(cfg.URL), "subject", cfg.Subject)
+	log.Info("connected to NATS", "url", redacturl.List(cfg.URL), "subject", cfg.Subject)
 	return w, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 )
 
 // maxNameBytes is the longest queue name AMQP 0-9-1 allows (a shortstr).
@@ -47,10 +48,10 @@ func (c *Config) Validate() error {
 		return quarantine.FieldErrorf(quarantine.EINVALID, "url", "the url is not a valid amqp:// URL")
 	}
 	if u.Scheme != "amqp" && u.Scheme != "amqps" {
-		return quarantine.FieldErrorf(quarantine.EINVALID, "url", "%q: the scheme must be amqp or amqps", redactURL(c.URL))
+		return quarantine.FieldErrorf(quarantine.EINVALID, "url", "%q: the scheme must be amqp or amqps", redacturl.URL(c.URL))
 	}
 	if u.Host == "" {
-		return quarantine.FieldErrorf(quarantine.EINVALID, "url", "%q has no host", redactURL(c.URL))
+		return quarantine.FieldErrorf(quarantine.EINVALID, "url", "%q has no host", redacturl.URL(c.URL))
 	}
 	if err := checkName("queue", c.Queue, true); err != nil {
 		return err
@@ -79,7 +80,7 @@ func checkName(field, v string, required bool) error {
 // String describes c with the URL's password redacted.
 func (c Config) String() string {
 	return fmt.Sprintf("rabbitmq{url: %s, queue: %q, prefetch: %d, declare: %t, source_queue: %q}",
-		redactURL(c.URL), c.Queue, c.Prefetch, c.Declare, c.SourceQueue)
+		redacturl.URL(c.URL), c.Queue, c.Prefetch, c.Declare, c.SourceQueue)
 }
 
 // GoString is String, so that %#v does not print the password either.
@@ -88,7 +89,7 @@ func (c Config) GoString() string { return c.String() }
 // LogValue logs c with the URL's password redacted.
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
-		slog.String("url", redactURL(c.URL)),
+		slog.String("url", redacturl.URL(c.URL)),
 		slog.String("queue", c.Queue),
 		slog.Int("prefetch", c.Prefetch),
 		slog.Bool("declare", c.Declare),
@@ -99,14 +100,3 @@ func (c Config) LogValue() slog.Value {
 // redactURL returns raw with any password replaced, fit for logs. An
 // unparsable URL is not shown at all, since it may hold a password where
 // the parser cannot find it.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparsable url>"
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "<secret>")
-		return strings.Replace(u.String(), "%3Csecret%3E", "<secret>", 1)
-	}
-	return u.String()
-}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -78,7 +79,7 @@ func TestConfigNeverPrintsThePassword(t *testing.T) {
 		}
 	}
 	// An unparsable URL is not shown at all.
-	if s := redactURL("amqp://guest:hunter2@[::1"); strings.Contains(s, "hunter2") {
+	if s := redacturl.URL("amqp://guest:hunter2@[::1"); strings.Contains(s, "hunter2") {
 		t.Fatalf("unparsable url shown: %s", s)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
 
@@ -56,9 +57,9 @@ func newBrokerAt(t testing.TB, u string) *testBroker {
 	conn, err := amqp.DialConfig(u, amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("RabbitMQ is required under CI=true but %s does not answer: %v", redactURL(u), err)
+			t.Fatalf("RabbitMQ is required under CI=true but %s does not answer: %v", redacturl.URL(u), err)
 		}
-		t.Skipf("RabbitMQ does not answer at %s (set %s, or run scripts/services.sh rabbitmq): %v", redactURL(u), EnvAMQPURL, err)
+		t.Skipf("RabbitMQ does not answer at %s (set %s, or run scripts/services.sh rabbitmq): %v", redacturl.URL(u), EnvAMQPURL, err)
 	}
 	ch, err := conn.Channel()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/replay"
 )
 
@@ -229,7 +230,7 @@ func (p *Publisher) session() (*pubSession, error) {
 		Properties: amqp.Table{"connection_name": "quarantine publisher " + p.name},
 	})
 	if err != nil {
-		return nil, unavailable(err, "cannot connect to RabbitMQ at %s", redactURL(p.cfg.URL))
+		return nil, unavailable(err, "cannot connect to RabbitMQ at %s", redacturl.URL(p.cfg.URL))
 	}
 	ch, err := conn.Channel()
 	if err != nil {
@@ -244,7 +245,7 @@ func (p *Publisher) session() (*pubSession, error) {
 	// absorb those that arrive between two reads.
 	s := &pubSession{conn: conn, ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, 256))}
 	p.sess = s
-	p.log.Info("connected to RabbitMQ", "url", redactURL(p.cfg.URL))
+	p.log.Info("connected to RabbitMQ", "url", redacturl.URL(p.cfg.URL))
 	return s, nil
 }
 

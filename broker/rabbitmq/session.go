@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 )
 
 // dialTimeout bounds the TCP connect and the AMQP handshake.
@@ -52,7 +53,7 @@ func dial(cfg Config, name string, prefetch int) (*session, error) {
 		Properties: amqp.Table{"connection_name": "quarantine collector " + name},
 	})
 	if err != nil {
-		return nil, unavailable(err, "cannot connect to RabbitMQ at %s", redactURL(cfg.URL))
+		return nil, unavailable(err, "cannot connect to RabbitMQ at %s", redacturl.URL(cfg.URL))
 	}
 	s := &session{conn: conn, prefetch: prefetch}
 	if err := s.open(cfg, name); err != nil {

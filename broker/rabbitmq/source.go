@@ -11,6 +11,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 )
 
 var _ collect.Source = (*Source)(nil)
@@ -227,7 +228,7 @@ func (s *Source) session(max int) (*session, error) {
 		return nil, err
 	}
 	s.sess = sess
-	s.log.Info("consuming", "queue", s.cfg.Queue, "prefetch", prefetch, "url", redactURL(s.cfg.URL))
+	s.log.Info("consuming", "queue", s.cfg.Queue, "prefetch", prefetch, "url", redacturl.URL(s.cfg.URL))
 	return sess, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/worker"
 )
 
@@ -89,7 +90,7 @@ func (c *WorkConfig) validate() error {
 	case err != nil:
 		return quarantine.FieldErrorf(quarantine.EINVALID, "url", "the url is not a valid amqp:// URL")
 	case u.Scheme != "amqp" && u.Scheme != "amqps":
-		return quarantine.FieldErrorf(quarantine.EINVALID, "url", "%q: the scheme must be amqp or amqps", redactURL(c.URL))
+		return quarantine.FieldErrorf(quarantine.EINVALID, "url", "%q: the scheme must be amqp or amqps", redacturl.URL(c.URL))
 	case c.Queue == "":
 		return quarantine.FieldErrorf(quarantine.EINVALID, "queue", "the work queue is required")
 	case c.FailureQueue == "":
@@ -348,7 +349,7 @@ func (d *WorkDriver) sessionLocked() (*workSession, error) {
 		Properties: amqp.Table{"connection_name": "quarantine worker " + d.cfg.Name},
 	})
 	if err != nil {
-		return nil, unavailable(err, "cannot connect to RabbitMQ at %s", redactURL(d.cfg.URL))
+		return nil, unavailable(err, "cannot connect to RabbitMQ at %s", redacturl.URL(d.cfg.URL))
 	}
 	if err := d.checkQueues(conn); err != nil {
 		_ = conn.Close()
@@ -356,7 +357,7 @@ func (d *WorkDriver) sessionLocked() (*workSession, error) {
 	}
 	s := &workSession{conn: conn, declared: map[time.Duration]time.Time{}}
 	d.sess = s
-	d.log.Info("connected to RabbitMQ", "url", redactURL(d.cfg.URL))
+	d.log.Info("connected to RabbitMQ", "url", redacturl.URL(d.cfg.URL))
 	return s, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/replay"
 )
 
@@ -61,7 +62,7 @@ func (c *Config) Validate() error {
 	case strings.TrimSpace(c.URL) == "":
 		return quarantine.FieldErrorf(quarantine.EINVALID, "url", "an http destination needs url: http(s)://HOST/PATH")
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return quarantine.FieldErrorf(quarantine.EINVALID, "url", "%s is not an http(s) URL", redactURL(c.URL))
+		return quarantine.FieldErrorf(quarantine.EINVALID, "url", "%s is not an http(s) URL", redacturl.URL(c.URL))
 	case c.Token != "" && c.TokenFile != "":
 		return quarantine.FieldErrorf(quarantine.EINVALID, "token_file", "set a token or token_file, not both")
 	case c.Timeout < 0:
@@ -76,7 +77,7 @@ func (c Config) String() string {
 	if c.Token != "" || c.TokenFile != "" {
 		tok = ", token: <secret>"
 	}
-	return fmt.Sprintf("webhook{url: %s%s, timeout: %s}", redactURL(c.URL), tok, c.Timeout)
+	return fmt.Sprintf("webhook{url: %s%s, timeout: %s}", redacturl.URL(c.URL), tok, c.Timeout)
 }
 
 // GoString is String, so that %#v does not print the token either.
@@ -84,7 +85,7 @@ func (c Config) GoString() string { return c.String() }
 
 // LogValue logs c without the token.
 func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("url", redactURL(c.URL)), slog.Bool("token", c.Token != "" || c.TokenFile != ""),
+	return slog.GroupValue(slog.String("url", redacturl.URL(c.URL)), slog.Bool("token", c.Token != "" || c.TokenFile != ""),
 		slog.String("token_file", c.TokenFile), slog.Duration("timeout", c.Timeout))
 }
 
@@ -206,7 +207,7 @@ func (p *Publisher) post(ctx context.Context, o *replay.Outgoing) replay.Result 
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return pending(err, 0, "POST %s: %s", redactURL(p.url), netReason(err))
+		return pending(err, 0, "POST %s: %s", redacturl.URL(p.url), netReason(err))
 	}
 	defer resp.Body.Close()
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, reasonBytes))
@@ -217,11 +218,11 @@ func (p *Publisher) post(ctx context.Context, o *replay.Outgoing) replay.Result 
 		return replay.Result{Outcome: quarantine.ItemPublished}
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		wait := retryAfter(resp.Header.Get("Retry-After"), time.Now())
-		return pending(nil, wait, "POST %s: %s", redactURL(p.url), resp.Status)
+		return pending(nil, wait, "POST %s: %s", redacturl.URL(p.url), resp.Status)
 	case code == http.StatusRequestTimeout || code >= 500:
-		return pending(nil, 0, "POST %s: %s", redactURL(p.url), resp.Status)
+		return pending(nil, 0, "POST %s: %s", redacturl.URL(p.url), resp.Status)
 	default:
-		msg := fmt.Sprintf("webhook: POST %s: %s", redactURL(p.url), resp.Status)
+		msg := fmt.Sprintf("webhook: POST %s: %s", redacturl.URL(p.url), resp.Status)
 		if s := sanitize(head); s != "" {
 			msg += ": " + s
 		}
@@ -314,17 +315,6 @@ func validHeaderValue(v string) bool {
 }
 
 // redactURL drops a URL's credentials and query (where tokens hide).
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparsable url>"
-	}
-	u.User = nil
-	if u.RawQuery != "" {
-		u.RawQuery = "<redacted>"
-	}
-	return u.String()
-}
 
 // Close releases idle connections.
 func (p *Publisher) Close() error {
