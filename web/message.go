@@ -125,7 +125,7 @@ func (h *Handler) messagePage(r *http.Request, s *session, m *quarantine.Message
 	if mayChange(s.token) {
 		c.CanDiscard = m.Status.CanBecome(quarantine.StatusDiscarded)
 		c.CanEdit = m.Status.Editable() == nil
-		c.CanReplay = m.Status == quarantine.StatusQuarantined || m.Status == quarantine.StatusRefailed
+		c.CanReplay = m.Status == quarantine.StatusQuarantined // a replay skips the others
 	}
 	tl, err := h.timeline(r.Context(), m)
 	c.Timeline = tl
@@ -137,8 +137,11 @@ func (h *Handler) messagePage(r *http.Request, s *session, m *quarantine.Message
 // reason, each replay with its outcome (and the entry it re-failed as),
 // each discard.
 func (h *Handler) timeline(ctx context.Context, m *quarantine.Message) ([]event, error) {
-	evs := []event{{At: m.CollectedAt, Kind: "collected", Title: "Collected from " + m.Source + " (" + string(m.SourceKind) + ")",
-		Reason: m.Reason, Outcome: string(m.FailureClass)}}
+	from := "Collected from " + m.Source
+	if m.SourceKind != "" {
+		from += " (" + string(m.SourceKind) + ")"
+	}
+	evs := []event{{At: m.CollectedAt, Kind: "collected", Title: from, Reason: m.Reason, Outcome: string(m.FailureClass)}}
 	if m.RefailOf != "" {
 		evs = append(evs, event{At: m.CollectedAt, Kind: "refail_of", Title: "Re-failure of an earlier replayed entry", Link: m.RefailOf})
 	}
