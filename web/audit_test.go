@@ -71,7 +71,7 @@ func appendEvents(t *testing.T, s store.Store, n int, actor, action string) []qu
 	return out
 }
 
-var seqRE = regexp.MustCompile(`<tr data-seq="(\d+)">`)
+var seqRE = regexp.MustCompile(`<tr data-seq="(\d+)" data-row>`)
 
 func seqs(body string) []string {
 	var out []string

@@ -18,9 +18,10 @@ type bar struct {
 	// 12 collected"), made of our words and numbers.
 	Title string
 	Class string
-	// Count is the count shown above the bar (the age chart), at CountY.
-	Count  string
-	CountY float64
+	// Count is the count shown above the bar (the age chart), centred
+	// at CountX, CountY.
+	Count          string
+	CountX, CountY float64
 }
 
 // barChart is a chart of bars over a baseline at Height.
@@ -122,19 +123,20 @@ type ageRow struct {
 // ageChart draws counts (one per ageBuckets entry) as bars, each split
 // into the part older than its queue's max_age (over) and the rest.
 func ageChart(counts, over []int64) (barChart, []ageRow) {
-	const w, gap, h, top = 60, 6, 120, 16
+	const w, gap, h, top, pad = 50, 8, 120, 16, 8
 	bs, mx, total := bars(counts, w, gap, h)
-	c := barChart{Width: float64(len(bs))*(w+gap) - gap, Height: top + h, Max: mx, Total: total,
+	c := barChart{Width: float64(len(bs))*(w+gap) - gap + 2*pad, Height: top + h, Max: mx, Total: total,
 		TickY: top + h + 14, FullHeight: top + h + 20}
 	rows := make([]ageRow, len(bs))
 	for i, b := range bs {
+		b.X += pad
 		b.Y += top
 		b.Title = ageBuckets[i].Text + ": " + strconv.FormatInt(b.N, 10) + " waiting"
 		if over[i] > 0 {
 			b.Title += ", " + strconv.FormatInt(over[i], 10) + " past their alarm's max_age"
 		}
 		b.Class = "age-bar"
-		b.Count, b.CountY = strconv.FormatInt(b.N, 10), b.Y-3
+		b.Count, b.CountX, b.CountY = strconv.FormatInt(b.N, 10), b.X+w/2, b.Y-3
 		c.Bars = append(c.Bars, b)
 		if over[i] > 0 && b.N > 0 {
 			oh := b.H * float64(over[i]) / float64(b.N)

@@ -43,7 +43,7 @@ func (e *env) at(queue, owner string, age time.Duration) *quarantine.Message {
 // rowOf returns the <tr> of queue in the overview's queue table.
 func rowOf(t *testing.T, body, queue string) string {
 	t.Helper()
-	i := strings.Index(body, `<tr data-queue="`+queue+`">`)
+	i := strings.Index(body, `<tr data-queue="`+queue+`" data-row>`)
 	if i < 0 {
 		t.Fatalf("no row for queue %q in\n%s", queue, body)
 	}
