@@ -3,11 +3,10 @@ package quarantine
 import (
 	"errors"
 	"fmt"
-	"net/http"
 )
 
-// Error codes. Each maps to one HTTP status in ErrorStatus and to one
-// problem type on the wire.
+// Error codes. Each maps to one HTTP status (api.ErrorStatus, used by the
+// REST API and the web UI) and to one problem type on the wire.
 const (
 	EINVALID       = "invalid"             // the request or the input is wrong
 	EUNPROCESSABLE = "unprocessable"       // well formed, but violates a rule (422)
@@ -91,26 +90,4 @@ func ErrorField(err error) string {
 		return e.Field
 	}
 	return ""
-}
-
-var codeStatus = map[string]int{
-	EINVALID:       http.StatusBadRequest,
-	EUNPROCESSABLE: http.StatusUnprocessableEntity,
-	ENOTFOUND:      http.StatusNotFound,
-	ECONFLICT:      http.StatusConflict,
-	EPRECONDITION:  http.StatusPreconditionFailed,
-	ETOOLARGE:      http.StatusRequestEntityTooLarge,
-	EUNAUTHORIZED:  http.StatusUnauthorized,
-	EFORBIDDEN:     http.StatusForbidden,
-	EUNAVAILABLE:   http.StatusServiceUnavailable,
-	EINTERNAL:      http.StatusInternalServerError,
-}
-
-// ErrorStatus maps an error code to its HTTP status: the one table used by
-// the REST API and the web UI.
-func ErrorStatus(code string) int {
-	if s, ok := codeStatus[code]; ok {
-		return s
-	}
-	return http.StatusInternalServerError
 }

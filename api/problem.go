@@ -37,7 +37,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	code := quarantine.ErrorCode(err)
-	status := quarantine.ErrorStatus(code)
+	status := ErrorStatus(code)
 	id := requestIDFrom(r.Context())
 	switch code {
 	case quarantine.EINTERNAL:

@@ -225,7 +225,7 @@ func (h *Handler) editPost(w http.ResponseWriter, r *http.Request, s *session) {
 		status, c.PayloadErr = http.StatusUnprocessableEntity, quarantine.ErrorMessage(err)
 		c.Violations = api.SchemaViolations(err)
 	case code == quarantine.EINVALID || code == quarantine.EUNPROCESSABLE || code == quarantine.ECONFLICT:
-		status, pageErr = quarantine.ErrorStatus(code), quarantine.ErrorMessage(err)
+		status, pageErr = api.ErrorStatus(code), quarantine.ErrorMessage(err)
 	default:
 		h.fail(w, r, s, err)
 		return

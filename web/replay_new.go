@@ -205,9 +205,9 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 		switch field {
 		case "reason", "rate", "burst", "canary", "observe", "halt_refail_ratio", "dest_queue", "dest_collector":
 			c.Errors[field] = quarantine.ErrorMessage(err)
-			h.replayFormAgain(w, r, s, c, quarantine.ErrorStatus(quarantine.ErrorCode(err)), "Not created: correct the fields marked below.")
+			h.replayFormAgain(w, r, s, c, api.ErrorStatus(quarantine.ErrorCode(err)), "Not created: correct the fields marked below.")
 		default:
-			h.replayFormAgain(w, r, s, c, quarantine.ErrorStatus(quarantine.ErrorCode(err)), quarantine.ErrorMessage(err))
+			h.replayFormAgain(w, r, s, c, api.ErrorStatus(quarantine.ErrorCode(err)), quarantine.ErrorMessage(err))
 		}
 		return
 	}
@@ -228,7 +228,7 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 			"Not created: the selection matched %d messages when the form was shown and matches %d now. Check the count below and submit again.",
 			expect, sel.Count))
 	case code == quarantine.EINVALID || code == quarantine.EUNPROCESSABLE:
-		h.replayFormAgain(w, r, s, c, quarantine.ErrorStatus(code), quarantine.ErrorMessage(err))
+		h.replayFormAgain(w, r, s, c, api.ErrorStatus(code), quarantine.ErrorMessage(err))
 	default:
 		h.fail(w, r, s, err)
 	}

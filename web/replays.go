@@ -286,7 +286,7 @@ func (h *Handler) changeReplay(w http.ResponseWriter, r *http.Request, s *sessio
 			return
 		}
 		rc.Action, rc.Reason = action, c.Reason
-		h.render(w, r, quarantine.ErrorStatus(code), "replay", page{Title: "Replay " + b.ID, Token: s.token, CSRF: s.csrf,
+		h.render(w, r, api.ErrorStatus(code), "replay", page{Title: "Replay " + b.ID, Token: s.token, CSRF: s.csrf,
 			Error: "Not done: " + quarantine.ErrorMessage(err), Content: rc})
 	default:
 		h.fail(w, r, s, err)
