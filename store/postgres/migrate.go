@@ -4,14 +4,11 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/migrate"
 )
 
 //go:embed migrations/*.sql
@@ -23,39 +20,10 @@ var migrationFiles embed.FS
 // race to create.
 const migrateLockKey = 0x71756172 // "quar"
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations returns the embedded migrations in version order. Their
-// names are NNNN_name.sql; numbers start at 1 and have no gap.
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("migration %q is not named NNNN_name.sql", e.Name())
-		}
-		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	for i, m := range ms {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %q: want version %d", m.name, i+1)
-		}
-	}
-	return ms, nil
+// migrations returns the embedded migrations in version order, under the
+// rule both stores share (store/internal/migrate).
+func migrations() ([]migrate.Migration, error) {
+	return migrate.Load(migrationFiles, "migrations")
 }
 
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -73,7 +41,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return quarantine.Internal(err, "read the embedded migrations")
 	}
 	for _, m := range ms {
-		err := s.inTx(ctx, "migrate "+m.name, func(tx pgx.Tx) error {
+		err := s.inTx(ctx, "migrate "+m.Name, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLockKey)); err != nil {
 				return err
 			}
@@ -81,16 +49,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 				return err
 			}
 			var done bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.version).Scan(&done); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.Version).Scan(&done); err != nil {
 				return err
 			}
 			if done {
 				return nil
 			}
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return fmt.Errorf("%s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("%s: %w", m.Name, err)
 			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, m.version, s.clock())
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, m.Version, s.clock())
 			return err
 		})
 		if err != nil {
@@ -107,7 +75,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (current, latest int, err err
 	if err != nil {
 		return 0, 0, quarantine.Internal(err, "read the embedded migrations")
 	}
-	latest = len(ms)
+	latest = migrate.Latest(ms)
 	var exists bool
 	err = s.pool.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists)
 	if err != nil || !exists {

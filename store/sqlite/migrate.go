@@ -5,50 +5,17 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
+
+	"github.com/quarantine-dev/quarantine/store/internal/migrate"
 )
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// migration is one numbered SQL file.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations returns the embedded migrations in order. File names are
-// NNNN_name.sql; numbers must be unique.
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	for _, e := range entries {
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v < 1 {
-			return nil, fmt.Errorf("migration %q is not named NNNN_name.sql", e.Name())
-		}
-		b, err := migrationFiles.ReadFile(path.Join("migrations", e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: v, name: e.Name(), sql: string(b)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	for i := 1; i < len(out); i++ {
-		if out[i].version == out[i-1].version {
-			return nil, fmt.Errorf("two migrations numbered %d", out[i].version)
-		}
-	}
-	return out, nil
+// migrations returns the embedded migrations in version order, under the
+// rule both stores share (store/internal/migrate).
+func migrations() ([]migrate.Migration, error) {
+	return migrate.Load(migrationFiles, "migrations")
 }
 
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -70,16 +37,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 				return err
 			}
 			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.version).Scan(&n); err != nil {
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
 				return err
 			}
 			if n > 0 {
 				return nil
 			}
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-				return fmt.Errorf("migration %s: %w", m.name, err)
+			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, m.version, micros(s.clock()))
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, m.Version, micros(s.clock()))
 			return err
 		})
 		if err != nil {
@@ -96,9 +63,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (current, latest int, err err
 	if err != nil {
 		return 0, 0, translate(err, "read the migrations")
 	}
-	if len(ms) > 0 {
-		latest = ms[len(ms)-1].version
-	}
+	latest = migrate.Latest(ms)
 	err = s.read(ctx, "read the schema version", func(tx *sql.Tx) error {
 		var exists int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'`).Scan(&exists); err != nil || exists == 0 {
