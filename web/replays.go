@@ -276,8 +276,9 @@ func (h *Handler) changeReplay(w http.ResponseWriter, r *http.Request, s *sessio
 		http.Redirect(w, r, "/replays/"+b.ID, http.StatusSeeOther)
 		return
 	case code == quarantine.EINVALID || code == quarantine.EUNPROCESSABLE || code == quarantine.ECONFLICT:
-		if b, err = h.cfg.Store.GetReplay(r.Context(), b.ID); err != nil { // the state may have moved on
-			h.fail(w, r, s, err)
+		b, gerr := h.cfg.Store.GetReplay(r.Context(), b.ID) // the state may have moved on
+		if gerr != nil {
+			h.fail(w, r, s, gerr)
 			return
 		}
 		rc, cerr := h.replayContent(r, s, b)
