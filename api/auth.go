@@ -53,12 +53,13 @@ func bearer(h string) (string, error) {
 }
 
 // authenticate finds the token of the request; without a valid, active
-// one the answer is 401. Refusals are counted per client (remote IP): one
+// one the answer is 401. Refusals are counted per client (the remote IP,
+// or the X-Forwarded-For client of a trusted proxy): one
 // auth.refused audit event per client and minute, and past the client's
 // budget every request of it is 429 with Retry-After (see refusals).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		client := clientIP(r)
+		client := s.cfg.TrustedProxies.ClientIP(r)
 		if wait, throttled := s.refusals.throttled(client); throttled {
 			tooManyRefusals(w, r, wait)
 			return

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -46,6 +45,7 @@ type refusals struct {
 	log    *slog.Logger
 	limit  rate.Limit
 	burst  int
+	closed bool // flushAll ran: counts are written at once
 }
 
 type refusalEntry struct {
@@ -62,16 +62,6 @@ type refusalEntry struct {
 func newRefusals(now func() time.Time, record func(context.Context, quarantine.AuditEvent) error, log *slog.Logger) *refusals {
 	return &refusals{byIP: map[string]*list.Element{}, lru: list.New(), cap: refusedClients, now: now, record: record, log: log,
 		limit: rate.Every(refusedEvery), burst: refusedBurst}
-}
-
-// clientIP is the remote IP of r. Forwarding headers are not trusted: a
-// client could name any address in them.
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // entry returns the entry of ip, created (and the oldest evicted) if
@@ -110,8 +100,10 @@ func (f *refusals) throttled(ip string) (time.Duration, bool) {
 	}
 	wait := time.Duration((1 - tokens) / float64(f.limit) * float64(time.Second))
 	done := f.countLocked(e, now, false)
+	late := f.lateLocked(e)
 	f.mu.Unlock()
 	f.flush(done)
+	f.flush(late)
 	return wait, true
 }
 
@@ -126,9 +118,39 @@ func (f *refusals) refused(ip string) {
 	if evicted != nil && evicted.window != (time.Time{}) {
 		old = evicted.take()
 	}
+	late := f.lateLocked(e)
 	f.mu.Unlock()
 	f.flush(done)
 	f.flush(old)
+	f.flush(late)
+}
+
+// lateLocked returns e's counts to write at once when flushAll already
+// ran (a request that slipped past the shutdown), else nil; the caller
+// holds mu.
+func (f *refusals) lateLocked(e *refusalEntry) *refusalEntry {
+	if !f.closed {
+		return nil
+	}
+	return e.take()
+}
+
+// flushAll writes the counts of every client's current minute now, so
+// that a process that stops before the minute ends loses none; refusals
+// counted afterwards are written at once. Server.Close calls it.
+func (f *refusals) flushAll() {
+	f.mu.Lock()
+	f.closed = true
+	var out []*refusalEntry
+	for el := f.lru.Front(); el != nil; el = el.Next() {
+		if e := el.Value.(*refusalEntry); e.window != (time.Time{}) {
+			out = append(out, e.take())
+		}
+	}
+	f.mu.Unlock()
+	for _, c := range out {
+		f.flush(c)
+	}
 }
 
 // countLocked counts one refusal in e's current minute. When it starts a

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/clientip"
 )
 
 // fakeClock is a settable clock for Config.Now.
@@ -137,5 +138,91 @@ func TestRefusedLoginWrittenWhenItsMinuteEnds(t *testing.T) {
 			t.Fatalf("auth.refused events %+v, want one for 203.0.113.5", evs)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// refusedEvents reads the auth.refused events straight from the store.
+func (e *env) refusedEvents() []quarantine.AuditEvent {
+	e.t.Helper()
+	evs, err := e.store.ListAudit(e.t.Context(), quarantine.AuditFilter{Action: api.ActionAuthRefused})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return evs
+}
+
+// TestRefusedLoginsWrittenOnClose: the counts of a minute that has not
+// ended are written when the server closes, not lost with the process.
+func TestRefusedLoginsWrittenOnClose(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{now: time.Date(2026, 12, 1, 12, 0, 5, 0, time.UTC)} // 55 s before the minute ends
+	e := newEnv(t, withNow(clock.Now))
+	for range 3 {
+		e.serveFrom("203.0.113.9:1", http.MethodGet, "/api/v1/queues", "").problem(t, http.StatusUnauthorized, "")
+	}
+	if evs := e.refusedEvents(); len(evs) != 0 {
+		t.Fatalf("written before the minute ended: %+v", evs)
+	}
+	e.srv.Close() // no more requests
+	if err := e.api.Close(); err != nil {
+		t.Fatal(err)
+	}
+	evs := e.refusedEvents()
+	if len(evs) != 1 || evs[0].Subject != "203.0.113.9" {
+		t.Fatalf("auth.refused events after Close %+v, want one for 203.0.113.9", evs)
+	}
+	var d struct{ Refused, Throttled int }
+	if err := json.Unmarshal(evs[0].Details, &d); err != nil || d.Refused != 3 || d.Throttled != 0 {
+		t.Fatalf("event %s (%v), want 3 refused", evs[0].Details, err)
+	}
+}
+
+// TestRefusedLoginsBehindTrustedProxy: behind a trusted proxy each client
+// named by X-Forwarded-For has its own budget and event; a client that
+// is not a trusted proxy cannot pick its address with the header.
+func TestRefusedLoginsBehindTrustedProxy(t *testing.T) {
+	t.Parallel()
+	proxies, err := clientip.Parse([]string{"10.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{now: time.Date(2026, 12, 1, 12, 0, 5, 0, time.UTC)}
+	e := newEnv(t, withNow(clock.Now), func(c *api.Config) { c.TrustedProxies = proxies })
+	from := func(remote, xff, secret string) *resp {
+		req := httptest.NewRequest(http.MethodGet, "/api/v1/queues", nil)
+		req.RemoteAddr = remote
+		if xff != "" {
+			req.Header.Set("X-Forwarded-For", xff)
+		}
+		if secret != "" {
+			req.Header.Set("Authorization", "Bearer "+secret)
+		}
+		rec := httptest.NewRecorder()
+		e.srv.Config.Handler.ServeHTTP(rec, req)
+		r := &resp{req: req, status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+		checkResponse(t, req, r)
+		return r
+	}
+	const proxy = "10.0.0.2:443"
+	// The attacker behind the proxy spends its budget...
+	for range 30 {
+		from(proxy, "192.0.2.66", "")
+	}
+	from(proxy, "192.0.2.66", e.viewer).problem(t, http.StatusTooManyRequests, "")
+	// ...and another client behind the same proxy is not throttled.
+	from(proxy, "198.51.100.20", e.viewer).want(t, http.StatusOK)
+	// A direct client's X-Forwarded-For is ignored: it is counted as itself.
+	from("203.0.113.1:1", "198.51.100.20", "").problem(t, http.StatusUnauthorized, "")
+
+	e.srv.Close()
+	if err := e.api.Close(); err != nil {
+		t.Fatal(err)
+	}
+	subjects := map[string]bool{}
+	for _, ev := range e.refusedEvents() {
+		subjects[ev.Subject] = true
+	}
+	if len(subjects) != 2 || !subjects["192.0.2.66"] || !subjects["203.0.113.1"] {
+		t.Fatalf("auth.refused subjects %v, want 192.0.2.66 (behind the proxy) and 203.0.113.1 (direct)", subjects)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/clientip"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -54,6 +55,11 @@ type Config struct {
 	Schemas map[string]*Schema
 	// Replay holds the defaults and limits of replay requests.
 	Replay ReplayDefaults
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client (config trusted_proxies): refused logins are counted and
+	// throttled per client. The zero value trusts none: the client is
+	// the TCP peer.
+	TrustedProxies clientip.Proxies
 }
 
 // ReplayDefaults are the configured defaults of a replay request (each
@@ -143,6 +149,16 @@ func New(cfg Config) *Server {
 
 // Handler returns the server's routes as one http.Handler.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close writes the refused-login counts of the current minute (the
+// auth.refused events), which would otherwise be written when the minute
+// ends. Call it once the HTTP server has stopped taking requests and
+// before the store closes. It returns nil; a count that cannot be written
+// is logged.
+func (s *Server) Close() error {
+	s.refusals.flushAll()
+	return nil
+}
 
 // routes is the one route table; openapi.yaml lists the same routes.
 func (s *Server) routes() *chi.Mux {

@@ -73,6 +73,7 @@ type env struct {
 	t        *testing.T
 	store    store.Store
 	srv      *httptest.Server
+	api      *api.Server
 	admin    string // secrets
 	operator string
 	viewer   string
@@ -126,7 +127,8 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 		o(&cfg)
 	}
 	e := &env{t: t, store: st}
-	e.srv = httptest.NewServer(api.New(cfg).Handler())
+	e.api = api.New(cfg)
+	e.srv = httptest.NewServer(e.api.Handler())
 	t.Cleanup(e.srv.Close)
 	e.admin = e.token("admin", quarantine.RoleAdmin)
 	e.operator = e.token("operator", quarantine.RoleOperator)

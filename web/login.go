@@ -2,7 +2,6 @@ package web
 
 import (
 	"crypto/subtle"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -109,7 +108,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request, secret string) {
 // refuseLogin audits a refused login (at most once a minute per client,
 // so that a flood cannot fill the log), waits, and shows the form again.
 func (h *Handler) refuseLogin(w http.ResponseWriter, r *http.Request) {
-	client := clientIP(r)
+	client := h.cfg.TrustedProxies.ClientIP(r)
 	if h.refusals.first(client, h.cfg.Now()) {
 		ev := quarantine.NewAuditEvent("anonymous", quarantine.ActionAccessDenied, "/login", map[string]any{
 			"method": r.Method, "path": r.URL.Path, "reason": "ui.login_refused", "client": client})
@@ -127,14 +126,6 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request, s *session) {
 	h.sessions.delete(s.id)
 	h.setCookie(w, r, sessionCookie, "", -1)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
-}
-
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // refusalLog remembers when each client's refused login was last

@@ -95,7 +95,10 @@ func (ss *sessions) delete(id string) {
 	delete(ss.m, id)
 }
 
-func (h *Handler) secure(r *http.Request) bool { return h.cfg.Secure || r.TLS != nil }
+// secure reports whether the cookies get the Secure flag: always with
+// Config.Secure, else when the request came over TLS or a trusted proxy
+// says the client used HTTPS (X-Forwarded-Proto).
+func (h *Handler) secure(r *http.Request) bool { return h.cfg.Secure || h.cfg.TrustedProxies.HTTPS(r) }
 
 func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge,

@@ -31,6 +31,7 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/alert"
 	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/clientip"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -46,8 +47,13 @@ type Config struct {
 	Logger *slog.Logger
 	Now    func() time.Time
 	// Secure sets the Secure flag of the cookies (also set on requests
-	// that arrive over TLS).
+	// that arrive over TLS, or from a trusted proxy with
+	// X-Forwarded-Proto: https).
 	Secure bool
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For and
+	// X-Forwarded-Proto are believed (config trusted_proxies); the zero
+	// value trusts none.
+	TrustedProxies clientip.Proxies
 	// RedactPointers are the JSON Pointers masked for viewers (the API's
 	// redact.json_pointers). While the web UI cannot mask them, a viewer
 	// is shown no payload at all when any is configured.

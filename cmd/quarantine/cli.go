@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -51,7 +52,8 @@ type Main struct {
 	store  store.Store
 	ln     net.Listener
 	server *http.Server
-	served chan error // the HTTP server's exit, when serving
+	api    *api.Server // the REST API, closed after server
+	served chan error  // the HTTP server's exit, when serving
 
 	collectors *runningCollectors
 	replays    *runningReplays

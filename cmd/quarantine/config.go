@@ -18,6 +18,7 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/clientip"
 	storeopen "github.com/quarantine-dev/quarantine/store/open"
 )
 
@@ -72,6 +73,11 @@ type Config struct {
 	Alarms AlarmsConfig
 	// Metrics protects /metrics (config metrics:).
 	Metrics MetricsConfig
+	// TrustedProxies are the reverse proxies (config trusted_proxies:,
+	// CIDRs) whose X-Forwarded-For names the client, for the refused
+	// login budget and audit, and whose X-Forwarded-Proto: https makes
+	// the web UI's cookies Secure. None by default.
+	TrustedProxies clientip.Proxies
 }
 
 // Limits bound what the API accepts.
@@ -186,6 +192,8 @@ type fileConfig struct {
 	Destinations []DestinationConfig       `yaml:"destinations"`
 	Alarms       []fileAlarm               `yaml:"alarms"`
 	Metrics      fileMetrics               `yaml:"metrics"`
+
+	TrustedProxies []string `yaml:"trusted_proxies"`
 }
 
 type fileRedact struct {
@@ -292,6 +300,14 @@ func (s *configSource) decode(file string, data []byte, c *Config) error {
 	}
 	if err := s.decodeMetrics(f.Metrics, &c.Metrics); err != nil {
 		return err
+	}
+	for i, p := range f.TrustedProxies {
+		if _, err := clientip.Parse([]string{p}); err != nil {
+			return s.errorf(fmt.Sprintf("trusted_proxies[%d]", i), "%q is not a CIDR (10.0.0.0/8) or an IP address", p)
+		}
+	}
+	if f.TrustedProxies != nil {
+		c.TrustedProxies, _ = clientip.Parse(f.TrustedProxies)
 	}
 	if err := s.decodeAlarms(f.Alarms, &c.Alarms); err != nil {
 		return err

@@ -139,6 +139,7 @@ func TestLoadConfig_Errors(t *testing.T) {
 		{"no queues", "owners:\n  - team: a\n", "owners[0].queues", 0, "at least one queue pattern"},
 		{"owners not a list", "owners: {team: a}\n", "owners", 1, "expected a list"},
 		{"listen not host:port", "listen: abc\n", "listen", 1, `"abc" is not host:port`},
+		{"trusted proxy not a CIDR", "trusted_proxies: [10.0.0.0/8, 10.0.0.0/33]\n", "trusted_proxies[1]", 1, `"10.0.0.0/33" is not a CIDR`},
 		{"listen bad port", "listen: \"127.0.0.1:99999\"\n", "listen", 1, "port"},
 		{"listen a list", "listen: [a]\n", "listen", 1, "expected a string"},
 		{"duplicate key", "listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n", "listen", 2, "already defined"},

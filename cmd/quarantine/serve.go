@@ -79,6 +79,7 @@ func (m *Main) runServe(ctx context.Context) error {
 		RedactPointers:  m.Config.RedactPointers,
 		Schemas:         m.Config.Schemas,
 		MetricsAuth:     m.Config.Metrics.auth(),
+		TrustedProxies:  m.Config.TrustedProxies,
 		Replay: api.ReplayDefaults{
 			Rate: m.Config.Replay.Rate, MaxRate: m.Config.Replay.MaxRate, Burst: m.Config.Replay.Burst,
 			Canary: m.Config.Replay.Canary, Observe: m.Config.Replay.Observe,
@@ -88,7 +89,8 @@ func (m *Main) runServe(ctx context.Context) error {
 			IncidentRate: m.Config.Replay.IncidentRate,
 		},
 	}
-	h := api.New(acfg).Handler()
+	m.api = api.New(acfg)
+	h := m.api.Handler()
 	if h, err = m.withWeb(h, acfg); err != nil {
 		return err
 	}
@@ -212,6 +214,11 @@ func (m *Main) Close() error {
 				errs = append(errs, err)
 			}
 			cancel()
+			// No request is served any more: write the refused-login
+			// counts of the minute under way while the store is open.
+			if m.api != nil {
+				errs = append(errs, m.api.Close())
+			}
 		} else if m.ln != nil {
 			errs = append(errs, m.ln.Close())
 		}

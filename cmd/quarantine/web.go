@@ -24,8 +24,9 @@ func (m *Main) withWeb(apiHandler http.Handler, acfg api.Config) (http.Handler, 
 		Edit:           api.EditRules{Preparer: acfg.Preparer, Schemas: acfg.Schemas},
 		Replay:         acfg.Replay,
 		// The server speaks plain HTTP: the cookies are Secure on requests
-		// that arrive over TLS. A setting for TLS-terminating proxies is
-		// still to come.
+		// that arrive over TLS, or from a trusted proxy that says the
+		// client used HTTPS.
+		TrustedProxies: m.Config.TrustedProxies,
 	})
 	if err != nil {
 		return nil, err
