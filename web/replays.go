@@ -122,6 +122,7 @@ type replayContent struct {
 	Estimate  string // a draft's estimated duration
 	Actions   []string
 	Items     []quarantine.ReplayItem
+	Messages  map[string]*quarantine.Message // of Items, by id (those the token sees)
 	Next      string
 	First     bool // the first page of items
 	// Action and Reason are the action form that failed, shown again.
@@ -180,6 +181,19 @@ func (h *Handler) replayContent(r *http.Request, s *session, b *quarantine.Repla
 		return nil, err
 	}
 	c.Items = items
+	// The job and reason of each message: what the preview pins, and
+	// what each outcome is about.
+	c.Messages = make(map[string]*quarantine.Message, len(items))
+	for _, it := range items {
+		m, err := h.cfg.Store.GetMessage(r.Context(), it.MessageID)
+		switch {
+		case quarantine.ErrorCode(err) == quarantine.ENOTFOUND: // purged since
+		case err != nil:
+			return nil, err
+		case s.token.Sees(m.Owner):
+			c.Messages[it.MessageID] = m
+		}
+	}
 	if more && len(items) > 0 {
 		c.Next = fmt.Sprintf("/replays/%s?after=%d", b.ID, items[len(items)-1].Seq)
 	}

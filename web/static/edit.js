@@ -58,12 +58,12 @@
         out.push([" ", a[start + i]]);
         i++;
         j++;
-      } else if (j < m && (i === n || lcs[i][j + 1] >= lcs[i + 1][j])) {
-        out.push(["+", b[start + j]]);
-        j++;
-      } else {
+      } else if (i < n && (j === m || lcs[i + 1][j] >= lcs[i][j + 1])) {
         out.push(["-", a[start + i]]);
         i++;
+      } else {
+        out.push(["+", b[start + j]]);
+        j++;
       }
     }
     for (i = endA; i < a.length; i++) {
