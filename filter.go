@@ -35,7 +35,7 @@ type Filter struct {
 	Fingerprint    []string  // failure groups
 	FailedAfter    time.Time // failed_at >= FailedAfter
 	FailedBefore   time.Time // failed_at < FailedBefore
-	Text           string    // substring of the reason or the payload, case-insensitive
+	Text           string    // substring of the reason, job name or payload, Unicode case-insensitive (store/internal/search)
 
 	After *Cursor // the last row of the previous page
 	Limit int

@@ -15,6 +15,10 @@ import (
 //	quarantine_messages{queue,owner,status}                messages by status
 //	quarantine_oldest_message_age_seconds{queue,owner}     age of the oldest quarantined one (0: none)
 //	quarantine_alarm_firing{alarm,queue,owner}             1 while the alarm fires, else 0
+//	quarantine_search_index_lag_seconds                    how long the oldest message waiting
+//	                                                       for the text search index has waited
+//
+// The last one only for a store that has a search index (SearchLag).
 //
 // The first two come from QueueStats (index-backed: the cost grows with
 // the number of queues, not of messages); owner is the owner rules'
@@ -34,6 +38,8 @@ func RegisterGauges(reg prometheus.Registerer, st Store, owner func(queue string
 			[]string{"queue", "owner"}, nil),
 		firing: prometheus.NewDesc("quarantine_alarm_firing", "1 while the alarm fires on the queue, else 0.",
 			[]string{"alarm", "queue", "owner"}, nil),
+		searchLag: prometheus.NewDesc("quarantine_search_index_lag_seconds",
+			"How long the oldest message waiting for the text search index has waited (0: every message is searchable).", nil, nil),
 	})
 }
 
@@ -42,12 +48,20 @@ type gauges struct {
 	owner                    func(string) string
 	now                      func() time.Time
 	messages, oldest, firing *prometheus.Desc
+	searchLag                *prometheus.Desc
+}
+
+// searchLagger is a store with a search index maintained in the
+// background (both stores).
+type searchLagger interface {
+	SearchLag(ctx context.Context) (time.Duration, error)
 }
 
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- g.messages
 	ch <- g.oldest
 	ch <- g.firing
+	ch <- g.searchLag
 }
 
 func (g *gauges) Collect(ch chan<- prometheus.Metric) {
@@ -74,6 +88,11 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 				v = 1
 			}
 			ch <- prometheus.MustNewConstMetric(g.firing, prometheus.GaugeValue, v, a.Alarm, a.Queue, a.Owner)
+		}
+	}
+	if sl, ok := g.st.(searchLagger); ok {
+		if lag, err := sl.SearchLag(ctx); err == nil {
+			ch <- prometheus.MustNewConstMetric(g.searchLag, prometheus.GaugeValue, lag.Seconds())
 		}
 	}
 }

@@ -1258,7 +1258,7 @@ type ListGroupsParams struct {
 	// to now minus it; not together with failed_before.
 	OlderThan *OlderThan `form:"older_than,omitempty" json:"older_than,omitempty"`
 
-	// Q Case-insensitive substring of the reason or the payload.
+	// Q Text search: a message matches when q is a substring of its reason, its job name or its current payload (text payloads only; not headers, binary or purged payloads, nor earlier versions), compared after Unicode full case folding (überlauf matches ÜBERLAUF, straße matches STRASSE). No wildcards or operators: every character, spaces included, is literal. A new or changed message is searchable within about a second (quarantine_search_index_lag_seconds on /metrics says how far the index is behind). Refused (403) to a viewer while payload values are redacted.
 	Q *Text `form:"q,omitempty" json:"q,omitempty"`
 
 	// Limit Page size.
@@ -1315,7 +1315,7 @@ type ListMessagesParams struct {
 	// to now minus it; not together with failed_before.
 	OlderThan *OlderThan `form:"older_than,omitempty" json:"older_than,omitempty"`
 
-	// Q Case-insensitive substring of the reason or the payload.
+	// Q Text search: a message matches when q is a substring of its reason, its job name or its current payload (text payloads only; not headers, binary or purged payloads, nor earlier versions), compared after Unicode full case folding (überlauf matches ÜBERLAUF, straße matches STRASSE). No wildcards or operators: every character, spaces included, is literal. A new or changed message is searchable within about a second (quarantine_search_index_lag_seconds on /metrics says how far the index is behind). Refused (403) to a viewer while payload values are redacted.
 	Q *Text `form:"q,omitempty" json:"q,omitempty"`
 
 	// Cursor The next_cursor of the previous page; opaque.
@@ -1374,7 +1374,7 @@ type ListQueuesParams struct {
 	// to now minus it; not together with failed_before.
 	OlderThan *OlderThan `form:"older_than,omitempty" json:"older_than,omitempty"`
 
-	// Q Case-insensitive substring of the reason or the payload.
+	// Q Text search: a message matches when q is a substring of its reason, its job name or its current payload (text payloads only; not headers, binary or purged payloads, nor earlier versions), compared after Unicode full case folding (überlauf matches ÜBERLAUF, straße matches STRASSE). No wildcards or operators: every character, spaces included, is literal. A new or changed message is searchable within about a second (quarantine_search_index_lag_seconds on /metrics says how far the index is behind). Refused (403) to a viewer while payload values are redacted.
 	Q *Text `form:"q,omitempty" json:"q,omitempty"`
 }
 

@@ -23,6 +23,7 @@ func benchStore(tb testing.TB, rows int) *postgres.Store {
 		tb.Fatal(err)
 	}
 	seed(tb, s, rows)
+	seedSearch(tb, s) // search_bench_test.go
 	return s
 }
 

@@ -39,6 +39,9 @@ func (s *Store) CountByQueue(ctx context.Context, f quarantine.Filter) ([]quaran
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	if err := s.searchReady(ctx, f.Text); err != nil {
+		return nil, err
+	}
 	q, args := countQuery(&f)
 	counts, err := queryCounts(ctx, s.pool, q, args)
 	if err != nil {

@@ -25,6 +25,9 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 	if d.Actor == "" {
 		return quarantine.BulkResult{}, quarantine.Errorf(quarantine.EINTERNAL, "a discard needs an actor")
 	}
+	if err := s.searchReady(ctx, filterText(d.Filter)); err != nil {
+		return quarantine.BulkResult{}, err
+	}
 	var res quarantine.BulkResult
 	err := s.inTx(ctx, "discard messages", func(tx pgx.Tx) error {
 		var sel []quarantine.Selected

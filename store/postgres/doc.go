@@ -35,9 +35,10 @@
 // behind the store's back.
 //
 // Sample reads an arc of a random rank column (sample.go and package
-// store/internal/sampling). Text search (Filter.Text) is a
-// case-insensitive literal ILIKE over the reason and the current payload
-// (when it is text), walking the candidates newest first (text.go).
+// store/internal/sampling). Text search (Filter.Text, defined by package
+// store/internal/search) reads case-folded documents under a pg_trgm GIN
+// index, kept by a background indexer off the ingest path (search.go,
+// text.go, migration 0005).
 //
 // Replays (replay.go, replay_change.go, replay_lease.go, bucket.go):
 // batches, their items and the shared token buckets (migration 0003).

@@ -67,3 +67,6 @@ func PurgeSelect(st quarantine.Status) string { return purgeSelect(st) }
 
 // LockReplayedSQL is the lock of the re-failure link.
 const LockReplayedSQL = lockReplayedSQL
+
+// SearchCatchUp is the longest queue a search indexes by itself.
+const SearchCatchUp = searchCatchUp

@@ -71,6 +71,9 @@ func (s *Store) Groups(ctx context.Context, f quarantine.Filter) ([]quarantine.G
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	if err := s.searchReady(ctx, f.Text); err != nil {
+		return nil, err
+	}
 	q, args := groupsQuery(&f)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
 // where builds the WHERE clause of a message query, with numbered
@@ -65,7 +66,7 @@ func (w *where) sql() string {
 func filterWhere(f *quarantine.Filter) *where {
 	w := fieldsWhere(f)
 	if f.Text != "" {
-		w.conds = append(w.conds, textTested(w.arg(likePattern(f.Text))))
+		w.conds = append(w.conds, textCond(w.arg(textPattern(f.Text)), search.Indexed(search.Fold(f.Text))))
 	}
 	return w
 }

@@ -20,6 +20,7 @@ type Store struct {
 	// exact and smallGroup are the thresholds of Sample (sample.go);
 	// tests lower them.
 	exact, smallGroup int
+	idx               *indexer // the background search indexer (search.go)
 }
 
 // Option configures a Store in Open.
@@ -57,6 +58,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	s.startIndexer()
 	return s, nil
 }
 
@@ -71,6 +73,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close releases the connections. It waits for acquired connections to be
 // released and always returns nil.
 func (s *Store) Close() error {
+	s.stopIndexer()
 	s.pool.Close()
 	return nil
 }

@@ -35,6 +35,9 @@ func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Ti
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	if err := s.searchReady(ctx, f.Text); err != nil {
+		return nil, err
+	}
 	now = now.UTC()
 	var out []quarantine.QueueStats
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}

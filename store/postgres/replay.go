@@ -36,6 +36,9 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 	if err := r.Validate(0); err != nil {
 		return nil, err
 	}
+	if err := s.searchReady(ctx, filterText(r.Filter)); err != nil {
+		return nil, err
+	}
 	var b *quarantine.ReplayBatch
 	err := s.inTx(ctx, "create a replay", func(tx pgx.Tx) (err error) {
 		b, err = replays.Create(ctx, replayTx{s, tx}, &r, keyRule, s.clock())

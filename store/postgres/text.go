@@ -5,31 +5,43 @@ import (
 	"strconv"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
-// Text search (Filter.Text) is a case-insensitive literal substring match
-// (ILIKE with the metacharacters escaped) over the reason and the current
-// payload, when the payload is text.
+// Text search (Filter.Text) matches a message when the case folding of
+// the text is a substring of the folded reason, job name or current
+// payload text (package store/internal/search). It reads the documents
+// of search_docs (search.go keeps them), under a pg_trgm GIN index.
 //
-// There is no text index: pg_trgm GIN indexes over reasons and 1 KiB
-// payloads cost inserts more than every btree index together (a payload
-// holds hundreds of trigrams), and the quarantine must ingest tens of
-// thousands of messages a second. Instead listText walks the candidates
-// (the messages matching the other filters) newest first, in windows of
-// textWindow rows read in index order, and tests each: a term that most
-// messages contain fills a page after a few rows; a rare term walks window
-// after window, and a term no message contains reads every candidate, so
-// narrow the other filters (queue, status, time) to keep such a search
-// quick on millions of messages.
-const textWindow = 5000
+// A page of a list is found in two steps. First the newest textWindow
+// candidates (the messages matching the other filters, in list order)
+// are tested one by one against their documents: a term that many
+// messages contain fills the page there, without reading its many index
+// entries. When the window does not fill the page, the index finds every
+// document holding the term after the window, and only those are
+// sorted and joined to messages: a rare term costs its few matches.
+// A text shorter than search.MinIndexed runes has no trigram; it is
+// tested window after window.
+const textWindow = 2000
 
-// textTested is the per-row condition on m for ILIKE pattern p. The
-// payload side matches only the current version, read by a correlated
-// scalar subquery: one primary-key probe per tested row (an EXISTS could
-// be planned as a hashed scan of every payload).
+// textPattern returns the LIKE pattern of a filter's text: the folded
+// text as a literal substring.
+func textPattern(text string) string { return likePattern(search.Fold(text)) }
+
+// textCond is the condition on m of the LIKE pattern placeholder p, for
+// counts, samples and every other query but the list: the index when
+// the text has trigrams, a probe of the message's document otherwise.
+func textCond(p string, indexed bool) string {
+	if indexed {
+		return `m.id IN (SELECT d.message_id FROM search_docs d WHERE d.doc LIKE ` + p + `)`
+	}
+	return textTested(p)
+}
+
+// textTested is the per-row condition on m for pattern p: one primary-key
+// probe of its document.
 func textTested(p string) string {
-	return `(m.reason ILIKE ` + p + ` OR (SELECT pv.payload_text ILIKE ` + p + ` FROM payload_versions pv
-	WHERE pv.message_id = m.id AND pv.version = m.payload_version))`
+	return `EXISTS (SELECT 1 FROM search_docs d WHERE d.message_id = m.id AND d.doc LIKE ` + p + `)`
 }
 
 // windowQuery returns the windowed plan of a validated filter with text:
@@ -40,7 +52,7 @@ func windowQuery(f *quarantine.Filter) (string, []any) {
 	w.after(f.After)
 	inner := "SELECT m.* FROM messages m" + w.sql() +
 		" ORDER BY m.failed_at DESC, m.id DESC LIMIT " + strconv.Itoa(textWindow)
-	q := "SELECT " + messageColumns + " FROM (" + inner + ") m WHERE " + textTested(w.arg(likePattern(f.Text))) +
+	q := "SELECT " + messageColumns + " FROM (" + inner + ") m WHERE " + textTested(w.arg(textPattern(f.Text))) +
 		" ORDER BY m.failed_at DESC, m.id DESC LIMIT " + w.arg(f.Limit+1)
 	return q, w.args
 }
@@ -54,10 +66,30 @@ func boundaryQuery(f *quarantine.Filter) (string, []any) {
 		" ORDER BY m.failed_at DESC, m.id DESC OFFSET " + strconv.Itoa(textWindow-1) + " LIMIT 1", w.args
 }
 
-// listText returns up to f.Limit+1 messages matching f, which has text,
-// walking window after window until the page is full or the candidates
-// run out.
+// indexedQuery returns the indexed plan of a validated filter whose text
+// has trigrams: the documents holding the text after f.After, from the
+// GIN index, newest first, joined to their messages and filtered.
+func indexedQuery(f *quarantine.Filter) (string, []any) {
+	w := fieldsWhere(f)
+	p := w.arg(textPattern(f.Text))
+	hits := "SELECT d.message_id, d.failed_at FROM search_docs d WHERE d.doc LIKE " + p
+	if c := f.After; c != nil {
+		hits += " AND (d.failed_at, d.message_id) < (" + w.arg(c.FailedAt) + ", " + w.arg(c.ID) + ")"
+	}
+	w.conds = append(w.conds, "m.id = h.message_id")
+	q := "SELECT " + messageColumns + " FROM (" + hits + ") h, messages m" + w.sql() +
+		" ORDER BY h.failed_at DESC, h.message_id DESC LIMIT " + w.arg(f.Limit+1)
+	return q, w.args
+}
+
+// listText returns up to f.Limit+1 messages matching f, which has text:
+// the first window, then the index (or, for a text without trigrams,
+// window after window) until the page is full or the candidates run out.
 func (s *Store) listText(ctx context.Context, f *quarantine.Filter) ([]*quarantine.Message, error) {
+	if err := s.searchReady(ctx, f.Text); err != nil {
+		return nil, err
+	}
+	indexed := search.Indexed(search.Fold(f.Text))
 	want := f.Limit + 1
 	var out []*quarantine.Message
 	g := *f
@@ -72,27 +104,46 @@ func (s *Store) listText(ctx context.Context, f *quarantine.Filter) ([]*quaranti
 		if len(out) >= want {
 			return out[:want], nil
 		}
-		q, args = boundaryQuery(&g)
-		var c quarantine.Cursor
-		rows, err := s.pool.Query(ctx, q, args...)
+		c, more, err := s.boundary(ctx, &g)
 		if err != nil {
-			return nil, translate(err, "list messages")
-		}
-		more := false
-		for rows.Next() {
-			if err := rows.Scan(&c.FailedAt, &c.ID); err != nil {
-				rows.Close()
-				return nil, translate(err, "list messages")
-			}
-			more = true
-		}
-		if err := rows.Err(); err != nil {
-			return nil, translate(err, "list messages")
+			return nil, err
 		}
 		if !more {
 			return out, nil // the window held every candidate: the answer is complete
 		}
-		c.FailedAt = c.FailedAt.UTC()
 		g.After = &c
+		if indexed {
+			g.Limit = want - len(out) - 1
+			q, args := indexedQuery(&g)
+			msgs, err := s.queryMessages(ctx, q, args)
+			if err != nil {
+				return nil, err
+			}
+			return append(out, msgs...), nil
+		}
 	}
+}
+
+// boundary returns the last candidate of the window of g, and false when
+// the window held every candidate left.
+func (s *Store) boundary(ctx context.Context, g *quarantine.Filter) (quarantine.Cursor, bool, error) {
+	q, args := boundaryQuery(g)
+	var c quarantine.Cursor
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return c, false, translate(err, "list messages")
+	}
+	defer rows.Close()
+	more := false
+	for rows.Next() {
+		if err := rows.Scan(&c.FailedAt, &c.ID); err != nil {
+			return c, false, translate(err, "list messages")
+		}
+		more = true
+	}
+	if err := rows.Err(); err != nil {
+		return c, false, translate(err, "list messages")
+	}
+	c.FailedAt = c.FailedAt.UTC()
+	return c, more, nil
 }

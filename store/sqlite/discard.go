@@ -23,6 +23,9 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 	if d.Actor == "" {
 		return quarantine.BulkResult{}, quarantine.Errorf(quarantine.EINTERNAL, "a discard needs an actor")
 	}
+	if err := s.searchReady(ctx, filterText(d.Filter)); err != nil {
+		return quarantine.BulkResult{}, err
+	}
 	var res quarantine.BulkResult
 	err := s.write(ctx, "discard messages", func(tx *sql.Tx) error {
 		var sel []quarantine.Selected

@@ -10,9 +10,9 @@
 // discard's selection and change.
 //
 // Times are stored as INTEGER unix microseconds (UTC). Text search
-// (Filter.Text) is a case-insensitive (ASCII folding, as SQLite's lower())
-// literal substring match over the reason and the current payload when it
-// is text; it scans in list order and stops at the page size.
+// (Filter.Text, defined by package store/internal/search) reads
+// case-folded documents under an FTS5 trigram index, kept by a background
+// indexer off the ingest path (search.go, text.go, migration 0006).
 //
 // Counters: failure_groups (fingerprint, queue, owner, status -> count,
 // first and last failed_at, latest failure) is folded in by InsertBatch

@@ -138,6 +138,9 @@ func (s *Store) Groups(ctx context.Context, f quarantine.Filter) ([]quarantine.G
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	if err := s.searchReady(ctx, f.Text); err != nil {
+		return nil, err
+	}
 	q, args := groupsQuery(f)
 	out := []quarantine.Group{}
 	err := s.read(ctx, "group messages", func(tx *sql.Tx) error {

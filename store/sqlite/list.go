@@ -11,6 +11,12 @@ import (
 // where builds the WHERE clause of f over messages m (cursor included when
 // withCursor). Values are always bound, never spliced into the SQL.
 func where(f quarantine.Filter, withCursor bool) (string, []any) {
+	return whereText(f, withCursor, false)
+}
+
+// whereText is where, with the text tested message by message (probe) or
+// found through the index (text.go).
+func whereText(f quarantine.Filter, withCursor, probe bool) (string, []any) {
 	var conds []string
 	var args []any
 	in := func(col string, vals []string) {
@@ -43,12 +49,9 @@ func where(f quarantine.Filter, withCursor bool) (string, []any) {
 		args = append(args, micros(f.FailedBefore))
 	}
 	if f.Text != "" {
-		// instr matches literally: no LIKE wildcards, no escaping to get wrong.
-		conds = append(conds, `(instr(lower(m.reason), lower(?)) > 0 OR EXISTS (
-			SELECT 1 FROM payload_versions pv
-			WHERE pv.message_id = m.id AND pv.version = m.payload_version
-			AND instr(lower(pv.payload_text), lower(?)) > 0))`)
-		args = append(args, f.Text, f.Text)
+		c, arg := textCond(f.Text, probe) // text.go
+		conds = append(conds, c)
+		args = append(args, arg)
 	}
 	if withCursor && f.After != nil {
 		conds = append(conds, "(m.failed_at, m.id) < (?, ?)")
@@ -68,9 +71,10 @@ func strs[T ~string](vs []T) []string {
 	return out
 }
 
-// listQuery returns the SQL and arguments of one page of f.
+// listQuery returns the SQL and arguments of one page of f, read in index
+// order (a text is tested message by message: see listText).
 func listQuery(f quarantine.Filter) (string, []any) {
-	w, args := where(f, true)
+	w, args := whereText(f, true, true)
 	return `SELECT ` + messageColumns + ` FROM messages m` + w +
 		` ORDER BY m.failed_at DESC, m.id DESC LIMIT ?`, append(args, f.Limit+1)
 }
@@ -81,23 +85,17 @@ func (s *Store) ListMessages(ctx context.Context, f quarantine.Filter) (quaranti
 	if err := f.Validate(); err != nil {
 		return quarantine.MessagePage{}, err
 	}
-	q, args := listQuery(f)
 	var page quarantine.MessagePage
-	err := s.read(ctx, "list messages", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
+	var err error
+	if f.Text != "" {
+		page.Messages, err = s.listText(ctx, f)
+	} else {
+		q, args := listQuery(f)
+		err = s.read(ctx, "list messages", func(tx *sql.Tx) error {
+			page.Messages, err = queryMessages(ctx, tx, q, args)
 			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			m, err := scanMessage(rows)
-			if err != nil {
-				return err
-			}
-			page.Messages = append(page.Messages, m)
-		}
-		return rows.Err()
-	})
+		})
+	}
 	if err != nil {
 		return quarantine.MessagePage{}, err
 	}
@@ -126,6 +124,9 @@ func countQuery(f quarantine.Filter) (string, []any) {
 // store.Store. EINVALID for a bad filter.
 func (s *Store) CountByQueue(ctx context.Context, f quarantine.Filter) ([]quarantine.QueueCount, error) {
 	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.searchReady(ctx, f.Text); err != nil {
 		return nil, err
 	}
 	q, args := countQuery(f)

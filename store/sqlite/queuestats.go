@@ -22,6 +22,9 @@ func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Ti
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	if err := s.searchReady(ctx, f.Text); err != nil {
+		return nil, err
+	}
 	var out []quarantine.QueueStats
 	err := s.read(ctx, "compute queue statistics", func(tx *sql.Tx) error {
 		var err error

@@ -33,6 +33,9 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 	if err := r.Validate(0); err != nil {
 		return nil, err
 	}
+	if err := s.searchReady(ctx, filterText(r.Filter)); err != nil {
+		return nil, err
+	}
 	var b *quarantine.ReplayBatch
 	err := s.write(ctx, "create a replay", func(tx *sql.Tx) (err error) {
 		b, err = replays.Create(ctx, replayTx{s, tx}, &r, keyRule, s.clock())

@@ -45,6 +45,9 @@ func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quar
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	if err := s.searchReady(ctx, f.Text); err != nil {
+		return nil, err
+	}
 	var out []*quarantine.Message
 	err := s.read(ctx, "sample messages", func(tx *sql.Tx) error {
 		var err error

@@ -25,6 +25,7 @@ type Store struct {
 	// exact and smallGroup are the thresholds of Sample (sample.go);
 	// tests lower them.
 	exact, smallGroup int
+	idx               *indexer // the background search indexer (search.go)
 }
 
 // Option configures a Store.
@@ -83,6 +84,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	s.w, s.r = w, r
+	s.startIndexer()
 	return s, nil
 }
 
@@ -91,6 +93,7 @@ func (s *Store) Path() string { return s.path }
 
 // Close releases the connections.
 func (s *Store) Close() error {
+	s.stopIndexer()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 

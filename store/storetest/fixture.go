@@ -13,6 +13,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
 // baseTime has nanoseconds so that the microsecond truncation is exercised.
@@ -135,11 +136,12 @@ func matches(f quarantine.Filter, m *quarantine.Message) bool {
 		return false
 	}
 	if f.Text != "" {
-		q := strings.ToLower(f.Text)
-		inReason := strings.Contains(strings.ToLower(m.Reason), q)
+		// The definition of package store/internal/search: the case folding
+		// of q in that of the reason, the job name or the text payload.
+		q := search.Fold(f.Text)
+		in := func(v string) bool { return strings.Contains(search.Fold(v), q) }
 		text := utf8.Valid(m.Payload) && !bytes.ContainsRune(m.Payload, 0)
-		inPayload := text && strings.Contains(strings.ToLower(string(m.Payload)), q)
-		if !inReason && !inPayload {
+		if !in(m.Reason) && !in(m.JobName) && !(text && in(string(m.Payload))) {
 			return false
 		}
 	}

@@ -39,6 +39,7 @@ func Run(t *testing.T, h Harness) {
 		{"GetMessage", testGetMessage},
 		{"PayloadVersions", testPayloadVersions},
 		{"ListMessages", testListMessages},
+		{"Search", testSearch},
 		{"CountByQueue", testCountByQueue},
 		{"OldestQuarantined", testOldestQuarantined},
 		{"Audit", testAudit},

@@ -1,0 +1,208 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
+)
+
+// The search index (migration 0005): triggers queue the IDs of new and
+// changed messages in search_pending; the indexer takes them in queue
+// order, folds each message's reason, job name and current payload text
+// (search.Doc) and writes the document to search_docs, whose pg_trgm GIN
+// index serves Filter.Text. Folding and the GIN insertions are off the
+// ingest path: an insert only writes one narrow row to search_pending.
+//
+// The background indexer polls every searchPoll and works until the
+// queue is empty, so a message is searchable within about a second of its
+// commit while the indexer keeps up (SearchLag says how far behind it is).
+// A search first indexes the queue itself when it holds at most
+// searchCatchUp messages, so that it sees the writes made before it.
+const (
+	searchBatch   = 1000
+	searchPoll    = 500 * time.Millisecond
+	searchCatchUp = 5000
+)
+
+// popPending takes up to n queued IDs, oldest first; the rows stay locked
+// until the transaction ends, so two indexers never fold the same rows.
+const popPending = `DELETE FROM search_pending WHERE seq IN (
+	SELECT seq FROM search_pending ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
+RETURNING message_id`
+
+// readDocs reads what the documents of the given messages are made of.
+const readDocs = `SELECT m.id, m.failed_at, m.reason, m.job_name, pv.payload_text
+FROM messages m
+LEFT JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
+WHERE m.id = ANY($1::text[])`
+
+const writeDocs = `INSERT INTO search_docs (message_id, failed_at, doc)
+SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[])
+ON CONFLICT (message_id) DO UPDATE SET failed_at = EXCLUDED.failed_at, doc = EXCLUDED.doc`
+
+// IndexSearch indexes up to n queued messages in one transaction and
+// returns how many queue entries it took (0: the queue is empty, or
+// another indexer holds every entry). Errors: EUNAVAILABLE, EINTERNAL.
+func (s *Store) IndexSearch(ctx context.Context, n int) (int, error) {
+	var took int
+	err := s.inTx(ctx, "index messages for search", func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, popPending, n)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		took = len(ids)
+		if took == 0 {
+			return nil
+		}
+		rows, err = tx.Query(ctx, readDocs, ids)
+		if err != nil {
+			return err
+		}
+		var (
+			out    []string
+			at     []time.Time
+			docs   []string
+			id     string
+			failed time.Time
+			reason string
+			job    string
+			text   *string
+		)
+		_, err = pgx.ForEachRow(rows, []any{&id, &failed, &reason, &job, &text}, func() error {
+			p := ""
+			if text != nil {
+				p = *text
+			}
+			out, at, docs = append(out, id), append(at, failed), append(docs, search.Doc(reason, job, p))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, writeDocs, out, at, docs)
+		return err
+	})
+	return took, err
+}
+
+// SearchLag returns how long the oldest message waiting for the search
+// index has waited (0 when none waits). Errors: EUNAVAILABLE, EINTERNAL.
+func (s *Store) SearchLag(ctx context.Context) (time.Duration, error) {
+	var lag time.Duration
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(clock_timestamp() - (SELECT queued_at FROM search_pending ORDER BY seq LIMIT 1), '0')`).Scan(&lag)
+	return max(lag, 0), translate(err, "measure the search lag")
+}
+
+// searchReady indexes what is queued before a search on text, when the
+// queue is short enough to do it now; a longer queue is left to the
+// background indexer (the search then misses the newest messages, for
+// at most the lag SearchLag reports).
+func (s *Store) searchReady(ctx context.Context, text string) error {
+	if text == "" {
+		return nil
+	}
+	var queued int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM search_pending LIMIT $1) q`, searchCatchUp+1).Scan(&queued)
+	if err != nil {
+		return translate(err, "search messages")
+	}
+	if queued == 0 || queued > searchCatchUp {
+		return nil
+	}
+	for {
+		n, err := s.IndexSearch(ctx, searchBatch)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+	}
+	// Entries another indexer holds: wait for its transaction to end.
+	_, err = s.pool.Exec(ctx, `SELECT 1 FROM search_pending ORDER BY seq LIMIT $1 FOR SHARE`, searchCatchUp)
+	return translate(err, "search messages")
+}
+
+// filterText is the text of an optional filter.
+func filterText(f *quarantine.Filter) string {
+	if f == nil {
+		return ""
+	}
+	return f.Text
+}
+
+// indexer is the background loop of IndexSearch.
+type indexer struct {
+	off    bool // WithoutSearchIndexer
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+// WithoutSearchIndexer opens the store without its background search
+// indexer: messages are then indexed only by IndexSearch and by the
+// searches that find a short queue (tests of the lag use it).
+func WithoutSearchIndexer() Option {
+	return func(s *Store) { s.idx = &indexer{off: true} }
+}
+
+// startIndexer runs IndexSearch until the queue is empty, every
+// searchPoll, until stop.
+func (s *Store) startIndexer() {
+	if s.idx != nil && s.idx.off {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.idx = &indexer{cancel: cancel}
+	s.idx.done.Add(1)
+	go func() {
+		defer s.idx.done.Done()
+		t := time.NewTicker(searchPoll)
+		defer t.Stop()
+		for {
+			for {
+				n, err := s.IndexSearch(ctx, searchBatch)
+				if err != nil {
+					if ctx.Err() == nil && !errors.Is(err, context.Canceled) && !unmigrated(err) {
+						slog.Warn("search indexer", "component", "store", "err", err)
+					}
+					break
+				}
+				if n < searchBatch {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// unmigrated reports whether err says the search tables are missing: the
+// store was opened before Migrate.
+func unmigrated(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42P01"
+}
+
+// stopIndexer stops the background loop and waits for it.
+func (s *Store) stopIndexer() {
+	if s.idx != nil && !s.idx.off {
+		s.idx.cancel()
+		s.idx.done.Wait()
+	}
+}

@@ -1,0 +1,225 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
+)
+
+// The search index (migration 0006): triggers queue the IDs of new and
+// changed messages in search_pending; the indexer takes them in queue
+// order, folds each message's reason, job name and current payload text
+// (search.Doc) into search_docs and indexes it in search_fts (FTS5,
+// trigram tokenizer). Folding and the FTS5 insertions are off the ingest
+// path: an insert only writes one narrow row to search_pending.
+//
+// The background indexer polls every searchPoll and works until the
+// queue is empty, so a message is searchable within about a second of its
+// commit while the indexer keeps up (SearchLag says how far behind it is).
+// A search first indexes the queue itself when it holds at most
+// searchCatchUp messages, so that it sees the writes made before it.
+const (
+	searchBatch   = 1000
+	searchPoll    = 500 * time.Millisecond
+	searchCatchUp = 5000
+)
+
+// IndexSearch indexes up to n queued messages in one write transaction
+// and returns how many queue entries it took (0: the queue is empty).
+// Errors: EUNAVAILABLE, EINTERNAL.
+func (s *Store) IndexSearch(ctx context.Context, n int) (int, error) {
+	var took int
+	err := s.write(ctx, "index messages for search", func(tx *sql.Tx) error {
+		took = 0
+		rows, err := tx.QueryContext(ctx, `SELECT seq, message_id FROM search_pending ORDER BY seq LIMIT ?`, n)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		var last int64
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&last, &id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		took = len(ids)
+		if took == 0 {
+			return nil
+		}
+		seen := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			if err := indexOne(ctx, tx, id); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM search_pending WHERE seq <= ?`, last)
+		return err
+	})
+	return took, err
+}
+
+// indexOne writes the document of message id (none when it is gone).
+func indexOne(ctx context.Context, tx *sql.Tx, id string) error {
+	var failed int64
+	var reason, job string
+	var text sql.NullString
+	err := tx.QueryRowContext(ctx, `SELECT m.failed_at, m.reason, m.job_name, pv.payload_text FROM messages m
+		LEFT JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
+		WHERE m.id = ?`, id).Scan(&failed, &reason, &job, &text)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	doc := search.Doc(reason, job, text.String)
+	var docid int64
+	var old string
+	err = tx.QueryRowContext(ctx, `SELECT docid, doc FROM search_docs WHERE message_id = ?`, id).Scan(&docid, &old)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		err = tx.QueryRowContext(ctx, `INSERT INTO search_docs (message_id, failed_at, doc) VALUES (?, ?, ?) RETURNING docid`,
+			id, failed, doc).Scan(&docid)
+	case err == nil:
+		if old == doc {
+			return nil
+		}
+		if _, err = tx.ExecContext(ctx, `INSERT INTO search_fts (search_fts, rowid, doc) VALUES ('delete', ?, ?)`, docid, old); err == nil {
+			_, err = tx.ExecContext(ctx, `UPDATE search_docs SET doc = ? WHERE docid = ?`, doc, docid)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO search_fts (rowid, doc) VALUES (?, ?)`, docid, doc)
+	return err
+}
+
+// SearchLag returns how long the oldest message waiting for the search
+// index has waited (0 when none waits). Errors: EUNAVAILABLE, EINTERNAL.
+func (s *Store) SearchLag(ctx context.Context) (time.Duration, error) {
+	var at sql.NullInt64
+	err := s.read(ctx, "measure the search lag", func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT min(queued_at) FROM search_pending`).Scan(&at)
+	})
+	if err != nil || !at.Valid {
+		return 0, err
+	}
+	return max(s.now().Sub(fromMicros(at.Int64)), 0), nil
+}
+
+// searchReady indexes what is queued before a search on text, when the
+// queue is short enough to do it now; a longer queue is left to the
+// background indexer (the search then misses the newest messages, for
+// at most the lag SearchLag reports).
+func (s *Store) searchReady(ctx context.Context, text string) error {
+	if text == "" {
+		return nil
+	}
+	var queued int
+	err := s.read(ctx, "search messages", func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM search_pending LIMIT ?)`, searchCatchUp+1).Scan(&queued)
+	})
+	if err != nil || queued == 0 || queued > searchCatchUp {
+		return err
+	}
+	for {
+		n, err := s.IndexSearch(ctx, searchBatch)
+		if err != nil || n == 0 {
+			return err
+		}
+	}
+}
+
+// filterText is the text of an optional filter.
+func filterText(f *quarantine.Filter) string {
+	if f == nil {
+		return ""
+	}
+	return f.Text
+}
+
+// indexer is the background loop of IndexSearch.
+type indexer struct {
+	off    bool // WithoutSearchIndexer
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+}
+
+// WithoutSearchIndexer opens the store without its background search
+// indexer: messages are then indexed only by IndexSearch and by the
+// searches that find a short queue (tests of the lag use it).
+func WithoutSearchIndexer() Option {
+	return func(s *Store) { s.idx = &indexer{off: true} }
+}
+
+// startIndexer runs IndexSearch until the queue is empty, every
+// searchPoll, until stopIndexer.
+func (s *Store) startIndexer() {
+	if s.idx != nil && s.idx.off {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.idx = &indexer{cancel: cancel}
+	s.idx.done.Add(1)
+	go func() {
+		defer s.idx.done.Done()
+		t := time.NewTicker(searchPoll)
+		defer t.Stop()
+		for {
+			for {
+				n, err := s.IndexSearch(ctx, searchBatch)
+				if err != nil {
+					if ctx.Err() == nil && !unmigrated(err) {
+						slog.Warn("search indexer", "component", "store", "err", err)
+					}
+					break
+				}
+				if n < searchBatch {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// unmigrated reports whether err says the search tables are missing: the
+// store was opened before Migrate.
+func unmigrated(err error) bool {
+	for ; err != nil; err = errors.Unwrap(err) {
+		if strings.Contains(err.Error(), "no such table") {
+			return true
+		}
+	}
+	return false
+}
+
+// stopIndexer stops the background loop and waits for it.
+func (s *Store) stopIndexer() {
+	if s.idx != nil && !s.idx.off {
+		s.idx.cancel()
+		s.idx.done.Wait()
+	}
+}
