@@ -93,18 +93,17 @@ func (s *Server) ownIDs(r *http.Request, t *quarantine.Token, ids []string) (own
 }
 
 // splitOwn splits ids into those of messages the token may see and the
-// others. Unknown ids stay with the first: the store skips them.
+// others, with one store query for all of them (no payload is read).
+// Unknown ids stay with the first: the store skips them.
 func splitOwn(ctx context.Context, st store.Store, t *quarantine.Token, ids []string) (own, foreign []string, err error) {
+	owners, err := st.MessageOwners(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, id := range ids {
-		m, err := st.GetMessage(ctx, id)
-		switch {
-		case quarantine.ErrorCode(err) == quarantine.ENOTFOUND:
+		if owner, ok := owners[id]; !ok || t.Sees(owner) {
 			own = append(own, id)
-		case err != nil:
-			return nil, nil, err
-		case t.Sees(m.Owner):
-			own = append(own, id)
-		default:
+		} else {
 			foreign = append(foreign, id)
 		}
 	}

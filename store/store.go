@@ -47,6 +47,12 @@ type Store interface {
 	// GetMessage returns one message with its current payload, or ENOTFOUND.
 	GetMessage(ctx context.Context, id string) (*quarantine.Message, error)
 
+	// MessageOwners returns the owner of each of ids that names a stored
+	// message, in one query and without payloads (a bulk action checks a
+	// token's owners with it); ids that name no message are absent.
+	// Errors: EUNAVAILABLE, EINTERNAL.
+	MessageOwners(ctx context.Context, ids []string) (map[string]string, error)
+
 	// ListMessages returns one page of the messages matching f, newest
 	// first by (failed_at, id), starting after f.After. Payload bytes are
 	// not loaded (Payload is nil; PayloadSize is set). f is validated

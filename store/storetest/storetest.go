@@ -37,6 +37,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"InsertBatch", testInsertBatch},
 		{"GetMessage", testGetMessage},
+		{"MessageOwners", testMessageOwners},
 		{"PayloadVersions", testPayloadVersions},
 		{"ListMessages", testListMessages},
 		{"Search", testSearch},

@@ -1,0 +1,49 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// MessageOwners implements store.Store: one query for every id (a JSON
+// array parameter).
+func (s *Store) MessageOwners(ctx context.Context, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	ids = validIDs(ids)
+	if len(ids) == 0 {
+		return out, nil
+	}
+	err := s.read(ctx, "read the owners of messages", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, owner FROM messages WHERE id IN (SELECT value FROM json_each(?))`, jsonArray(ids))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, owner string
+			if err := rows.Scan(&id, &owner); err != nil {
+				return err
+			}
+			out[id] = owner
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// validIDs drops what cannot be a message id (hostile bytes included):
+// no message has it.
+func validIDs(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if quarantine.ValidID(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
