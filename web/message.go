@@ -243,7 +243,7 @@ func (h *Handler) discardOne(w http.ResponseWriter, r *http.Request, s *session)
 		return
 	}
 	status := statusOf(err)
-	if status == http.StatusInternalServerError {
+	if status >= http.StatusInternalServerError {
 		h.fail(w, r, s, err)
 		return
 	}

@@ -170,22 +170,9 @@ func canSeeRedacted(t *quarantine.Token) bool { return redact.Sees(t) }
 // API's operate rule); its owners decide which messages.
 func mayChange(t *quarantine.Token) bool { return t.Role.AtLeast(quarantine.RoleOperator) }
 
-// statusOf is the HTTP status of an error shown on a page.
-func statusOf(err error) int {
-	switch quarantine.ErrorCode(err) {
-	case quarantine.EINVALID:
-		return http.StatusBadRequest
-	case quarantine.EFORBIDDEN:
-		return http.StatusForbidden
-	case quarantine.ENOTFOUND:
-		return http.StatusNotFound
-	case quarantine.ECONFLICT, quarantine.EPRECONDITION:
-		return http.StatusConflict
-	case quarantine.EUNPROCESSABLE:
-		return http.StatusUnprocessableEntity
-	}
-	return http.StatusInternalServerError
-}
+// statusOf is the HTTP status of an error shown on a page (the one
+// table, api.ErrorStatus).
+func statusOf(err error) int { return api.ErrorStatus(quarantine.ErrorCode(err)) }
 
 // refuse audits a refused request (access.denied, as the API records
 // every refusal) and answers 403 with msg. If the audit log cannot be
@@ -385,7 +372,8 @@ func (h *Handler) bulkForm(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	c, status, err := h.selection(r, s, r.URL.Query())
-	if c == nil {
+	if status >= http.StatusInternalServerError {
+		h.fail(w, r, s, err)
 		return
 	}
 	p := page{Title: "Selection", Token: s.token, CSRF: s.csrf, Content: c}
@@ -395,9 +383,10 @@ func (h *Handler) bulkForm(w http.ResponseWriter, r *http.Request, s *session) {
 	h.render(w, r, status, "bulk", p)
 }
 
-// selection reads a bulk selection from v and counts it. It answers
-// itself (and returns nil) on a refusal or a store failure; otherwise it
-// returns the page with the status to render and the error to show.
+// selection reads a bulk selection from v (ids, or all=1 and the
+// filter) and counts it within the token's owners. It returns the page,
+// the status to render it with, and the error to show (a status of 500
+// or more: the store failed, for h.fail).
 func (h *Handler) selection(r *http.Request, s *session, v url.Values) (*bulkContent, int, error) {
 	fv, f, err := h.parseFilter(s.token, v)
 	c := &bulkContent{Filter: fv, All: v.Get("all") == "1", Reason: v.Get("reason")}
@@ -493,13 +482,13 @@ func (h *Handler) bulkDiscard(w http.ResponseWriter, r *http.Request, s *session
 			return
 		}
 	}
-	if statusOf(err) == http.StatusInternalServerError {
+	if statusOf(err) >= http.StatusInternalServerError {
 		h.fail(w, r, s, err)
 		return
 	}
 	// Show the selection again, counted afresh, with the refusal.
 	c, _, serr := h.selection(r, s, v)
-	if serr != nil && statusOf(serr) == http.StatusInternalServerError {
+	if serr != nil && statusOf(serr) >= http.StatusInternalServerError {
 		h.fail(w, r, s, serr)
 		return
 	}
