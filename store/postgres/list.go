@@ -66,7 +66,7 @@ func (w *where) sql() string {
 func filterWhere(f *quarantine.Filter) *where {
 	w := fieldsWhere(f)
 	if f.Text != "" {
-		w.conds = append(w.conds, textCond(w.arg(textPattern(f.Text)), search.Indexed(search.Fold(f.Text))))
+		w.conds = append(w.conds, textCond(w.arg(textPattern(f.Text)), hasTrigram(search.Fold(f.Text))))
 	}
 	return w
 }

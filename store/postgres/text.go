@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"strconv"
+	"unicode"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
@@ -20,9 +21,27 @@ import (
 // entries. When the window does not fill the page, the index finds every
 // document holding the term after the window, and only those are
 // sorted and joined to messages: a rare term costs its few matches.
-// A text shorter than search.MinIndexed runes has no trigram; it is
-// tested window after window.
+// A text without a run of three letters or digits gives pg_trgm no
+// trigram to look up (the index would be read whole); it is tested window
+// after window.
 const textWindow = 2000
+
+// hasTrigram reports whether the folded text fq has a run of at least
+// search.MinIndexed letters or digits, the characters pg_trgm makes
+// trigrams of (in a UTF-8 LC_CTYPE; with C, only the ASCII ones).
+func hasTrigram(fq string) bool {
+	run := 0
+	for _, r := range fq {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			if run++; run >= search.MinIndexed {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
+}
 
 // textPattern returns the LIKE pattern of a filter's text: the folded
 // text as a literal substring.
@@ -89,7 +108,7 @@ func (s *Store) listText(ctx context.Context, f *quarantine.Filter) ([]*quaranti
 	if err := s.searchReady(ctx, f.Text); err != nil {
 		return nil, err
 	}
-	indexed := search.Indexed(search.Fold(f.Text))
+	indexed := hasTrigram(search.Fold(f.Text))
 	want := f.Limit + 1
 	var out []*quarantine.Message
 	g := *f

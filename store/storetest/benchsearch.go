@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"context"
+	"crypto/sha256"
+	"fmt"
 	"testing"
 	"time"
 
@@ -46,4 +49,65 @@ func BenchSearch(b *testing.B, s store.Store, terms []SearchTerm) {
 	for _, t := range terms {
 		report(b, t.Name, d[t.Name])
 	}
+}
+
+// Indexer is a store with a search index kept by IndexSearch.
+type Indexer interface {
+	store.Store
+	IndexSearch(ctx context.Context, n int) (int, error)
+}
+
+// indexPayload is 1 KiB of JSON that differs from one message to the
+// next all along (hex digests), the most trigrams a payload of that size
+// gives an index.
+func indexPayload(i int) []byte {
+	p := fmt.Appendf(nil, `{"order_id":"o-%d","customer":"c-%d","notes":"`, i, i%9973)
+	for j := 0; len(p) < 1022; j++ {
+		p = fmt.Appendf(p, "%x ", sha256.Sum256(fmt.Appendf(nil, "%d/%d", i, j)))
+	}
+	return append(p[:1022], '"', '}')
+}
+
+// BenchSearchIndexer measures how fast the search indexer drains its
+// queue (reported as index-msgs/s): total messages with distinct 1 KiB
+// payloads are inserted (untimed, in batches of 1000), then IndexSearch
+// runs in batches of 1000 until the queue is empty. s must be opened
+// without its background indexer.
+func BenchSearchIndexer(b *testing.B, s Indexer, total int) {
+	ctx := b.Context()
+	run := quarantine.NewID(time.Now())
+	var indexed int
+	var took time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		for lo := 0; lo < total; lo += 1000 {
+			msgs := make([]*quarantine.Message, 0, 1000)
+			for i := lo; i < min(lo+1000, total); i++ {
+				key := fmt.Sprintf("index-%s-%d", run, indexed+i)
+				msgs = append(msgs, &quarantine.Message{
+					Source: "bench-index", SourceKind: quarantine.SourceMemory, Queue: fmt.Sprintf("queue-%02d", i%20),
+					JobName: fmt.Sprintf("job-%d", i%7), IdempotencyKey: key, DedupeKey: key, FailureClass: quarantine.ClassExhausted,
+					Reason:  fmt.Sprintf("failure %d: upstream timeout after %dms", i%101, 100+i%900),
+					Payload: indexPayload(indexed + i), ContentType: "application/json",
+				})
+			}
+			if _, err := s.InsertBatch(ctx, msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		for {
+			n, err := s.IndexSearch(ctx, 1000)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+		took += time.Since(t0)
+		indexed += total
+	}
+	b.ReportMetric(float64(indexed)/took.Seconds(), "index-msgs/s")
 }
