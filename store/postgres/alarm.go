@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 )
 
 // Alarm states and their outbox (migration 0004). Several instances may
@@ -174,10 +175,7 @@ func (s *Store) RecordAlarmDelivery(ctx context.Context, id int64, a quarantine.
 	return s.inTx(ctx, "record an alarm delivery", func(tx pgx.Tx) error {
 		var cur string
 		if err := tx.QueryRow(ctx, `SELECT delivery FROM alarm_outbox WHERE id = $1 FOR UPDATE`, id).Scan(&cur); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return quarantine.Errorf(quarantine.ENOTFOUND, "no alarm notification %d", id)
-			}
-			return err
+			return orNotFound(err, notfound.AlarmNotification(id))
 		}
 		if cur != string(quarantine.AlarmDeliveryPending) {
 			return quarantine.Errorf(quarantine.ECONFLICT, "alarm notification %d is %s", id, cur)

@@ -2,11 +2,11 @@ package postgres
 
 import (
 	"context"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 )
 
 // EditPayload stores e.Payload as the message's next payload version; see
@@ -22,7 +22,7 @@ func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*qua
 		return nil, err
 	}
 	if !quarantine.ValidID(e.MessageID) {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no message %q", truncate(e.MessageID))
+		return nil, notfound.Message(e.MessageID)
 	}
 	ctype := quarantine.SanitizeText(e.ContentType)
 	var out *quarantine.Message
@@ -32,11 +32,8 @@ func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*qua
 		var version int
 		err := tx.QueryRow(ctx, `SELECT status, payload_sha256, payload_version, content_type
 			FROM messages WHERE id = $1 FOR UPDATE`, e.MessageID).Scan(&status, &sha, &version, &curType)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return quarantine.Errorf(quarantine.ENOTFOUND, "no message %q", e.MessageID)
-		}
 		if err != nil {
-			return err
+			return orNotFound(err, notfound.Message(e.MessageID))
 		}
 		if err := status.Editable(); err != nil {
 			return err

@@ -80,6 +80,20 @@ func translatePg(pe *pgconn.PgError, err error, what string) error {
 	return quarantine.Internal(err, "%s", what)
 }
 
+// orNotFound returns nf, wrapping err, when err is pgx.ErrNoRows (the
+// record looked up does not exist), and err unchanged otherwise (nil
+// included), for translate to interpret. With translate it is the only
+// place that looks at pgx.ErrNoRows: the messages come from
+// store/internal/notfound, the same in both stores.
+func orNotFound(err error, nf *quarantine.Error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		e := *nf
+		e.Err = err
+		return &e
+	}
+	return err
+}
+
 // unavailable reports whether err says the database could not be reached
 // or the connection broke.
 func unavailable(err error) bool {

@@ -2,11 +2,11 @@ package postgres
 
 import (
 	"context"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 )
 
 const versionColumns = `message_id, version, sha256, prev_sha256, size, content_type, actor, reason, created_at`
@@ -16,7 +16,7 @@ const versionColumns = `message_id, version, sha256, prev_sha256, size, content_
 // EUNAVAILABLE, EINTERNAL.
 func (s *Store) PayloadVersions(ctx context.Context, messageID string) ([]quarantine.PayloadVersion, error) {
 	if !quarantine.ValidID(messageID) {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no message %q", truncate(messageID))
+		return nil, notfound.Message(messageID)
 	}
 	var out []quarantine.PayloadVersion
 	err := s.inTxOpts(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, "list payload versions", func(tx pgx.Tx) error {
@@ -25,7 +25,7 @@ func (s *Store) PayloadVersions(ctx context.Context, messageID string) ([]quaran
 			return err
 		}
 		if !exists {
-			return quarantine.Errorf(quarantine.ENOTFOUND, "no message %q", messageID)
+			return notfound.Message(messageID)
 		}
 		rows, err := tx.Query(ctx, `SELECT `+versionColumns+` FROM payload_versions WHERE message_id = $1 ORDER BY version`, messageID)
 		if err != nil {
@@ -49,7 +49,7 @@ func (s *Store) PayloadVersions(ctx context.Context, messageID string) ([]quaran
 // bytes. Errors: ENOTFOUND, EUNAVAILABLE, EINTERNAL.
 func (s *Store) PayloadVersion(ctx context.Context, messageID string, version int) (*quarantine.PayloadVersion, error) {
 	if !quarantine.ValidID(messageID) {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no message %q", truncate(messageID))
+		return nil, notfound.PayloadVersion(messageID, version)
 	}
 	var v quarantine.PayloadVersion
 	var bin []byte
@@ -57,11 +57,8 @@ func (s *Store) PayloadVersion(ctx context.Context, messageID string, version in
 	err := s.pool.QueryRow(ctx, `SELECT `+versionColumns+`, payload, payload_text
 		FROM payload_versions WHERE message_id = $1 AND version = $2`, messageID, version).
 		Scan(append(versionDest(&v), &bin, &txt)...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "message %q has no payload version %d", messageID, version)
-	}
 	if err != nil {
-		return nil, translate(err, "get a payload version")
+		return nil, translate(orNotFound(err, notfound.PayloadVersion(messageID, version)), "get a payload version")
 	}
 	v.CreatedAt = v.CreatedAt.UTC()
 	v.Payload = joinPayload(bin, txt)

@@ -3,11 +3,11 @@ package postgres
 import (
 	"context"
 	"encoding/json"
-	"errors"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 )
 
 const tokenColumns = `id, name, role, owners, secret_hash, created_at, created_by, revoked_at`
@@ -86,11 +86,8 @@ func (s *Store) TokenBySecretHash(ctx context.Context, hash string) (*quarantine
 		return nil, translate(err, "find a token")
 	}
 	t, err := pgx.CollectExactlyOneRow(rows, scanToken)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no such token")
-	}
 	if err != nil {
-		return nil, translate(err, "find a token")
+		return nil, translate(orNotFound(err, notfound.Token()), "find a token")
 	}
 	return t, nil
 }
@@ -117,7 +114,7 @@ func (s *Store) ListTokens(ctx context.Context) ([]*quarantine.Token, error) {
 // revoked, EUNAVAILABLE, EINTERNAL.
 func (s *Store) RevokeToken(ctx context.Context, id, actor string) error {
 	if !quarantine.ValidID(id) {
-		return quarantine.Errorf(quarantine.ENOTFOUND, "no token %q", truncate(id))
+		return notfound.TokenID(id)
 	}
 	return s.inTx(ctx, "revoke a token", func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE id = $1 FOR UPDATE`, id)
@@ -125,11 +122,8 @@ func (s *Store) RevokeToken(ctx context.Context, id, actor string) error {
 			return err
 		}
 		t, err := pgx.CollectExactlyOneRow(rows, scanToken)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return quarantine.Errorf(quarantine.ENOTFOUND, "no token %q", id)
-		}
 		if err != nil {
-			return err
+			return orNotFound(err, notfound.TokenID(id))
 		}
 		if t.RevokedAt != nil {
 			return quarantine.Errorf(quarantine.ECONFLICT, "token %q is already revoked", t.Name)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 )
 
 // Alarm states and their outbox (migration 0005). SQLite serves one
@@ -174,10 +175,7 @@ func (s *Store) RecordAlarmDelivery(ctx context.Context, id int64, a quarantine.
 	return s.write(ctx, "record an alarm delivery", func(tx *sql.Tx) error {
 		var cur string
 		if err := tx.QueryRowContext(ctx, `SELECT delivery FROM alarm_outbox WHERE id = ?`, id).Scan(&cur); err != nil {
-			if err == sql.ErrNoRows {
-				return quarantine.Errorf(quarantine.ENOTFOUND, "no alarm notification %d", id)
-			}
-			return err
+			return orNotFound(err, notfound.AlarmNotification(id))
 		}
 		if cur != string(quarantine.AlarmDeliveryPending) {
 			return quarantine.Errorf(quarantine.ECONFLICT, "alarm notification %d is %s", id, cur)

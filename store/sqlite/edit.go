@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 )
 
 // EditPayload stores e.Payload as the message's next payload version; see
@@ -20,7 +21,7 @@ func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*qua
 		return nil, err
 	}
 	if !quarantine.ValidID(e.MessageID) {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "message not found")
+		return nil, notfound.Message(e.MessageID)
 	}
 	ctype := quarantine.SanitizeText(e.ContentType)
 	var out *quarantine.Message
@@ -30,11 +31,8 @@ func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*qua
 		var version int
 		err := tx.QueryRowContext(ctx, `SELECT status, payload_sha256, payload_version, content_type
 			FROM messages WHERE id = ?`, e.MessageID).Scan(&status, &sha, &version, &curType)
-		if err == sql.ErrNoRows {
-			return quarantine.Errorf(quarantine.ENOTFOUND, "message not found")
-		}
 		if err != nil {
-			return err
+			return orNotFound(err, notfound.Message(e.MessageID))
 		}
 		if err := status.Editable(); err != nil {
 			return err

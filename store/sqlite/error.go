@@ -45,6 +45,20 @@ func translate(err error, what string) error {
 	return quarantine.Internal(err, "cannot %s", what)
 }
 
+// orNotFound returns nf, wrapping err, when err is sql.ErrNoRows (the
+// record looked up does not exist), and err unchanged otherwise (nil
+// included), for translate to interpret. With translate it is the only
+// place that looks at sql.ErrNoRows: the messages come from
+// store/internal/notfound, the same in both stores.
+func orNotFound(err error, nf *quarantine.Error) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		e := *nf
+		e.Err = err
+		return &e
+	}
+	return err
+}
+
 // isBusy reports whether err is SQLite's "another connection holds the lock".
 func isBusy(err error) bool {
 	var se *sqlite.Error

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
 )
 
@@ -234,7 +235,7 @@ func encodeJSON(m *quarantine.Message) (headers, flags string, err error) {
 // GetMessage returns one message with its current payload, or ENOTFOUND.
 func (s *Store) GetMessage(ctx context.Context, id string) (*quarantine.Message, error) {
 	if !quarantine.ValidID(id) {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "message not found")
+		return nil, notfound.Message(id)
 	}
 	var m *quarantine.Message
 	err := s.read(ctx, "read a message", func(tx *sql.Tx) error {
@@ -257,11 +258,8 @@ func getMessage(ctx context.Context, tx *sql.Tx, id string) (*quarantine.Message
 	var blob []byte
 	var text sql.NullString
 	m, err := scanMessage(row, &blob, &text)
-	if err == sql.ErrNoRows {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "message not found")
-	}
 	if err != nil {
-		return nil, err
+		return nil, orNotFound(err, notfound.Message(id))
 	}
 	m.Payload = joinPayload(blob, text)
 	return m, nil

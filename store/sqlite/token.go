@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 )
 
 const tokenColumns = `id, name, role, owners, secret_hash, created_at, created_by, revoked_at`
@@ -79,10 +80,7 @@ func (s *Store) TokenBySecretHash(ctx context.Context, hash string) (*quarantine
 	err := s.read(ctx, "read a token", func(tx *sql.Tx) error {
 		var err error
 		t, err = scanToken(tx.QueryRowContext(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE secret_hash = ?`, hash))
-		if err == sql.ErrNoRows {
-			return quarantine.Errorf(quarantine.ENOTFOUND, "token not found")
-		}
-		return err
+		return orNotFound(err, notfound.Token())
 	})
 	if err != nil {
 		return nil, err
@@ -116,17 +114,14 @@ func (s *Store) ListTokens(ctx context.Context) ([]*quarantine.Token, error) {
 // already revoked.
 func (s *Store) RevokeToken(ctx context.Context, id, actor string) error {
 	if !quarantine.ValidID(id) {
-		return quarantine.Errorf(quarantine.ENOTFOUND, "token not found")
+		return notfound.TokenID(id)
 	}
 	return s.write(ctx, "revoke a token", func(tx *sql.Tx) error {
 		var name string
 		var revoked sql.NullInt64
 		err := tx.QueryRowContext(ctx, `SELECT name, revoked_at FROM tokens WHERE id = ?`, id).Scan(&name, &revoked)
-		if err == sql.ErrNoRows {
-			return quarantine.Errorf(quarantine.ENOTFOUND, "token not found")
-		}
 		if err != nil {
-			return err
+			return orNotFound(err, notfound.TokenID(id))
 		}
 		if revoked.Valid {
 			return quarantine.Errorf(quarantine.ECONFLICT, "token %q is already revoked", name)

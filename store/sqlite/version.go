@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 )
 
 const versionColumns = `message_id, version, sha256, prev_sha256, size, content_type, actor, reason, created_at`
@@ -23,7 +24,7 @@ func scanVersion(r scanner, extra ...any) (*quarantine.PayloadVersion, error) {
 // PayloadVersions returns every payload version of the message, oldest
 // first, without bytes; ENOTFOUND if the message does not exist.
 func (s *Store) PayloadVersions(ctx context.Context, messageID string) ([]quarantine.PayloadVersion, error) {
-	notFound := quarantine.Errorf(quarantine.ENOTFOUND, "message not found")
+	notFound := notfound.Message(messageID)
 	if !quarantine.ValidID(messageID) {
 		return nil, notFound
 	}
@@ -58,7 +59,7 @@ func (s *Store) PayloadVersions(ctx context.Context, messageID string) ([]quaran
 
 // PayloadVersion returns one version with its bytes, or ENOTFOUND.
 func (s *Store) PayloadVersion(ctx context.Context, messageID string, version int) (*quarantine.PayloadVersion, error) {
-	notFound := quarantine.Errorf(quarantine.ENOTFOUND, "payload version not found")
+	notFound := notfound.PayloadVersion(messageID, version)
 	if !quarantine.ValidID(messageID) {
 		return nil, notFound
 	}
@@ -70,11 +71,8 @@ func (s *Store) PayloadVersion(ctx context.Context, messageID string, version in
 		row := tx.QueryRowContext(ctx, `SELECT `+versionColumns+`, payload, payload_text FROM payload_versions
 			WHERE message_id = ? AND version = ?`, messageID, version)
 		v, err = scanVersion(row, &blob, &text)
-		if err == sql.ErrNoRows {
-			return notFound
-		}
 		if err != nil {
-			return err
+			return orNotFound(err, notFound)
 		}
 		v.Payload = joinPayload(blob, text)
 		return nil

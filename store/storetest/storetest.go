@@ -38,6 +38,7 @@ func Run(t *testing.T, h Harness) {
 		{"InsertBatch", testInsertBatch},
 		{"GetMessage", testGetMessage},
 		{"MessageOwners", testMessageOwners},
+		{"NotFound", testNotFound},
 		{"PayloadVersions", testPayloadVersions},
 		{"ListMessages", testListMessages},
 		{"Search", testSearch},
