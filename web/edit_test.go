@@ -298,3 +298,19 @@ func TestEditHostileAsText(t *testing.T) {
 		t.Fatalf("the payload is not shown escaped:\n%s", body)
 	}
 }
+
+// The editor's form is not held to the small forms' cap: a payload of
+// 200 KB saves.
+func TestEditLargePayload(t *testing.T) {
+	t.Parallel()
+	e := newEditEnv(t)
+	tok, ifMatch := e.form()
+	big := `{"order_id":"42","amount":1,"notes":"` + strings.Repeat("x", 200<<10) + `"}`
+	res, body := e.post(url.Values{"csrf": {tok}, "if_match": {ifMatch}, "action": {"save"}, "reason": {"big"}, "payload": {big}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("save of 200 KB: %d\n%.500s", res.StatusCode, body)
+	}
+	if m := e.stored(); m.PayloadVersion != 2 || len(m.Payload) != len(big) {
+		t.Fatalf("stored version %d of %d bytes", m.PayloadVersion, len(m.Payload))
+	}
+}

@@ -12,10 +12,6 @@ import (
 	"github.com/quarantine-dev/quarantine/api"
 )
 
-// filterParams are the query parameters of a selection by filter: the
-// messages page's names.
-var filterParams = []string{"queue", "job_name", "status", "failure_class", "fingerprint", "q"}
-
 // param is one name and value of a form or query.
 type param struct{ Name, Value string }
 
@@ -26,7 +22,22 @@ type replaySelection struct {
 	Filter  *quarantine.Filter
 	Params  []param // what selects them, as hidden fields or a query
 	Count   int     // the messages it selects now, within the token's owners
+	// Pinned is the count the page that led here showed (nil: none); the
+	// form pins it, so that a selection that changed since is refused.
+	Pinned *int
 }
+
+// Expect is the count the form pins: Pinned, else Count.
+func (s *replaySelection) Expect() int {
+	if s.Pinned != nil {
+		return *s.Pinned
+	}
+	return s.Count
+}
+
+// Changed reports whether the selection no longer has the count the page
+// that led here showed.
+func (s *replaySelection) Changed() bool { return s.Pinned != nil && *s.Pinned != s.Count }
 
 // ByIDs reports whether the selection names ids.
 func (s *replaySelection) ByIDs() bool { return s.Filter == nil }
@@ -41,28 +52,32 @@ func (s *replaySelection) Query() string {
 }
 
 // replaySelectionOf reads the selection of v (the query of GET
-// /replays/new, or the posted form): ids, or the filter parameters (none
-// at all selects every message), and counts it within t's owners.
+// /replays/new, or the posted form): ids, or the messages page's filter
+// (h.parseFilter: the same names and meaning; none at all selects every
+// message), and counts it within t's owners. An expect_count in v (the
+// count the messages page showed) is kept as Pinned.
 func (h *Handler) replaySelectionOf(r *http.Request, t *quarantine.Token, v url.Values) (*replaySelection, error) {
 	sel := &replaySelection{}
-	var hasFilter bool
-	for _, n := range filterParams {
-		for _, x := range v[n] {
-			if x != "" {
-				hasFilter = true
-				sel.Params = append(sel.Params, param{n, x})
-			}
+	if e := v.Get("expect_count"); e != "" {
+		n, err := strconv.Atoi(e)
+		if err != nil || n < 0 {
+			return nil, quarantine.Errorf(quarantine.EINVALID, "expect_count must be a count of messages.")
 		}
+		sel.Pinned = &n
 	}
-	if ids := v["ids"]; len(ids) > 0 {
-		if hasFilter {
+	fv, f, err := h.parseFilter(t, v)
+	if err != nil {
+		return nil, quarantine.Errorf(quarantine.EINVALID, "%s", quarantine.ErrorMessage(err))
+	}
+	if ids := nonEmpty(v["ids"]); len(ids) > 0 {
+		if !fv.Empty {
 			return nil, quarantine.Errorf(quarantine.EINVALID, "Give message ids or a filter, not both.")
 		}
 		ids, err := api.CleanIDs(ids)
 		if err != nil {
 			return nil, quarantine.Errorf(quarantine.EINVALID, "%s", quarantine.ErrorMessage(err))
 		}
-		sel.IDs, sel.Params = ids, nil
+		sel.IDs = ids
 		for _, id := range ids {
 			sel.Params = append(sel.Params, param{"ids", id})
 			m, err := h.cfg.Store.GetMessage(r.Context(), id)
@@ -77,28 +92,19 @@ func (h *Handler) replaySelectionOf(r *http.Request, t *quarantine.Token, v url.
 		}
 		return sel, nil
 	}
-	f := quarantine.Filter{Queue: nonEmpty(v["queue"]), JobName: nonEmpty(v["job_name"]),
-		Fingerprint: nonEmpty(v["fingerprint"]), Text: v.Get("q"), Limit: 1}
-	for _, s := range nonEmpty(v["status"]) {
-		f.Status = append(f.Status, quarantine.Status(s))
+	for _, hd := range fv.Hidden {
+		sel.Params = append(sel.Params, param{hd.Name, hd.Value})
 	}
-	for _, c := range nonEmpty(v["failure_class"]) {
-		f.FailureClass = append(f.FailureClass, quarantine.FailureClass(c))
-	}
-	if err := f.Validate(); err != nil {
-		return nil, quarantine.Errorf(quarantine.EINVALID, "%s", quarantine.ErrorMessage(err))
-	}
-	f.Limit = 0
 	sel.Filter = &f
 	counted := f
-	counted.Limit = 1
-	scope(t, &counted)
-	counts, err := h.cfg.Store.CountByQueue(r.Context(), counted)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range counts {
-		sel.Count += int(c.Count)
+	if api.Scope(t, &counted) {
+		counts, err := h.cfg.Store.CountByQueue(r.Context(), counted)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range counts {
+			sel.Count += int(c.Count)
+		}
 	}
 	return sel, nil
 }
@@ -106,7 +112,7 @@ func (h *Handler) replaySelectionOf(r *http.Request, t *quarantine.Token, v url.
 func nonEmpty(vs []string) []string {
 	var out []string
 	for _, v := range vs {
-		if v != "" {
+		if v = strings.TrimSpace(v); v != "" {
 			out = append(out, v)
 		}
 	}
@@ -224,6 +230,7 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 	case err == nil:
 		http.Redirect(w, r, "/replays/"+b.ID, http.StatusSeeOther)
 	case code == quarantine.ECONFLICT:
+		sel.Pinned = nil // the form now pins the count it shows
 		h.replayFormAgain(w, r, s, c, http.StatusConflict, fmt.Sprintf(
 			"Not created: the selection matched %d messages when the form was shown and matches %d now. Check the count below and submit again.",
 			expect, sel.Count))

@@ -437,3 +437,30 @@ func TestReplayHostileAsText(t *testing.T) {
 		}
 	}
 }
+
+// The selection reads every filter of the messages page (here its
+// idempotency_key), and the count that page showed (expect_count) stays
+// pinned: when the selection changed since, the form says so and the dry
+// run is refused, then the form pins the new count.
+func TestReplayFilterAndCountFromTheMessagesPage(t *testing.T) {
+	t.Parallel()
+	e := newReplayEnv(t)
+	body, v := e.newForm(e.c, "idempotency_key=ka&idempotency_key=kb")
+	if !strings.Contains(body, `id="selection-count"><strong>2</strong>`) || len(v["idempotency_key"]) != 2 {
+		t.Fatalf("idempotency_key filter: %v\n%s", v, body)
+	}
+	body, v = e.newForm(e.c, "queue=orders&expect_count=2")
+	if !strings.Contains(body, `id="selection-changed"`) || v.Get("expect_count") != "2" {
+		t.Fatalf("a changed count is not shown or not pinned: %v\n%s", v, body)
+	}
+	res, page := postForm(t, e.c, e.srv.URL+"/replays", v)
+	if res.StatusCode != http.StatusConflict || !expectRE.MatchString(page) || expectRE.FindStringSubmatch(page)[1] != "3" {
+		t.Fatalf("dry run of a changed selection: %d\n%s", res.StatusCode, page)
+	}
+	if res, _ := get(t, e.c, e.srv.URL+"/replays/new?queue=orders&ids="+e.orders[0].ID); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("ids and a filter: %d, want 400", res.StatusCode)
+	}
+	if res, _ := get(t, e.c, e.srv.URL+"/replays/new?status=bogus"); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a bad filter: %d, want 400", res.StatusCode)
+	}
+}
