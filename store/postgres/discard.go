@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/ops"
 )
 
 // Discard marks the selected messages discarded; see store.Store. The
@@ -19,39 +20,26 @@ import (
 // more than quarantine.MaxBulk messages, ECONFLICT when d.ExpectCount is
 // not the matched count, EUNAVAILABLE, EINTERNAL.
 func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.BulkResult, error) {
-	if err := d.Validate(); err != nil {
+	if err := ops.CheckDiscard(d); err != nil {
 		return quarantine.BulkResult{}, err
-	}
-	if d.Actor == "" {
-		return quarantine.BulkResult{}, quarantine.Errorf(quarantine.EINTERNAL, "a discard needs an actor")
 	}
 	if err := s.searchReady(ctx, filterText(d.Filter)); err != nil {
 		return quarantine.BulkResult{}, err
 	}
 	var res quarantine.BulkResult
 	err := s.inTx(ctx, "discard messages", func(tx pgx.Tx) error {
-		var sel []quarantine.Selected
 		var err error
-		if d.Filter != nil {
-			sel, err = lockFilter(ctx, tx, *d.Filter)
-		} else {
-			sel, err = lockIDs(ctx, tx, d.IDs)
-		}
-		if err != nil {
-			return err
-		}
-		var events []*quarantine.AuditEvent
-		if res, events, err = d.Plan(sel); err != nil {
-			return err
-		}
-		if len(res.Changed) == 0 {
-			return s.appendAudits(ctx, tx, events) // refusals only, if any
-		}
-		if _, err := tx.Exec(ctx, `UPDATE messages SET status = 'discarded', updated_at = $2 WHERE id = ANY($1::text[])`,
-			res.Changed, s.clock()); err != nil {
-			return err
-		}
-		return s.appendAudits(ctx, tx, events)
+		res, err = ops.Discard(d, ops.DiscardTx{
+			SelectFilter: func(f quarantine.Filter) ([]quarantine.Selected, error) { return lockFilter(ctx, tx, f) },
+			SelectIDs:    func(ids []string) ([]quarantine.Selected, error) { return lockIDs(ctx, tx, ids) },
+			MarkDiscarded: func(ids []string) error {
+				_, err := tx.Exec(ctx, `UPDATE messages SET status = 'discarded', updated_at = $2 WHERE id = ANY($1::text[])`,
+					ids, s.clock())
+				return err
+			},
+			Audit: func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
+		})
+		return err
 	})
 	if err != nil {
 		return quarantine.BulkResult{}, err
@@ -62,14 +50,8 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 // lockIDs locks the messages with the given IDs, in id order, and returns
 // one entry per distinct ID in the order given (found false when none).
 func lockIDs(ctx context.Context, tx pgx.Tx, ids []string) ([]quarantine.Selected, error) {
-	var valid []string
-	for _, id := range ids {
-		if quarantine.ValidID(id) {
-			valid = append(valid, id)
-		}
-	}
 	status := map[string]quarantine.Status{}
-	if len(valid) > 0 {
+	if valid := ops.ValidIDs(ids); len(valid) > 0 {
 		rows, err := tx.Query(ctx, `SELECT id, status FROM messages WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, valid)
 		if err != nil {
 			return nil, err
@@ -83,17 +65,7 @@ func lockIDs(ctx context.Context, tx pgx.Tx, ids []string) ([]quarantine.Selecte
 			return nil, err
 		}
 	}
-	seen := map[string]bool{}
-	var out []quarantine.Selected
-	for _, id := range ids {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		st, ok := status[id]
-		out = append(out, quarantine.Selected{ID: quarantine.SanitizeText(id), Status: st, Found: ok})
-	}
-	return out, nil
+	return ops.Selection(ids, status), nil
 }
 
 // lockFilter locks the messages matching f, in id order, refusing a
@@ -123,8 +95,7 @@ func lockFilter(ctx context.Context, tx pgx.Tx, f quarantine.Filter) ([]quaranti
 		if err := tx.QueryRow(ctx, "SELECT count(*) FROM messages m"+w.sql(), w.args...).Scan(&n); err != nil {
 			return nil, err
 		}
-		return nil, quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "filter",
-			"the filter matches %d messages; at most %d can be changed at once", n, quarantine.MaxBulk)
+		return nil, ops.TooMany(n)
 	}
 	return out, nil
 }

@@ -3,13 +3,13 @@ package postgres
 import (
 	"context"
 
-	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/ops"
 )
 
 // MessageOwners implements store.Store: one query for every id.
 func (s *Store) MessageOwners(ctx context.Context, ids []string) (map[string]string, error) {
 	out := make(map[string]string, len(ids))
-	ids = validIDs(ids)
+	ids = ops.ValidIDs(ids)
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -26,16 +26,4 @@ func (s *Store) MessageOwners(ctx context.Context, ids []string) (map[string]str
 		out[id] = owner
 	}
 	return out, translate(rows.Err(), "read the owners of messages")
-}
-
-// validIDs drops what cannot be a message id (hostile bytes included):
-// no message has it.
-func validIDs(ids []string) []string {
-	out := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if quarantine.ValidID(id) {
-			out = append(out, id)
-		}
-	}
-	return out
 }

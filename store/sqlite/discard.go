@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/ops"
 )
 
 // Discard marks the selected messages discarded; see store.Store. The
@@ -17,39 +18,26 @@ import (
 // messages, ECONFLICT when d.ExpectCount is not the matched count,
 // EUNAVAILABLE.
 func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.BulkResult, error) {
-	if err := d.Validate(); err != nil {
+	if err := ops.CheckDiscard(d); err != nil {
 		return quarantine.BulkResult{}, err
-	}
-	if d.Actor == "" {
-		return quarantine.BulkResult{}, quarantine.Errorf(quarantine.EINTERNAL, "a discard needs an actor")
 	}
 	if err := s.searchReady(ctx, filterText(d.Filter)); err != nil {
 		return quarantine.BulkResult{}, err
 	}
 	var res quarantine.BulkResult
 	err := s.write(ctx, "discard messages", func(tx *sql.Tx) error {
-		var sel []quarantine.Selected
 		var err error
-		if d.Filter != nil {
-			sel, err = selectFilter(ctx, tx, *d.Filter)
-		} else {
-			sel, err = selectIDs(ctx, tx, d.IDs)
-		}
-		if err != nil {
-			return err
-		}
-		var events []*quarantine.AuditEvent
-		if res, events, err = d.Plan(sel); err != nil {
-			return err
-		}
-		if len(res.Changed) == 0 {
-			return s.appendAudits(ctx, tx, events) // refusals only, if any
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'discarded', updated_at = ?
-			WHERE id IN (SELECT value FROM json_each(?))`, micros(s.clock()), jsonArray(res.Changed)); err != nil {
-			return err
-		}
-		return s.appendAudits(ctx, tx, events)
+		res, err = ops.Discard(d, ops.DiscardTx{
+			SelectFilter: func(f quarantine.Filter) ([]quarantine.Selected, error) { return selectFilter(ctx, tx, f) },
+			SelectIDs:    func(ids []string) ([]quarantine.Selected, error) { return selectIDs(ctx, tx, ids) },
+			MarkDiscarded: func(ids []string) error {
+				_, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'discarded', updated_at = ?
+					WHERE id IN (SELECT value FROM json_each(?))`, micros(s.clock()), jsonArray(ids))
+				return err
+			},
+			Audit: func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
+		})
+		return err
 	})
 	if err != nil {
 		return quarantine.BulkResult{}, err
@@ -65,14 +53,8 @@ func jsonArray(ids []string) string {
 
 // selectIDs returns one entry per distinct ID, in the order given.
 func selectIDs(ctx context.Context, tx *sql.Tx, ids []string) ([]quarantine.Selected, error) {
-	var valid []string
-	for _, id := range ids {
-		if quarantine.ValidID(id) {
-			valid = append(valid, id)
-		}
-	}
 	status := map[string]quarantine.Status{}
-	if len(valid) > 0 {
+	if valid := ops.ValidIDs(ids); len(valid) > 0 {
 		rows, err := tx.QueryContext(ctx, `SELECT id, status FROM messages WHERE id IN (SELECT value FROM json_each(?))`, jsonArray(valid))
 		if err != nil {
 			return nil, err
@@ -89,17 +71,7 @@ func selectIDs(ctx context.Context, tx *sql.Tx, ids []string) ([]quarantine.Sele
 			return nil, err
 		}
 	}
-	seen := map[string]bool{}
-	var out []quarantine.Selected
-	for _, id := range ids {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		st, ok := status[id]
-		out = append(out, quarantine.Selected{ID: quarantine.SanitizeText(id), Status: st, Found: ok})
-	}
-	return out, nil
+	return ops.Selection(ids, status), nil
 }
 
 // selectFilter returns the messages matching f in id order, refusing a
@@ -134,8 +106,7 @@ func selectFilter(ctx context.Context, tx *sql.Tx, f quarantine.Filter) ([]quara
 		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM messages m"+w, args...).Scan(&n); err != nil {
 			return nil, err
 		}
-		return nil, quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "filter",
-			"the filter matches %d messages; at most %d can be changed at once", n, quarantine.MaxBulk)
+		return nil, ops.TooMany(n)
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
+	"github.com/quarantine-dev/quarantine/store/internal/ops"
 )
 
 // EditPayload stores e.Payload as the message's next payload version; see
@@ -17,49 +18,33 @@ import (
 // EUNPROCESSABLE when the payload is unchanged (e.CheckCurrent),
 // EUNAVAILABLE.
 func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*quarantine.Message, error) {
-	if err := e.Validate(); err != nil {
+	if err := ops.CheckEdit(e); err != nil {
 		return nil, err
 	}
-	if !quarantine.ValidID(e.MessageID) {
-		return nil, notfound.Message(e.MessageID)
-	}
-	ctype := quarantine.SanitizeText(e.ContentType)
 	var out *quarantine.Message
 	err := s.write(ctx, "edit a payload", func(tx *sql.Tx) error {
-		var status quarantine.Status
-		var sha, curType string
-		var version int
+		var cur ops.Current
 		err := tx.QueryRowContext(ctx, `SELECT status, payload_sha256, payload_version, content_type
-			FROM messages WHERE id = ?`, e.MessageID).Scan(&status, &sha, &version, &curType)
+			FROM messages WHERE id = ?`, e.MessageID).Scan(&cur.Status, &cur.SHA256, &cur.Version, &cur.ContentType)
 		if err != nil {
 			return orNotFound(err, notfound.Message(e.MessageID))
 		}
-		if err := status.Editable(); err != nil {
+		p, err := ops.PlanEdit(e, cur)
+		if err != nil {
 			return err
-		}
-		if err := e.CheckCurrent(sha); err != nil {
-			return err
-		}
-		if ctype == "" {
-			ctype = curType
 		}
 		now := s.clock()
-		next := version + 1
-		newSHA := quarantine.PayloadHash(e.Payload)
 		blob, text := splitPayload(e.Payload)
-		if _, err := tx.ExecContext(ctx, insertVersion, e.MessageID, next, newSHA, sha, len(e.Payload), ctype,
-			quarantine.SanitizeText(e.Actor), e.Reason, micros(now), blob, text); err != nil {
+		if _, err := tx.ExecContext(ctx, insertVersion, e.MessageID, p.Version, p.SHA256, p.PrevSHA256, len(e.Payload),
+			p.ContentType, p.Actor, e.Reason, micros(now), blob, text); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE messages SET payload_sha256 = ?, payload_version = ?,
 			payload_size = ?, content_type = ?, updated_at = ? WHERE id = ?`,
-			newSHA, next, len(e.Payload), ctype, micros(now), e.MessageID); err != nil {
+			p.SHA256, p.Version, len(e.Payload), p.ContentType, micros(now), e.MessageID); err != nil {
 			return err
 		}
-		ev := quarantine.NewAuditEvent(e.Actor, quarantine.ActionEdit, e.MessageID, map[string]any{
-			"version": next, "old_sha256": sha, "new_sha256": newSHA, "reason": e.Reason,
-		})
-		if _, err := s.appendAudit(ctx, tx, ev); err != nil {
+		if _, err := s.appendAudit(ctx, tx, p.Event); err != nil {
 			return err
 		}
 		out, err = getMessage(ctx, tx, e.MessageID)

@@ -4,14 +4,14 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/ops"
 )
 
 // MessageOwners implements store.Store: one query for every id (a JSON
 // array parameter).
 func (s *Store) MessageOwners(ctx context.Context, ids []string) (map[string]string, error) {
 	out := make(map[string]string, len(ids))
-	ids = validIDs(ids)
+	ids = ops.ValidIDs(ids)
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -34,16 +34,4 @@ func (s *Store) MessageOwners(ctx context.Context, ids []string) (map[string]str
 		return nil, err
 	}
 	return out, nil
-}
-
-// validIDs drops what cannot be a message id (hostile bytes included):
-// no message has it.
-func validIDs(ids []string) []string {
-	out := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if quarantine.ValidID(id) {
-			out = append(out, id)
-		}
-	}
-	return out
 }

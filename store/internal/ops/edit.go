@@ -1,0 +1,65 @@
+package ops
+
+import (
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
+)
+
+// Current is what a store reads of a message (its row locked, where the
+// store locks rows) before an edit.
+type Current struct {
+	Status      quarantine.Status
+	SHA256      string // of the current payload
+	Version     int    // the current payload version
+	ContentType string
+}
+
+// EditPlan is what an edit writes: the next payload version and the
+// message's new state, with its audit event.
+type EditPlan struct {
+	Version     int    // the new version (current + 1)
+	SHA256      string // of the new payload
+	PrevSHA256  string // of the payload it replaces
+	ContentType string // the edit's, or the current one when it gives none
+	Actor       string // sanitised, for the version row
+	Event       quarantine.AuditEvent
+}
+
+// CheckEdit checks e before any transaction: a valid edit (e.Validate)
+// of something that can be a message id (ENOTFOUND otherwise).
+func CheckEdit(e quarantine.PayloadEdit) error {
+	if err := e.Validate(); err != nil {
+		return err
+	}
+	if !quarantine.ValidID(e.MessageID) {
+		return notfound.Message(e.MessageID)
+	}
+	return nil
+}
+
+// PlanEdit applies the rules of an edit to the current row: the status
+// must allow it (ECONFLICT while replaying or once discarded), e.IfMatch
+// must be the current hash and the payload must change (e.CheckCurrent:
+// EPRECONDITION, EUNPROCESSABLE). It returns what to write.
+func PlanEdit(e quarantine.PayloadEdit, cur Current) (EditPlan, error) {
+	if err := cur.Status.Editable(); err != nil {
+		return EditPlan{}, err
+	}
+	if err := e.CheckCurrent(cur.SHA256); err != nil {
+		return EditPlan{}, err
+	}
+	p := EditPlan{
+		Version:     cur.Version + 1,
+		SHA256:      quarantine.PayloadHash(e.Payload),
+		PrevSHA256:  cur.SHA256,
+		ContentType: quarantine.SanitizeText(e.ContentType),
+		Actor:       quarantine.SanitizeText(e.Actor),
+	}
+	if p.ContentType == "" {
+		p.ContentType = cur.ContentType
+	}
+	p.Event = quarantine.NewAuditEvent(e.Actor, quarantine.ActionEdit, e.MessageID, map[string]any{
+		"version": p.Version, "old_sha256": p.PrevSHA256, "new_sha256": p.SHA256, "reason": e.Reason,
+	})
+	return p, nil
+}

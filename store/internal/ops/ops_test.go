@@ -1,0 +1,92 @@
+package ops
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+func TestPlanEdit(t *testing.T) {
+	t.Parallel()
+	old := []byte(`{"n":1}`)
+	e := quarantine.PayloadEdit{MessageID: quarantine.NewID(time.Now()), IfMatch: quarantine.PayloadHash(old),
+		Payload: []byte(`{"n":2}`), Reason: "fix", Actor: "alice"}
+	cur := Current{Status: quarantine.StatusQuarantined, SHA256: quarantine.PayloadHash(old), Version: 3, ContentType: "application/json"}
+	p, err := PlanEdit(e, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Version != 4 || p.SHA256 != quarantine.PayloadHash(e.Payload) || p.PrevSHA256 != cur.SHA256 ||
+		p.ContentType != "application/json" || p.Actor != "alice" ||
+		p.Event.Action != quarantine.ActionEdit || p.Event.Subject != e.MessageID || p.Event.Actor != "alice" {
+		t.Fatalf("plan %+v", p)
+	}
+	e2 := e
+	e2.ContentType = "text/plain"
+	if p, _ := PlanEdit(e2, cur); p.ContentType != "text/plain" {
+		t.Fatalf("the edit's content type was not kept: %q", p.ContentType)
+	}
+	for _, c := range []struct {
+		name string
+		cur  Current
+		e    quarantine.PayloadEdit
+		code string
+	}{
+		{"replaying", Current{Status: quarantine.StatusReplaying, SHA256: cur.SHA256}, e, quarantine.ECONFLICT},
+		{"discarded", Current{Status: quarantine.StatusDiscarded, SHA256: cur.SHA256}, e, quarantine.ECONFLICT},
+		{"stale If-Match", Current{Status: quarantine.StatusQuarantined, SHA256: quarantine.PayloadHash([]byte("x"))}, e, quarantine.EPRECONDITION},
+		{"unchanged", Current{Status: quarantine.StatusQuarantined, SHA256: quarantine.PayloadHash(e.Payload)},
+			quarantine.PayloadEdit{MessageID: e.MessageID, IfMatch: quarantine.PayloadHash(e.Payload), Payload: e.Payload, Reason: "x", Actor: "a"},
+			quarantine.EUNPROCESSABLE},
+	} {
+		if _, err := PlanEdit(c.e, c.cur); quarantine.ErrorCode(err) != c.code {
+			t.Errorf("%s: %v, want %s", c.name, err, c.code)
+		}
+	}
+	if err := CheckEdit(quarantine.PayloadEdit{MessageID: "not an id", IfMatch: e.IfMatch, Payload: e.Payload, Reason: "x", Actor: "a"}); quarantine.ErrorCode(err) != quarantine.ENOTFOUND {
+		t.Errorf("CheckEdit of a bad id: %v, want ENOTFOUND", err)
+	}
+}
+
+func TestDiscard(t *testing.T) {
+	t.Parallel()
+	a, b := quarantine.NewID(time.Now()), quarantine.NewID(time.Now())
+	var marked []string
+	var audited []*quarantine.AuditEvent
+	tx := DiscardTx{
+		SelectFilter: func(quarantine.Filter) ([]quarantine.Selected, error) { t.Fatal("no filter was given"); return nil, nil },
+		SelectIDs: func(ids []string) ([]quarantine.Selected, error) {
+			return Selection(ids, map[string]quarantine.Status{a: quarantine.StatusQuarantined, b: quarantine.StatusReplaying}), nil
+		},
+		MarkDiscarded: func(ids []string) error { marked = append(marked, ids...); return nil },
+		Audit:         func(evs []*quarantine.AuditEvent) error { audited = append(audited, evs...); return nil },
+	}
+	d := quarantine.Discard{IDs: []string{a, b, a, "nope"}, Reason: "junk", Actor: "bob"}
+	if err := CheckDiscard(d); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Discard(d, tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Changed, []string{a}) || !slices.Equal(marked, []string{a}) || len(res.Skipped) != 2 || res.Matched != 2 {
+		t.Fatalf("result %+v, marked %v", res, marked)
+	}
+	if len(audited) != 2 || audited[0].Action != quarantine.ActionDiscard || audited[0].Subject != a ||
+		audited[1].Action != quarantine.ActionDiscardRefused || audited[1].Subject != b {
+		t.Fatalf("%d events, want the discard of %s and the refusal of %s, in selection order", len(audited), a, b)
+	}
+	// Nothing to change: nothing marked, the refusal still audited.
+	marked, audited = nil, nil
+	if _, err := Discard(quarantine.Discard{IDs: []string{b}, Reason: "junk", Actor: "bob"}, tx); err != nil {
+		t.Fatal(err)
+	}
+	if marked != nil || len(audited) != 1 {
+		t.Fatalf("marked %v, events %d: want none marked and one refusal", marked, len(audited))
+	}
+	if err := CheckDiscard(quarantine.Discard{IDs: []string{a}, Reason: "junk"}); quarantine.ErrorCode(err) != quarantine.EINTERNAL {
+		t.Fatalf("a discard without actor: %v", err)
+	}
+}
