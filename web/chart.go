@@ -86,13 +86,13 @@ type ageBucket struct {
 	Text     string
 }
 
-// ageBuckets are the buckets of the age chart, oldest first; their edges
-// on the failed_at axis are now-To .. now-From.
+// ageBuckets are the buckets of the age chart, oldest first. The first,
+// older than a day, is what the other buckets leave of the queue's
+// quarantined count (kept by the store): the chart counts exactly only the
+// last day's dead letters, so that its cost grows with them, not with
+// everything the quarantine holds.
 var ageBuckets = []ageBucket{
-	{30 * 24 * time.Hour, 0, "> 30 d"},
-	{7 * 24 * time.Hour, 30 * 24 * time.Hour, "7–30 d"},
-	{3 * 24 * time.Hour, 7 * 24 * time.Hour, "3–7 d"},
-	{24 * time.Hour, 3 * 24 * time.Hour, "1–3 d"},
+	{24 * time.Hour, 0, "> 1 d"},
 	{12 * time.Hour, 24 * time.Hour, "12–24 h"},
 	{6 * time.Hour, 12 * time.Hour, "6–12 h"},
 	{3 * time.Hour, 6 * time.Hour, "3–6 h"},
@@ -103,10 +103,11 @@ var ageBuckets = []ageBucket{
 	{0, 5 * time.Minute, "< 5 min"},
 }
 
-// ageEdges are the failed_at edges of ageBuckets, ascending, from the
-// beginning of time to now: bucket i counts the ages in [From, To).
+// ageEdges are the failed_at edges of ageBuckets[1:], ascending, from a
+// day ago to now: histogram bucket i is ageBuckets[i+1], the ages in
+// [From, To).
 func ageEdges(now time.Time) []time.Time {
-	edges := []time.Time{time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var edges []time.Time
 	for _, b := range ageBuckets[1:] {
 		edges = append(edges, now.Add(-b.To))
 	}

@@ -120,20 +120,33 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 
 	ageCounts := make([]int64, len(ageBuckets))
 	over := make([]int64, len(ageBuckets))
-	straddle := map[time.Duration][]string{} // max_age -> queues whose max_age falls inside a bucket
+	straddle := map[time.Duration][]string{} // max_age -> queues whose max_age falls inside a bucket of the last day
 	for i, st := range stats {
 		row := h.queueRow(st, now)
 		row.Inflow = sparkline(inflow[i].Counts, now)
 		row.Firing = firing[st.Queue]
 		c.Queues = append(c.Queues, row)
 		c.Waiting += row.Waiting
-		for b, n := range ages[i].Counts {
+		counts := make([]int64, len(ageBuckets))
+		copy(counts[1:], ages[i].Counts)
+		var lastDay int64
+		for _, n := range ages[i].Counts {
+			lastDay += n
+		}
+		// Older than a day: the rest of the kept count (read in another
+		// snapshot, hence never below zero).
+		counts[0] = max(row.Waiting-lastDay, 0)
+		for b, n := range counts {
 			ageCounts[b] += n
 			switch bk := ageBuckets[b]; {
 			case row.MaxAge == 0 || n == 0:
 			case row.MaxAge <= bk.From:
 				over[b] += n
-			case bk.To == 0 || row.MaxAge < bk.To:
+			case bk.To == 0:
+				// A max_age over a day splits the open bucket: counting
+				// the part past it would walk everything older, so it
+				// is not split (the queue's row shows its oldest age).
+			case row.MaxAge < bk.To:
 				straddle[row.MaxAge] = append(straddle[row.MaxAge], st.Queue)
 			}
 		}
@@ -142,12 +155,12 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	// it: ages in [max_age, To) are failed_at in (now-To, now-max_age].
 	for maxAge, qs := range straddle {
 		b := slices.IndexFunc(ageBuckets, func(bk ageBucket) bool {
-			return maxAge > bk.From && (bk.To == 0 || maxAge < bk.To)
+			return maxAge > bk.From && bk.To != 0 && maxAge < bk.To
 		})
 		for lo := 0; lo < len(qs); lo += quarantine.MaxHistogramQueues {
 			hs, err := h.cfg.Store.Histogram(ctx, quarantine.HistogramRequest{Kind: quarantine.HistogramWaiting,
 				Queues: qs[lo:min(lo+quarantine.MaxHistogramQueues, len(qs))], Owners: f.Owner,
-				Edges: []time.Time{edges[b], now.Add(-maxAge)}})
+				Edges: []time.Time{edges[b-1], now.Add(-maxAge)}})
 			if err != nil {
 				h.fail(w, r, s, err)
 				return

@@ -114,7 +114,7 @@ func TestOverviewCountsAgesAndInflow(t *testing.T) {
 	// in the 6–12 h bucket that the 10 h max_age splits, billing's 11 h
 	// one but not the 6 h ones.
 	table := body[strings.Index(body, `id="age-table"`):]
-	for bucket, counts := range map[string]string{"1–3 d": "1</td><td class=\"num\">1", "6–12 h": "3</td><td class=\"num\">1",
+	for bucket, counts := range map[string]string{"&gt; 1 d": "1</td><td class=\"num\">1", "6–12 h": "3</td><td class=\"num\">1",
 		"1–3 h": "2</td><td class=\"num\">2", "30–60 min": "1</td><td class=\"num\">0", "5–15 min": "1</td><td class=\"num\">0",
 		"&lt; 5 min": "0</td><td class=\"num\">0"} {
 		if !strings.Contains(table, `<th scope="row">`+bucket+`</th><td class="num">`+counts+`</td>`) {
