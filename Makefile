@@ -56,6 +56,7 @@ bench: services ## run the benchmarks: stores, collectors vs bare broker drains,
 	$(GO) test -run '^$$' -bench 'Drain' -benchtime=1x -timeout 30m ./broker/nats/ ./broker/sqs/
 	$(GO) test -run '^$$' -bench 'ReplayRate' -benchtime=1x -timeout 30m ./replay/
 	$(GO) test -run '^$$' -bench 'ReplayPublishVsBare|ReplayBinaryVsBare' -benchtime=1x -timeout 30m ./broker/rabbitmq/
+	$(GO) test -run '^$$' -bench '^BenchmarkPages$$' -benchtime=1x -timeout 60m -v ./web/
 
 clean: ## remove build outputs and the embedded default database
 	rm -rf bin quarantine-data
