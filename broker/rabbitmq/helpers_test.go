@@ -171,6 +171,34 @@ func (b *testBroker) depth(queue string) int {
 	return q.Messages
 }
 
+// consumers returns the consumers of queue, or -1 while it does not
+// exist (each look uses its own channel: a passive declare of a missing
+// queue closes the channel).
+func (b *testBroker) consumers(queue string) int {
+	ch, err := b.conn.Channel()
+	if err != nil {
+		return -1
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err != nil {
+		return -1
+	}
+	return q.Consumers
+}
+
+// waitConsumer waits until queue exists and has a consumer; false when
+// it has none after 30 s. It does not fail the test, so that goroutines
+// may call it.
+func (b *testBroker) waitConsumer(queue string) bool {
+	for deadline := time.Now().Add(30 * time.Second); b.consumers(queue) < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 // waitDepth waits until queue holds n ready messages.
 func (b *testBroker) waitDepth(queue string, n int) {
 	b.t.Helper()

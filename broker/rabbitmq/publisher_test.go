@@ -249,8 +249,10 @@ func TestPublishConnectionLostMidStream(t *testing.T) {
 	}
 	// Every message is in the queue; one written but unconfirmed before
 	// the cut may be there twice (its idempotency key absorbs that).
-	time.Sleep(200 * time.Millisecond)
 	depth := b.depth(q)
+	for deadline := time.Now().Add(30 * time.Second); depth < len(msgs) && time.Now().Before(deadline); depth = b.depth(q) {
+		time.Sleep(20 * time.Millisecond) // until every confirmed message is counted
+	}
 	if depth < len(msgs) || depth > len(msgs)+len(retry) {
 		t.Fatalf("queue holds %d, want %d to %d", depth, len(msgs), len(msgs)+len(retry))
 	}

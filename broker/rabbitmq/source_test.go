@@ -217,7 +217,12 @@ func TestSourceMissingQueue(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	go func() {
-		time.Sleep(200 * time.Millisecond)
+		// Publish once Receive declared the queue and consumes from it:
+		// before, the message would be unroutable and dropped.
+		if !b.waitConsumer(name) {
+			t.Errorf("queue %s has no consumer after 30 s", name)
+			return
+		}
 		b.publish(name, amqp.Publishing{Body: []byte("hello")})
 	}()
 	ds, err := d.Receive(ctx, 1, 0)

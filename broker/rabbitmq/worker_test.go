@@ -177,6 +177,22 @@ func (f *workFixture) dispatch(j *worker.Job, key string, payload any) {
 
 // failed takes n messages off the failure queue (acking them) and decodes
 // them as failure envelopes; it fails the test when one is not valid.
+// quiesce stops the worker (stop, from run) and closes its driver, so
+// that a delivery it did not acknowledge returns to its queue, then fails
+// the test unless the work queue and every delay queue used hold
+// nothing: no copy of a job is left to run again. Tests call it instead
+// of waiting for a redelivery that should not come.
+func (f *workFixture) quiesce(stop func()) {
+	f.t.Helper()
+	stop()
+	_ = f.drv.Close()
+	for _, q := range append([]string{f.work}, f.drv.usedDelayQueues()...) {
+		if n := f.b.depth(q); n != 0 {
+			f.t.Errorf("%d messages left on %s: a copy of a job could run again", n, q)
+		}
+	}
+}
+
 func (f *workFixture) failed(n int) []*quarantine.Message {
 	f.t.Helper()
 	f.b.waitDepth(f.failure, n)
@@ -431,7 +447,7 @@ func TestWorkerRabbitMQPermanentFailureIsQuarantinedOnce(t *testing.T) {
 		return worker.Permanent(errors.New("card number rejected"))
 	})
 	f.dispatch(&job, "order-7", map[string]string{"card": "0000"})
-	f.run(nil, worker.NewMemoryClaims(nil), 0, job)
+	stop := f.run(nil, worker.NewMemoryClaims(nil), 0, job)
 	f.wait(1, 30*time.Second, result(worker.DeadLettered))
 	m := f.failed(1)[0]
 	switch {
@@ -444,8 +460,8 @@ func TestWorkerRabbitMQPermanentFailureIsQuarantinedOnce(t *testing.T) {
 	case !strings.Contains(m.Reason, "card number rejected"):
 		t.Errorf("reason %q", m.Reason)
 	}
-	// It never bounces back through the work queue.
-	time.Sleep(time.Second)
+	// It never bounces back through the work queue: no copy is left.
+	f.quiesce(stop)
 	if n := ran.Load(); n != 1 {
 		t.Errorf("the handler ran %d times, want 1", n)
 	}
@@ -471,7 +487,7 @@ func TestWorkerRabbitMQAttemptCapHolds(t *testing.T) {
 	job.MaxAttempts = 3
 	job.Backoff = worker.BackoffFunc(func(int) time.Duration { return 300 * time.Millisecond })
 	f.dispatch(&job, "order-9", "{}")
-	f.run(nil, worker.NewMemoryClaims(nil), 0, job)
+	stop := f.run(nil, worker.NewMemoryClaims(nil), 0, job)
 	dl := f.wait(1, 30*time.Second, result(worker.DeadLettered))[0]
 	m := f.failed(1)[0]
 	if m.Attempts != 3 || m.FailureClass != quarantine.ClassExhausted || m.IdempotencyKey != "order-9" {
@@ -480,7 +496,7 @@ func TestWorkerRabbitMQAttemptCapHolds(t *testing.T) {
 	if dl.Attempt != 3 || dl.Class != string(quarantine.ClassExhausted) {
 		t.Errorf("dead-letter outcome %+v", dl)
 	}
-	time.Sleep(time.Second)
+	f.quiesce(stop) // no copy is left to make a fourth attempt
 	if n := ran.Load(); n != 3 {
 		t.Errorf("the handler ran %d times, want the cap of 3", n)
 	}
@@ -537,7 +553,7 @@ func TestWorkerRabbitMQConnectionLossRedeliversOneEffect(t *testing.T) {
 		return nil
 	})
 	f.dispatch(&job, "order-5", "{}")
-	f.run(nil, claims, 3*time.Second, job)
+	stop := f.run(nil, claims, 3*time.Second, job)
 	select {
 	case <-started:
 	case <-time.After(30 * time.Second):
@@ -553,7 +569,7 @@ func TestWorkerRabbitMQConnectionLossRedeliversOneEffect(t *testing.T) {
 	// (on the new connection) finds the key done, or held and retries it
 	// until the lease ends, and is acked without running again.
 	f.wait(1, 30*time.Second, result(worker.Duplicate))
-	time.Sleep(500 * time.Millisecond)
+	f.quiesce(stop) // no copy is left to run the effect again
 	if n := effects.Load(); n != 1 {
 		t.Errorf("%d business effects, want 1", n)
 	}
@@ -708,7 +724,7 @@ func TestWorkerRabbitMQQuarantineEditReplay(t *testing.T) {
 	}))
 	job.Name = "build-report"
 	claims := worker.NewMemoryClaims(nil)
-	f.run(nil, claims, 0, job)
+	stop := f.run(nil, claims, 0, job)
 	f.dispatch(&job, "report-acme-2026-11", report{Account: "acme", Month: "November"})
 	f.wait(1, 30*time.Second, result(worker.DeadLettered))
 
@@ -777,7 +793,7 @@ func TestWorkerRabbitMQQuarantineEditReplay(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(500 * time.Millisecond)
+	f.quiesce(stop) // no copy is left to complete the job again
 	mu.Lock()
 	defer mu.Unlock()
 	if len(done) != 1 || done[0] != "report-acme-2026-11" {
