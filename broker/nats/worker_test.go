@@ -466,7 +466,8 @@ func TestWorkerOverNATSPermanentDeadLettersOnce(t *testing.T) {
 	r := startWorker(t, d, worker.NewMemoryClaims(nil), job)
 	dispatch(t, d, &job, "report-1", `{"template":"nope"}`)
 	eventually(t, 10*time.Second, "a dead letter", func() bool { return r.count(worker.DeadLettered) == 1 })
-	time.Sleep(2500 * time.Millisecond) // past AckWait twice: a redelivery would have come
+	// Acknowledged and nothing pending: no redelivery can come.
+	eventually(t, 10*time.Second, "the consumer to drain", func() bool { return consumerDrained(t, e.js, e.stream, d.Consumer()) })
 	if n := fx.runCount(); n != 1 {
 		t.Fatalf("the handler ran %d times, want 1", n)
 	}
@@ -499,7 +500,8 @@ func TestWorkerOverNATSAttemptCap(t *testing.T) {
 	r := startWorker(t, d, worker.NewMemoryClaims(nil), job)
 	dispatch(t, d, &job, "report-1", `{}`)
 	eventually(t, 15*time.Second, "a dead letter", func() bool { return r.count(worker.DeadLettered) == 1 })
-	time.Sleep(1500 * time.Millisecond)
+	// Acknowledged and nothing pending: no fourth attempt can come.
+	eventually(t, 10*time.Second, "the consumer to drain", func() bool { return consumerDrained(t, e.js, e.stream, d.Consumer()) })
 	if n := fx.runCount(); n != 3 || r.count(worker.Retried) != 2 {
 		t.Fatalf("the handler ran %d times (%d retries), want 3 (2)", n, r.count(worker.Retried))
 	}
@@ -553,7 +555,8 @@ func TestWorkerOverNATSInProgressKeepsLongHandler(t *testing.T) {
 	r := startWorker(t, d, worker.NewMemoryClaims(nil), job)
 	dispatch(t, d, &job, "report-1", `{}`)
 	eventually(t, 15*time.Second, "completion", func() bool { return r.count(worker.Completed) == 1 })
-	time.Sleep(500 * time.Millisecond)
+	// Acknowledged: no redelivery can come after this.
+	eventually(t, 10*time.Second, "the ack", func() bool { return e.consumerInfo(d.Consumer()).NumAckPending == 0 })
 	if got := r.results(); len(got) != 1 || got[0].Attempt != 1 || fx.runCount() != 1 {
 		t.Fatalf("outcomes %+v, %d runs: want one completion of attempt 1", got, fx.runCount())
 	}
