@@ -104,7 +104,7 @@ func TestWorkEndToEndQuarantineEditReplay(t *testing.T) {
 		return got.State == quarantine.ReplayCompleted
 	})
 	eventually(t, 30*time.Second, "the worker to complete the replayed job", func() bool { return j.count(worker.Completed) == 1 })
-	quiet(t, j, 5*time.Second) // beyond the visibility timeouts: no second run, no second failure
+	quiet(t, j, e) // no copy left: no second run, no second failure
 
 	runs := j.runList()
 	if len(runs) != 2 || j.count(worker.DeadLettered) != 1 {

@@ -151,18 +151,20 @@ func dispatch(t *testing.T, s worker.Sender, job *worker.Job, key, body string) 
 	}
 }
 
-// quiet waits d, then checks that the journal did not change.
-func quiet(t *testing.T, j *journal, d time.Duration) {
+// quiet waits until the work queue holds no copy of any job, neither
+// visible nor in flight (nothing can come back then), and checks that
+// the journal did not change meanwhile: no second run, no second outcome.
+func quiet(t *testing.T, j *journal, e *workEnv) {
 	t.Helper()
-	runs, settled := len(j.runList()), 0
+	runs := len(j.runList())
 	j.mu.Lock()
-	settled = len(j.outcomes)
+	settled := len(j.outcomes)
 	j.mu.Unlock()
-	time.Sleep(d)
+	eventually(t, 30*time.Second, "the work queue to hold nothing", func() bool { return e.held(e.workURL) == 0 })
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if len(j.runs) != runs || len(j.outcomes) != settled {
-		t.Fatalf("after a quiet %s: %d runs (was %d), %d outcomes (was %d)", d, len(j.runs), runs, len(j.outcomes), settled)
+		t.Fatalf("once the work queue was empty: %d runs (was %d), %d outcomes (was %d)", len(j.runs), runs, len(j.outcomes), settled)
 	}
 }
 
@@ -179,7 +181,7 @@ func TestWorkerSuccessDeletes(t *testing.T) {
 		dispatch(t, drv, &job, "order-"+strconv.Itoa(i), `{"n":`+strconv.Itoa(i)+`}`)
 	}
 	eventually(t, 30*time.Second, "3 completions", func() bool { return j.count(worker.Completed) == 3 })
-	quiet(t, j, 3*time.Second) // beyond the queue's visibility timeout: nothing comes back
+	quiet(t, j, e) // nothing left to come back
 	keys := map[string]int{}
 	for _, r := range j.runList() {
 		keys[r.key]++
@@ -225,7 +227,7 @@ func TestWorkerRetryWaitsItsDelay(t *testing.T) {
 	startWorker(t, j, drv, worker.NewMemoryClaims(nil), job)
 	dispatch(t, drv, &job, "order-r", `{"n":1}`)
 	eventually(t, 30*time.Second, "the completion", func() bool { return j.count(worker.Completed) == 1 })
-	quiet(t, j, time.Second)
+	quiet(t, j, e)
 	runs := j.runList()
 	if len(runs) != 2 || j.count(worker.Retried) != 1 {
 		t.Fatalf("%d runs, %d retries; want 2 runs, 1 retry", len(runs), j.count(worker.Retried))
@@ -282,7 +284,7 @@ func TestWorkerPermanentDeadLettersOnce(t *testing.T) {
 	startWorker(t, j, drv, worker.NewMemoryClaims(nil), job)
 	dispatch(t, drv, &job, "order-p", `{"n":7}`)
 	eventually(t, 30*time.Second, "the dead-letter", func() bool { return j.count(worker.DeadLettered) == 1 })
-	quiet(t, j, 4*time.Second) // twice the visibility timeout
+	quiet(t, j, e) // deleted, not left to reappear
 	env := e.failures(1)[0]
 	runs := j.runList()
 	if len(runs) != 1 {
@@ -310,7 +312,7 @@ func TestWorkerAttemptCapHolds(t *testing.T) {
 	startWorker(t, j, drv, worker.NewMemoryClaims(nil), job)
 	dispatch(t, drv, &job, "order-c", `{"n":3}`)
 	eventually(t, 30*time.Second, "the dead-letter", func() bool { return j.count(worker.DeadLettered) == 1 })
-	quiet(t, j, 3*time.Second)
+	quiet(t, j, e)
 	runs := j.runList()
 	if len(runs) != 3 || j.count(worker.Retried) != 2 {
 		t.Fatalf("%d runs, %d retries; want 3 runs, 2 retries", len(runs), j.count(worker.Retried))
@@ -345,7 +347,7 @@ func TestWorkerDuplicateOfCompletedKey(t *testing.T) {
 	eventually(t, 30*time.Second, "the completion", func() bool { return j.count(worker.Completed) == 1 })
 	dispatch(t, drv, &job, "order-d", `{"n":1}`)
 	eventually(t, 30*time.Second, "the duplicate", func() bool { return j.count(worker.Duplicate) == 1 })
-	quiet(t, j, 3*time.Second)
+	quiet(t, j, e)
 	if runs := j.runList(); len(runs) != 1 {
 		t.Fatalf("the handler ran %d times, want once", len(runs))
 	}
@@ -388,7 +390,7 @@ func TestWorkerExtendKeepsLongHandler(t *testing.T) {
 			dispatch(t, drv, &job, "order-l", `{"n":1}`)
 			if tc.extend {
 				eventually(t, 30*time.Second, "the completion", func() bool { return j.count(worker.Completed) == 1 })
-				quiet(t, j, 3*time.Second)
+				quiet(t, j, e)
 			} else {
 				eventually(t, 30*time.Second, "a redelivery of the held message", func() bool { return len(j.runList()) == 2 })
 			}
