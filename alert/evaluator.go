@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
@@ -58,7 +59,12 @@ type Evaluator struct {
 	rules     []Rule
 	receivers map[string]*Receiver
 	log       *slog.Logger
+	evaluated atomic.Uint64 // evaluations that returned (Evaluations)
 }
+
+// Evaluations is the number of evaluations that returned, whatever their
+// outcome: a test waits on it instead of sleeping past an interval.
+func (e *Evaluator) Evaluations() uint64 { return e.evaluated.Load() }
 
 // New checks cfg and returns an evaluator. EINVALID for a rule that does
 // not validate, two rules with one name, or a rule naming an unknown
@@ -128,6 +134,7 @@ type stateKey struct{ alarm, queue string }
 // saves the changed states with the notifications they owe in one
 // transaction. The caller must hold the alarm lock (Run does).
 func (e *Evaluator) Evaluate(ctx context.Context) error {
+	defer e.evaluated.Add(1)
 	now := e.cfg.Now().UTC().Truncate(time.Microsecond)
 	stats, err := e.cfg.Store.QueueStats(ctx, quarantine.Filter{}, now)
 	if err != nil {

@@ -11,8 +11,9 @@ import (
 
 // runningAlarms is the alarm evaluator of one serve.
 type runningAlarms struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel    context.CancelFunc
+	done      chan struct{}
+	evaluator *alert.Evaluator
 }
 
 // startAlarms registers the message and alarm gauges on reg and, when
@@ -33,7 +34,7 @@ func (m *Main) startAlarms(reg prometheus.Registerer) error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ra := &runningAlarms{cancel: cancel, done: make(chan struct{})}
+	ra := &runningAlarms{cancel: cancel, done: make(chan struct{}), evaluator: e}
 	m.alarms = ra
 	go func() {
 		defer close(ra.done)
