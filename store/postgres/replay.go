@@ -2,13 +2,13 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
@@ -204,15 +204,12 @@ func (r *batchRow) batch() *quarantine.ReplayBatch {
 // locking clause (FOR NO KEY UPDATE).
 func getBatch(ctx context.Context, q querier, id, lock string) (*quarantine.ReplayBatch, error) {
 	if !quarantine.ValidID(id) {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+		return nil, notfound.Replay(id)
 	}
 	var r batchRow
 	err := q.QueryRow(ctx, `SELECT `+batchColumns+` FROM replay_batches b WHERE b.id = $1 `+lock, id).Scan(r.dest()...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
-	}
 	if err != nil {
-		return nil, err
+		return nil, orNotFound(err, notfound.Replay(id))
 	}
 	b := r.batch()
 	return b, fillCounts(ctx, q, []*quarantine.ReplayBatch{b})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
@@ -199,14 +200,11 @@ func scanBatch(r scanner) (*quarantine.ReplayBatch, error) {
 // getBatch reads one batch with its counts in tx, or ENOTFOUND.
 func getBatch(ctx context.Context, tx *sql.Tx, id string) (*quarantine.ReplayBatch, error) {
 	if !quarantine.ValidID(id) {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+		return nil, notfound.Replay(id)
 	}
 	b, err := scanBatch(tx.QueryRowContext(ctx, `SELECT `+batchColumns+` FROM replay_batches b WHERE b.id = ?`, id))
-	if err == sql.ErrNoRows {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
-	}
 	if err != nil {
-		return nil, err
+		return nil, orNotFound(err, notfound.Replay(id))
 	}
 	return b, fillCounts(ctx, tx, []*quarantine.ReplayBatch{b})
 }

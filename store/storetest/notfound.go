@@ -35,6 +35,10 @@ func testNotFound(t *testing.T, h Harness) {
 			Payload: []byte(`{"n":2}`), Reason: "fix", Actor: "alice"})
 		want("EditPayload", err, notfound.Message(id))
 		want("RevokeToken", s.RevokeToken(ctx, id, "alice"), notfound.TokenID(id))
+		if r, ok := s.(store.Replays); ok {
+			_, err = r.GetReplay(ctx, id)
+			want("GetReplay", err, notfound.Replay(id))
+		}
 	}
 	_, err := s.PayloadVersion(ctx, m.ID, 9)
 	want("PayloadVersion of a missing version", err, notfound.PayloadVersion(m.ID, 9))

@@ -22,6 +22,9 @@ func Token() *quarantine.Error { return errorf("no such token") }
 // TokenID: no token has the id.
 func TokenID(id string) *quarantine.Error { return errorf("no token %q", quarantine.Clip(id)) }
 
+// Replay: no replay batch has the id.
+func Replay(id string) *quarantine.Error { return errorf("no replay %q", quarantine.Clip(id)) }
+
 // AlarmNotification: no alarm notification has the id.
 func AlarmNotification(id int64) *quarantine.Error {
 	return errorf("no alarm notification %d", id)

@@ -56,7 +56,10 @@ func TestDiscard(t *testing.T) {
 	var marked []string
 	var audited []*quarantine.AuditEvent
 	tx := DiscardTx{
-		SelectFilter: func(quarantine.Filter) ([]quarantine.Selected, error) { t.Fatal("no filter was given"); return nil, nil },
+		SelectFilter: func(quarantine.Filter) ([]quarantine.Selected, error) {
+			t.Fatal("no filter was given")
+			return nil, nil
+		},
 		SelectIDs: func(ids []string) ([]quarantine.Selected, error) {
 			return Selection(ids, map[string]quarantine.Status{a: quarantine.StatusQuarantined, b: quarantine.StatusReplaying}), nil
 		},
