@@ -122,7 +122,7 @@ func (h *Handler) messagePage(r *http.Request, s *session, m *quarantine.Message
 	shown, masked := redact.For(s.token, h.cfg.RedactPointers, m.Payload)
 	c.Masked = masked
 	c.PayloadKind, c.Payload = showPayload(shown)
-	if mayChange(s.token) {
+	if canOperate(s.token) {
 		c.CanDiscard = m.Status.CanBecome(quarantine.StatusDiscarded)
 		c.CanEdit = m.Status.Editable() == nil
 		c.CanReplay = m.Status == quarantine.StatusQuarantined // a replay skips the others
@@ -221,7 +221,7 @@ func (h *Handler) discardOne(w http.ResponseWriter, r *http.Request, s *session)
 	if !ok {
 		return
 	}
-	if !mayChange(s.token) {
+	if !canOperate(s.token) {
 		h.refuse(w, r, s, m.ID, "ui: discarding needs an operator", "Your token may not discard messages: it needs the operator role.")
 		return
 	}

@@ -166,25 +166,16 @@ func scope(t *quarantine.Token, f *quarantine.Filter) {
 // admins do, viewers do not (as on the API).
 func canSeeRedacted(t *quarantine.Token) bool { return redact.Sees(t) }
 
-// mayChange reports whether t may discard, edit and replay at all (the
-// API's operate rule); its owners decide which messages.
-func mayChange(t *quarantine.Token) bool { return t.Role.AtLeast(quarantine.RoleOperator) }
-
 // statusOf is the HTTP status of an error shown on a page (the one
 // table, api.ErrorStatus).
 func statusOf(err error) int { return api.ErrorStatus(quarantine.ErrorCode(err)) }
 
 // refuse audits a refused request (access.denied, as the API records
-// every refusal) and answers 403 with msg. If the audit log cannot be
-// written, the store's error is the answer.
+// every refusal: auditDenied) and answers 403 with msg.
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, s *session, target, reason, msg string) {
-	ev := quarantine.NewAuditEvent(s.token.Actor(), quarantine.ActionAccessDenied, truncate(200, target), map[string]any{
-		"method": r.Method, "path": truncate(200, r.URL.Path), "reason": reason})
-	if _, err := h.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
-		h.fail(w, r, s, err)
-		return
+	if h.auditDenied(w, r, s, truncate(200, target), reason) {
+		h.forbidden(w, r, s, msg)
 	}
-	h.forbidden(w, r, s, msg)
 }
 
 // errSearchRedacted refuses a viewer's text search while payload fields
@@ -231,7 +222,7 @@ type sampleInfo struct {
 func (h *Handler) listMessages(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	fv, f, err := h.parseFilter(s.token, q)
-	c := &messagesContent{Filter: fv, CanChange: mayChange(s.token), SampleSize: 10}
+	c := &messagesContent{Filter: fv, CanChange: canOperate(s.token), SampleSize: 10}
 	p := page{Title: "Messages", Token: s.token, CSRF: s.csrf, Content: c}
 	if err == nil {
 		f.Limit = pageSize
@@ -271,7 +262,7 @@ func (h *Handler) listMessages(w http.ResponseWriter, r *http.Request, s *sessio
 func (h *Handler) sampleMessages(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	fv, f, err := h.parseFilter(s.token, q)
-	c := &messagesContent{Filter: fv, CanChange: mayChange(s.token)}
+	c := &messagesContent{Filter: fv, CanChange: canOperate(s.token)}
 	p := page{Title: "Sample", Token: s.token, CSRF: s.csrf, Content: c}
 	req := quarantine.SampleRequest{Filter: f, StratifyBy: q.Get("stratify_by"), Seed: randomSeed()}
 	if err == nil && q.Get("size") != "" {
@@ -367,7 +358,7 @@ const maxBulkShown = 200
 // (reason required; the count of a filter pinned as expect_count) and the
 // link to the replay form. Operators only.
 func (h *Handler) bulkForm(w http.ResponseWriter, r *http.Request, s *session) {
-	if !mayChange(s.token) {
+	if !canOperate(s.token) {
 		h.refuse(w, r, s, r.URL.Path, "ui: bulk actions need an operator", "Your token may not discard or replay: it needs the operator role.")
 		return
 	}
@@ -445,7 +436,7 @@ func (h *Handler) selection(r *http.Request, s *session, v url.Values) (*bulkCon
 // Discard with one message.discard event each); a filter's count is
 // pinned (expect_count: another count is 409 and nothing changes).
 func (h *Handler) bulkDiscard(w http.ResponseWriter, r *http.Request, s *session) {
-	if !mayChange(s.token) {
+	if !canOperate(s.token) {
 		h.refuse(w, r, s, r.URL.Path, "ui: discarding needs an operator", "Your token may not discard messages: it needs the operator role.")
 		return
 	}
