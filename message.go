@@ -3,8 +3,10 @@ package quarantine
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -22,7 +24,46 @@ const (
 	FlagUnknownEnvelope       = "unknown_envelope"  // an envelope version this build does not know
 	FlagMissingJobName        = "missing_job_name"
 	FlagPayloadPurged         = "payload_purged" // retention removed the payload bytes; hashes remain
+	// FlagNULReplaced: a text field (queue, job name, message id, reason…)
+	// held NUL, which PostgreSQL text cannot hold: stored as U+2400 (␀) in
+	// both stores, which answer alike.
+	FlagNULReplaced = "nul_replaced"
+	// FlagLoneSurrogate: a JSON text field held an unpaired UTF-16
+	// surrogate escape (\ud800), which no UTF-8 text can hold: stored as
+	// U+FFFD.
+	FlagLoneSurrogate = "lone_surrogate"
+	// FlagInvalidQueue: the queue the message named could not name a
+	// broker's queue (see QueueNameProblem). It is not rewritten into one
+	// that could: the message is stored without a queue, so that a replay
+	// needs an explicit destination and never goes to a rewritten queue.
+	FlagInvalidQueue = "invalid_queue"
 )
+
+// MaxQueueBytes is the longest queue name kept: AMQP 0-9-1 names are
+// short strings of at most 255 bytes, SQS and NATS allow less.
+const MaxQueueBytes = 255
+
+// QueueNameProblem says why q could not name a queue on any broker this
+// service replays to (not valid UTF-8, NUL or another control character,
+// longer than MaxQueueBytes), or returns "" when it could ("" included:
+// no queue).
+func QueueNameProblem(q string) string {
+	switch {
+	case len(q) > MaxQueueBytes:
+		return fmt.Sprintf("is longer than %d bytes", MaxQueueBytes)
+	case !utf8.ValidString(q):
+		return "is not valid UTF-8"
+	}
+	for _, r := range q {
+		if unicode.IsControl(r) {
+			if r == 0 {
+				return "holds NUL"
+			}
+			return fmt.Sprintf("holds the control character %U", r)
+		}
+	}
+	return ""
+}
 
 // Message is one dead letter in the quarantine.
 //
@@ -98,7 +139,10 @@ func PayloadHash(b []byte) string {
 // the payload hash and size, version 1, status quarantined, the collection
 // time, a failure time, a failure class, a fingerprint, and the flags for a
 // missing key or an over-long reason. Text fields are made valid UTF-8
-// without NUL so that every store accepts them; the payload is never touched.
+// without NUL so that every store accepts them, and flagged when that
+// changed them (invalid_utf8, nul_replaced); a queue no broker could
+// route is dropped and flagged invalid_queue rather than rewritten. The
+// payload is never touched.
 func (m *Message) Normalize(now time.Time) {
 	now = now.UTC().Truncate(time.Microsecond)
 	if m.ID == "" {
@@ -126,13 +170,13 @@ func (m *Message) Normalize(now time.Time) {
 	if !m.FailureClass.Valid() {
 		m.FailureClass = ClassUnknown
 	}
-	for _, p := range []*string{&m.Source, &m.Queue, &m.JobName, &m.MessageID, &m.IdempotencyKey,
-		&m.SchemaVersion, &m.ContentType, &m.Owner, &m.DedupeKey, &m.KeyRule} {
-		*p = SanitizeText(*p)
+	if QueueNameProblem(m.Queue) != "" {
+		m.Queue = ""
+		m.AddFlag(FlagInvalidQueue)
 	}
-	if !utf8.ValidString(m.Reason) || strings.ContainsRune(m.Reason, 0) {
-		m.Reason = SanitizeText(m.Reason)
-		m.AddFlag(FlagInvalidUTF8)
+	for _, p := range []*string{&m.Source, &m.JobName, &m.MessageID, &m.IdempotencyKey,
+		&m.SchemaVersion, &m.ContentType, &m.Owner, &m.DedupeKey, &m.KeyRule, &m.Reason} {
+		m.sanitize(p)
 	}
 	if len(m.Reason) > MaxReasonBytes {
 		m.Reason = truncateUTF8(m.Reason, MaxReasonBytes)
@@ -157,6 +201,21 @@ func (m *Message) Normalize(now time.Time) {
 	if m.Flags == nil {
 		m.Flags = []string{}
 	}
+}
+
+// sanitize makes *p valid UTF-8 without NUL, flagging what it changed.
+func (m *Message) sanitize(p *string) {
+	s := *p
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return
+	}
+	if !utf8.ValidString(s) {
+		m.AddFlag(FlagInvalidUTF8)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		m.AddFlag(FlagNULReplaced)
+	}
+	*p = SanitizeText(s)
 }
 
 func truncPtr(t *time.Time) *time.Time {

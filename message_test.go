@@ -115,3 +115,72 @@ func FuzzNormalizeReason(f *testing.F) {
 		}
 	})
 }
+
+// Text is stored as sent, or flagged precisely: NUL (which PostgreSQL text
+// cannot hold) is replaced and flagged nul_replaced, not invalid_utf8; a
+// queue no broker could route is dropped and flagged, never rewritten.
+func TestNormalizeFlagsChangedText(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("q", quarantine.MaxQueueBytes)
+	cases := []struct {
+		name  string
+		m     quarantine.Message
+		check func(m *quarantine.Message) bool
+		flags []string // exactly these besides missing_idempotency_key
+	}{
+		{"NUL in reason", quarantine.Message{Queue: "q", Reason: "a\x00b"},
+			func(m *quarantine.Message) bool { return m.Reason == "a\u2400b" }, []string{quarantine.FlagNULReplaced}},
+		{"NUL in message id", quarantine.Message{Queue: "q", MessageID: "m\x00"},
+			func(m *quarantine.Message) bool { return m.MessageID == "m\u2400" }, []string{quarantine.FlagNULReplaced}},
+		{"NUL in job name", quarantine.Message{Queue: "q", JobName: "\x00"},
+			func(m *quarantine.Message) bool { return m.JobName == "\u2400" }, []string{quarantine.FlagNULReplaced}},
+		{"invalid UTF-8 in reason", quarantine.Message{Queue: "q", Reason: "a\xffb"},
+			func(m *quarantine.Message) bool { return m.Reason == "a\uFFFDb" }, []string{quarantine.FlagInvalidUTF8}},
+		{"both in job name", quarantine.Message{Queue: "q", JobName: "\x00\xff"},
+			func(m *quarantine.Message) bool { return m.JobName == "\u2400\uFFFD" }, []string{quarantine.FlagInvalidUTF8, quarantine.FlagNULReplaced}},
+		{"NUL in queue", quarantine.Message{Queue: "a\x00b"},
+			func(m *quarantine.Message) bool { return m.Queue == "" }, []string{quarantine.FlagInvalidQueue}},
+		{"control character in queue", quarantine.Message{Queue: "a\x07b"},
+			func(m *quarantine.Message) bool { return m.Queue == "" }, []string{quarantine.FlagInvalidQueue}},
+		{"invalid UTF-8 in queue", quarantine.Message{Queue: "a\xff"},
+			func(m *quarantine.Message) bool { return m.Queue == "" }, []string{quarantine.FlagInvalidQueue}},
+		{"queue too long", quarantine.Message{Queue: long + "q"},
+			func(m *quarantine.Message) bool { return m.Queue == "" }, []string{quarantine.FlagInvalidQueue}},
+		{"longest queue", quarantine.Message{Queue: long},
+			func(m *quarantine.Message) bool { return m.Queue == long }, nil},
+		{"unicode queue", quarantine.Message{Queue: "commandes.été ✓"},
+			func(m *quarantine.Message) bool { return m.Queue == "commandes.été ✓" }, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := tc.m
+			m.Normalize(time.Now())
+			if !tc.check(&m) {
+				t.Errorf("text after Normalize: %+v", m)
+			}
+			var flags []string
+			for _, f := range m.Flags {
+				if f != quarantine.FlagMissingIdempotencyKey {
+					flags = append(flags, f)
+				}
+			}
+			if strings.Join(flags, ",") != strings.Join(tc.flags, ",") {
+				t.Errorf("flags %v, want %v", flags, tc.flags)
+			}
+		})
+	}
+}
+
+func TestQueueNameProblem(t *testing.T) {
+	t.Parallel()
+	for q, bad := range map[string]bool{
+		"": false, "orders": false, "a.b-c_d/e:f": false, "été": false, "with space": false,
+		strings.Repeat("x", 255): false, strings.Repeat("x", 256): true,
+		"a\x00": true, "a\n": true, "\x7f": true, "\u0085": true, "\xff": true,
+	} {
+		if got := quarantine.QueueNameProblem(q); (got != "") != bad {
+			t.Errorf("QueueNameProblem(%q) = %q, want a problem: %t", q, got, bad)
+		}
+	}
+}

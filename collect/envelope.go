@@ -77,6 +77,7 @@ type decoder struct {
 	problems  []Problem
 	malformed []string // details of the problems that make the envelope malformed
 	reason    string   // failure.reason as the envelope gave it
+	surrogate bool     // the last string decoded held a lone surrogate
 }
 
 // bad records a problem that makes the envelope malformed.
@@ -101,13 +102,18 @@ func (d *decoder) decode() {
 		d.bad("", "not valid UTF-8 at offset %d", i)
 		return
 	}
-	top, ok := d.object(d.raw, "", "envelope")
-	if !ok {
+	var doc document
+	if err := doc.parse(d.raw); err != nil {
+		d.syntax(err)
 		return
 	}
-	v, ok := top["envelope"]
+	if doc.kind != '{' {
+		d.bad("", "envelope must be a JSON object, got %s", kindOf(d.raw))
+		return
+	}
+	v := doc.envelope
 	switch {
-	case !ok || isNull(v):
+	case v == nil || isNull(v):
 		d.bad("/envelope", "envelope is missing: not a %s envelope", EnvelopeV1)
 		return
 	case kindOf(v) != "string":
@@ -115,48 +121,40 @@ func (d *decoder) decode() {
 		d.bad("/envelope", "envelope must be a string, got %s", kindOf(v))
 		return
 	}
-	var version string
-	_ = json.Unmarshal(v, &version)
-	if version != EnvelopeV1 {
+	if version, _ := unquote(v); version != EnvelopeV1 {
 		d.m.AddFlag(quarantine.FlagUnknownEnvelope)
 		d.bad("/envelope", "unknown envelope version %q", clip(version))
 		return
 	}
-	d.job(top["job"])
-	d.failure(top["failure"])
+	d.job(&doc.job)
+	d.failure(&doc.failure)
 }
 
-// object decodes raw as a JSON object; a missing or null value is reported
-// as missing.
-func (d *decoder) object(raw json.RawMessage, ptr, name string) (map[string]json.RawMessage, bool) {
-	if raw == nil || (ptr != "" && isNull(raw)) {
-		d.bad(ptr, "%s is missing", name)
-		return nil, false
-	}
-	var obj map[string]json.RawMessage
-	err := json.Unmarshal(raw, &obj)
+// syntax reports the syntax error that made parse fail. The message is
+// encoding/json's (the offset of the byte at fault and what was wrong),
+// which this rare path asks it for.
+func (d *decoder) syntax(err error) {
+	var v any
 	var syn *json.SyntaxError
-	switch {
-	case errors.As(err, &syn):
-		d.bad(ptr, "invalid JSON at offset %d: %s", syntaxOffset(syn), syn.Error())
-		return nil, false
-	case err != nil || obj == nil:
-		d.bad(ptr, "%s must be a JSON object, got %s", name, kindOf(raw))
-		return nil, false
+	if errors.As(json.Unmarshal(d.raw, &v), &syn) {
+		d.bad("", "invalid JSON at offset %d: %s", syntaxOffset(syn), syn.Error())
+		return
 	}
-	return obj, true
+	d.bad("", "invalid JSON: %s", clip(err.Error()))
 }
 
-func (d *decoder) job(raw json.RawMessage) {
-	job, ok := d.object(raw, "/job", "job")
-	if !ok {
+// job decodes the job object: its fields in a fixed order, so that the
+// problems (and a malformed reason) read the same whatever the order of
+// the members.
+func (d *decoder) job(o *object) {
+	if !d.isObject(o, "/job", "job") {
 		d.m.AddFlag(quarantine.FlagMissingJobName)
 		return
 	}
 	m := d.m
-	m.MessageID, _ = d.text(job, "/job/id", "id")
+	m.MessageID, _ = d.text(o.get(jobID), "/job/id")
 	var present bool
-	if m.JobName, present = d.text(job, "/job/name", "name"); !present || strings.TrimSpace(m.JobName) == "" {
+	if m.JobName, present = d.text(o.get(jobName), "/job/name"); !present || strings.TrimSpace(m.JobName) == "" {
 		m.AddFlag(quarantine.FlagMissingJobName)
 		if present {
 			d.bad("/job/name", "job.name is empty")
@@ -164,23 +162,45 @@ func (d *decoder) job(raw json.RawMessage) {
 			d.bad("/job/name", "job.name is missing")
 		}
 	}
-	if m.Queue, present = d.text(job, "/job/queue", "queue"); !present {
+	d.queue(o.get(jobQueue))
+	m.IdempotencyKey, _ = d.text(o.get(jobIdempotencyKey), "/job/idempotency_key")
+	m.SchemaVersion = d.schemaVersion(o.get(jobSchemaVersion))
+	m.Attempts = d.attempts(o.get(jobAttempts))
+	m.EnqueuedAt = d.time(o.get(jobEnqueuedAt), "/job/enqueued_at")
+	m.Headers = d.headers(&o.headers)
+	m.ContentType, _ = d.text(o.get(jobContentType), "/job/content_type")
+	d.payload(o)
+}
+
+// queue sets the queue, the job's replay destination. A name that no
+// broker could route (see quarantine.QueueNameProblem) is not rewritten
+// into one that some broker could: the message is stored without a
+// queue and flagged, so that a replay needs an explicit destination.
+func (d *decoder) queue(v []byte) {
+	q, present := d.text(v, "/job/queue")
+	switch {
+	case !present:
 		d.warn("/job/queue", "job.queue is missing: the message has no replay destination")
+		return
+	case d.surrogate:
+		d.surrogate = false
+		d.m.AddFlag(quarantine.FlagInvalidQueue)
+		d.warn("/job/queue", "job.queue %s holds a lone UTF-16 surrogate, which no queue name can: the message has no replay destination", v)
+		return
 	}
-	m.IdempotencyKey, _ = d.text(job, "/job/idempotency_key", "idempotency_key")
-	m.SchemaVersion = d.schemaVersion(job["schema_version"])
-	m.Attempts = d.attempts(job["attempts"])
-	m.EnqueuedAt = d.time(job, "/job/enqueued_at", "enqueued_at")
-	m.Headers = d.headers(job["headers"])
-	m.ContentType, _ = d.text(job, "/job/content_type", "content_type")
-	d.payload(job)
+	if p := quarantine.QueueNameProblem(q); p != "" {
+		d.m.AddFlag(quarantine.FlagInvalidQueue)
+		d.warn("/job/queue", "job.queue %q %s, so no broker could route it: the message has no replay destination", clip(q), p)
+		return
+	}
+	d.m.Queue = q
 }
 
 // payload sets the payload from job.payload (its exact bytes) or
 // job.payload_base64 (decoded), and the default content type.
-func (d *decoder) payload(job map[string]json.RawMessage) {
-	p, hasP := job["payload"]
-	b, hasB := job["payload_base64"]
+func (d *decoder) payload(o *object) {
+	p, b := o.get(jobPayload), o.get(jobPayloadBase64)
+	hasP, hasB := p != nil, b != nil
 	if hasB && isNull(b) {
 		hasB = false
 	}
@@ -191,7 +211,7 @@ func (d *decoder) payload(job map[string]json.RawMessage) {
 	case hasP && hasB:
 		d.bad("/job/payload_base64", "job.payload and job.payload_base64 are both set")
 	case hasP:
-		d.m.Payload = []byte(p)
+		d.m.Payload = bytes.Clone(p)
 		if d.m.ContentType == "" {
 			d.m.ContentType = ContentTypeJSON
 		}
@@ -200,8 +220,7 @@ func (d *decoder) payload(job map[string]json.RawMessage) {
 			d.bad("/job/payload_base64", "job.payload_base64 must be a string, got %s", kindOf(b))
 			return
 		}
-		var s string
-		_ = json.Unmarshal(b, &s)
+		s, _ := unquote(b)
 		dec, err := base64.StdEncoding.DecodeString(s)
 		if err != nil {
 			d.bad("/job/payload_base64", "job.payload_base64 is not valid base64: %v", err)
@@ -216,17 +235,16 @@ func (d *decoder) payload(job map[string]json.RawMessage) {
 	}
 }
 
-func (d *decoder) failure(raw json.RawMessage) {
-	if raw == nil || isNull(raw) {
+func (d *decoder) failure(o *object) {
+	if !o.present || isNull(o.raw) {
 		d.warn("/failure", "failure is missing: the failure class is unknown")
 		d.m.FailureClass = quarantine.ClassUnknown
 		return
 	}
-	f, ok := d.object(raw, "/failure", "failure")
-	if !ok {
+	if !d.isObject(o, "/failure", "failure") {
 		return
 	}
-	class, present := d.text(f, "/failure/class", "class")
+	class, present := d.text(o.get(failureClass), "/failure/class")
 	switch c := quarantine.FailureClass(class); {
 	case !present:
 		d.warn("/failure/class", "failure.class is missing: stored as unknown")
@@ -237,33 +255,54 @@ func (d *decoder) failure(raw json.RawMessage) {
 	default:
 		d.m.FailureClass = c
 	}
-	d.reason, _ = d.string(f, "/failure/reason", "reason")
+	d.reason, _ = d.string(o.get(failureReason), "/failure/reason")
 	d.m.Reason = d.reason
-	if t := d.time(f, "/failure/failed_at", "failed_at"); t != nil {
+	if t := d.time(o.get(failureFailedAt), "/failure/failed_at"); t != nil {
 		d.m.FailedAt = *t
 	}
-	d.m.FirstFailedAt = d.time(f, "/failure/first_failed_at", "first_failed_at")
+	d.m.FirstFailedAt = d.time(o.get(failureFirstFailedAt), "/failure/first_failed_at")
 }
 
-// string returns the string at key; null counts as absent. A value of
-// another type is a malformed-making problem.
-func (d *decoder) string(obj map[string]json.RawMessage, ptr, key string) (string, bool) {
-	v, ok := obj[key]
-	if !ok || isNull(v) {
+// isObject reports whether o is a JSON object, reporting a missing one
+// (absent or null) or one of another type as a malformed-making problem.
+func (d *decoder) isObject(o *object, ptr, name string) bool {
+	switch {
+	case !o.present || isNull(o.raw):
+		d.bad(ptr, "%s is missing", name)
+		return false
+	case !o.isObject:
+		d.bad(ptr, "%s must be a JSON object, got %s", name, kindOf(o.raw))
+		return false
+	}
+	return true
+}
+
+// string returns the string value v (nil when absent); null counts as
+// absent. A value of another type is a malformed-making problem. A lone
+// UTF-16 surrogate escape, which no UTF-8 text can hold, becomes U+FFFD
+// and flags the message lone_surrogate (d.surrogate says so to the
+// caller).
+func (d *decoder) string(v []byte, ptr string) (string, bool) {
+	d.surrogate = false
+	if v == nil || isNull(v) {
 		return "", false
 	}
 	if kindOf(v) != "string" {
 		d.bad(ptr, "%s must be a string, got %s", dotted(ptr), kindOf(v))
 		return "", false
 	}
-	var s string
-	_ = json.Unmarshal(v, &s)
+	s, lone := unquote(v)
+	if lone {
+		d.surrogate = true
+		d.m.AddFlag(quarantine.FlagLoneSurrogate)
+		d.warn(ptr, "%s holds a lone UTF-16 surrogate escape, stored as U+FFFD", dotted(ptr))
+	}
 	return s, true
 }
 
 // text is string for a field capped at MaxFieldBytes.
-func (d *decoder) text(obj map[string]json.RawMessage, ptr, key string) (string, bool) {
-	s, ok := d.string(obj, ptr, key)
+func (d *decoder) text(v []byte, ptr string) (string, bool) {
+	s, ok := d.string(v, ptr)
 	if len(s) > MaxFieldBytes {
 		d.bad(ptr, "%s is longer than %d bytes", dotted(ptr), MaxFieldBytes)
 		return "", ok
@@ -272,7 +311,7 @@ func (d *decoder) text(obj map[string]json.RawMessage, ptr, key string) (string,
 }
 
 // schemaVersion accepts a string or a number (kept as written).
-func (d *decoder) schemaVersion(v json.RawMessage) string {
+func (d *decoder) schemaVersion(v []byte) string {
 	switch {
 	case v == nil || isNull(v):
 		return ""
@@ -283,11 +322,11 @@ func (d *decoder) schemaVersion(v json.RawMessage) string {
 		}
 		return string(v)
 	}
-	s, _ := d.text(map[string]json.RawMessage{"v": v}, "/job/schema_version", "v")
+	s, _ := d.text(v, "/job/schema_version")
 	return s
 }
 
-func (d *decoder) attempts(v json.RawMessage) int {
+func (d *decoder) attempts(v []byte) int {
 	if v == nil || isNull(v) {
 		return 0
 	}
@@ -304,8 +343,8 @@ func (d *decoder) attempts(v json.RawMessage) int {
 }
 
 // time parses an RFC 3339 time; a bad one is a soft problem and is dropped.
-func (d *decoder) time(obj map[string]json.RawMessage, ptr, key string) *time.Time {
-	s, ok := d.string(obj, ptr, key)
+func (d *decoder) time(v []byte, ptr string) *time.Time {
+	s, ok := d.string(v, ptr)
 	if !ok {
 		return nil
 	}
@@ -318,25 +357,24 @@ func (d *decoder) time(obj map[string]json.RawMessage, ptr, key string) *time.Ti
 	return &t
 }
 
-func (d *decoder) headers(v json.RawMessage) map[string]string {
-	if v == nil || isNull(v) {
+func (d *decoder) headers(o *headersObject) map[string]string {
+	if !o.present || isNull(o.raw) {
 		return nil
 	}
-	obj, ok := d.object(v, "/job/headers", "job.headers")
-	if !ok {
+	if !o.isObject {
+		d.bad("/job/headers", "job.headers must be a JSON object, got %s", kindOf(o.raw))
 		return nil
 	}
-	h := make(map[string]string, len(obj))
-	for k := range obj {
-		ptr := "/job/headers/" + escapePointer(clip(k))
-		s, ok := d.string(obj, ptr, k)
-		if !ok {
-			if isNull(obj[k]) {
-				d.bad(ptr, "job.headers values must be strings, got null")
-			}
+	h := make(map[string]string, len(o.members))
+	for _, mb := range o.members {
+		ptr := "/job/headers/" + escapePointer(clip(mb.name))
+		if isNull(mb.value) {
+			d.bad(ptr, "job.headers values must be strings, got null")
 			continue
 		}
-		h[k] = s
+		if s, ok := d.string(mb.value, ptr); ok {
+			h[mb.name] = s
+		}
 	}
 	return h
 }

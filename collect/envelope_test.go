@@ -305,3 +305,66 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		}
 	})
 }
+
+// Text is stored as sent, or flagged precisely (issue 14): an escaped NUL
+// is replaced (PostgreSQL text cannot hold it) and flagged nul_replaced,
+// a lone surrogate is flagged lone_surrogate instead of silently becoming
+// U+FFFD, and a queue no broker could route is dropped and flagged
+// invalid_queue instead of being rewritten into another queue's name.
+func TestDecodeEnvelopeText(t *testing.T) {
+	t.Parallel()
+	env := func(job, failure string) []byte {
+		return []byte(`{"envelope":"quarantine.failure/v1","job":{"name":"n","queue":"q","idempotency_key":"k","payload":1` + job +
+			`},"failure":{"class":"permanent"` + failure + `}}`)
+	}
+	cases := []struct {
+		name    string
+		raw     []byte
+		check   func(m *quarantine.Message) bool
+		flags   []string // exactly these, after Normalize
+		problem string   // a problem names this field ("" for none)
+	}{
+		{"NUL in queue", env(`,"queue":"a\u0000b"`, ""), func(m *quarantine.Message) bool { return m.Queue == "" },
+			[]string{quarantine.FlagInvalidQueue}, "/job/queue"},
+		{"control character in queue", env(`,"queue":"a\u001bb"`, ""), func(m *quarantine.Message) bool { return m.Queue == "" },
+			[]string{quarantine.FlagInvalidQueue}, "/job/queue"},
+		{"queue over 255 bytes", env(`,"queue":"`+strings.Repeat("q", 256)+`"`, ""), func(m *quarantine.Message) bool { return m.Queue == "" },
+			[]string{quarantine.FlagInvalidQueue}, "/job/queue"},
+		{"lone surrogate in queue", env(`,"queue":"a\ud800"`, ""), func(m *quarantine.Message) bool { return m.Queue == "" },
+			[]string{quarantine.FlagLoneSurrogate, quarantine.FlagInvalidQueue}, "/job/queue"},
+		{"NUL in id", env(`,"id":"j\u0000"`, ""), func(m *quarantine.Message) bool { return m.MessageID == "j\u2400" },
+			[]string{quarantine.FlagNULReplaced}, ""},
+		{"NUL in reason", env("", `,"reason":"x\u0000y"`), func(m *quarantine.Message) bool { return m.Reason == "x\u2400y" },
+			[]string{quarantine.FlagNULReplaced}, ""},
+		{"lone surrogate in job name", env(`,"name":"x\ud800"`, ""), func(m *quarantine.Message) bool { return m.JobName == "x\uFFFD" },
+			[]string{quarantine.FlagLoneSurrogate}, "/job/name"},
+		{"lone low surrogate in reason", env("", `,"reason":"\udc00 then \ud800\u0041"`),
+			func(m *quarantine.Message) bool { return m.Reason == "\uFFFD then \uFFFDA" },
+			[]string{quarantine.FlagLoneSurrogate}, "/failure/reason"},
+		{"surrogate pair", env(`,"name":"\ud83d\ude00"`, `,"reason":"\ud83d\ude00"`),
+			func(m *quarantine.Message) bool { return m.JobName == "😀" && m.Reason == "😀" }, nil, ""},
+		{"unicode queue", env(`,"queue":"commandes.\u00e9t\u00e9"`, ""), func(m *quarantine.Message) bool { return m.Queue == "commandes.été" },
+			nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m, problems := collect.DecodeEnvelope(tc.raw, origin)
+			m.Normalize(time.Now())
+			checkInvariants(t, tc.raw, m, problems)
+			if m.FailureClass != quarantine.ClassPermanent || !tc.check(m) {
+				t.Fatalf("decoded %+v", m)
+			}
+			if strings.Join(m.Flags, ",") != strings.Join(tc.flags, ",") {
+				t.Errorf("flags %v, want %v", m.Flags, tc.flags)
+			}
+			found := tc.problem == ""
+			for _, p := range problems {
+				found = found || p.Field == tc.problem
+			}
+			if !found || (tc.problem == "" && len(problems) > 0) {
+				t.Errorf("problems %+v, want one naming %q", problems, tc.problem)
+			}
+		})
+	}
+}

@@ -30,7 +30,7 @@ func (dc decoder) decode(d *amqp.Delivery) *quarantine.Message {
 		dl = parseDeadLetter(d.Headers)
 	}
 	switch {
-	case isEnvelope(d.Body), !native && claimsEnvelope(d.Body):
+	case !native && claimsEnvelope(d.Body), native && isEnvelope(d.Body):
 		m = dc.fromEnvelope(d, dl)
 	case native:
 		m = dc.fromDeadLetter(d, dl)
@@ -130,18 +130,11 @@ func (dc decoder) base(d *amqp.Delivery) *quarantine.Message {
 }
 
 // isEnvelope reports whether body is a JSON object with a non-null
-// "envelope" member: it claims to be a failure envelope.
+// "envelope" member: it claims to be a failure envelope. Only a dead
+// letter's body needs the test (without x-death headers claimsEnvelope
+// decides), and it reads the body once.
 func isEnvelope(body []byte) bool {
-	if !claimsEnvelope(body) {
-		return false
-	}
-	var probe struct {
-		Envelope json.RawMessage `json:"envelope"`
-	}
-	if json.Unmarshal(body, &probe) != nil {
-		return false
-	}
-	return probe.Envelope != nil && string(probe.Envelope) != "null"
+	return claimsEnvelope(body) && collect.IsEnvelope(body)
 }
 
 // claimsEnvelope is the cheap test: an object that mentions "envelope".

@@ -564,7 +564,7 @@ type FailureClass string
 
 // Flag What was wrong with the message as it arrived.
 //
-// Examples: missing_idempotency_key, malformed, invalid_utf8, payload_too_large, reason_truncated, unknown_envelope, missing_job_name, payload_purged
+// Examples: missing_idempotency_key, malformed, invalid_utf8, nul_replaced, lone_surrogate, invalid_queue, payload_too_large, reason_truncated, unknown_envelope, missing_job_name, payload_purged
 type Flag = string
 
 // Group defines model for Group.
