@@ -61,4 +61,3 @@ func sortProblems(ps []Problem) {
 		return strings.Compare(a.Detail, b.Detail)
 	})
 }
-

@@ -328,4 +328,3 @@ func (d *refDecoder) finish(maxPayload int) {
 		m.Flags = []string{}
 	}
 }
-
