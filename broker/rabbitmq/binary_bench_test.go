@@ -1,0 +1,346 @@
+package rabbitmq
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	amqp "github.com/rabbitmq/amqp091-go"
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+
+	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/pgtest"
+	"github.com/quarantine-dev/quarantine/internal/procstat"
+	"github.com/quarantine-dev/quarantine/internal/testbin"
+)
+
+// EnvBenchStores names the stores BenchmarkBinaryVsBareDrain runs the
+// binary on: a comma-separated list of postgres and sqlite (default both).
+const EnvBenchStores = "QUARANTINE_BENCH_STORES"
+
+// EnvBenchBinaries names the binaries BenchmarkBinaryVsBareDrain runs, as
+// a comma-separated list of NAME=PATH (for instance a build before and
+// after a change, measured in the same run); by default the one
+// testbin.Path gives, named binary.
+const EnvBenchBinaries = "QUARANTINE_BENCH_BINARIES"
+
+// EnvBenchKinds names the kinds of message it drains: a comma-separated
+// list of envelope and native (default both).
+const EnvBenchKinds = "QUARANTINE_BENCH_KINDS"
+
+// envelopes1K publishes n canonical failure envelopes of about 1 KiB (a
+// worker's dead letters, as the worker package writes them) to queue;
+// their job queue is "orders-"+run.
+func envelopes1K(b *testBroker, queue string, n int, run string) {
+	pad := strings.Repeat("x", 560)
+	ps := numbered(run, n, func(i int, p *amqp.Publishing) {
+		p.Body = fmt.Appendf(nil, `{"envelope":"quarantine.failure/v1","job":{"id":"%s-%d","name":"charge-order","queue":"orders-%s","idempotency_key":"order:%s:%d","schema_version":"3","attempts":5,"enqueued_at":"2026-01-02T02:04:05.123456Z","content_type":"application/json","headers":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","x-idempotency-key":"order:%s:%d","x-schema-version":"3"},"payload":{"run":%q,"order_id":%d,"customer":"cust-%06d","amount_cents":%d,"currency":"EUR","lines":[{"sku":"sku-%d","qty":%d}],"note":%q}},"failure":{"class":"exhausted","reason":"attempt 5 of 5 failed: payment gateway timeout after 30s (order %d)","failed_at":"2026-01-02T03:05:05.654321Z","first_failed_at":"2026-01-02T03:04:05Z"}}`,
+			run, i, run, run, i, run, i, run, i, i%5000, 100+i%9000, i%300, 1+i%4, pad, i%7)
+		p.ContentType = "application/json"
+		p.MessageId = fmt.Sprintf("%s-%d", run, i)
+	})
+	b.publish(queue, ps...)
+	b.waitDepth(queue, n)
+}
+
+// benchKind is one kind of message BenchmarkBinaryVsBareDrain drains:
+// how to declare its failure queue and fill it with n messages. fill
+// returns the failure queue and the queue the messages are recorded
+// under in the quarantine (their replay destination).
+type benchKind struct {
+	name string
+	fill func(tb *testBroker, n int, run string) (dlq, queue string)
+}
+
+var benchKinds = []benchKind{
+	{name: "envelope", fill: func(tb *testBroker, n int, run string) (string, string) {
+		q := tb.failureQueue(nil)
+		envelopes1K(tb, q, n, run)
+		return q, "orders-" + run
+	}},
+	{name: "native", fill: func(tb *testBroker, n int, run string) (string, string) {
+		q := tb.failureQueue(amqp.Table{"x-queue-type": "quorum"})
+		work := deadLetters1K(tb, q, n, run)
+		tb.waitDepth(q, n)
+		return q, work
+	}},
+}
+
+// binaryDrain starts the built binary with the default configuration of
+// one RabbitMQ collector on dlq (only the idempotency rule a user of
+// native dead letters writes), and returns how long it took from its
+// first consuming the queue until count said n messages of queue were
+// stored, and the CPU the process used meanwhile.
+func binaryDrain(b *testing.B, bin, database string, migrate bool, name, dlq, queue string, n int, count func(queue string) int) (time.Duration, time.Duration) {
+	dir := b.TempDir()
+	config := filepath.Join(dir, "quarantine.yaml")
+	yaml := fmt.Sprintf(`database: %q
+listen: 127.0.0.1:0
+collectors:
+  - name: %s
+    kind: rabbitmq
+    url: %q
+    queue: %q
+idempotency:
+  - queues: ["*"]
+    header: x-idempotency-key
+`, database, name, testURL(), dlq)
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	var args []string
+	if migrate {
+		args = append(args, "--migrate")
+	}
+	p := testbin.Serve(b, bin, config, args...)
+	defer p.Kill()
+	// The drain starts when the collector consumes (the log says so
+	// right after basic.consume): the process's start-up is not timed.
+	var start time.Time
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if strings.Contains(p.Output(), "msg=consuming") {
+			start = time.Now()
+			break
+		}
+		if time.Now().After(deadline) || p.Exited(0) {
+			b.Fatalf("the collector did not consume:\n%s", p.Output())
+		}
+	}
+	cpu0 := pidCPU(p.Cmd.Process.Pid)
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		if count(queue) >= n {
+			break
+		}
+		if time.Now().After(deadline) || p.Exited(0) {
+			b.Fatalf("the binary stored %d of %d:\n%s", count(queue), n, p.Output())
+		}
+	}
+	return time.Since(start), pidCPU(p.Cmd.Process.Pid) - cpu0
+}
+
+// storedCounter returns a function counting the quarantined messages of
+// a queue in database, from the failure-group counters the stores keep
+// in the insert's transaction: a few rows, so that polling them costs
+// the database next to nothing (the binary's /metrics, which reads the
+// queues' ages, costs it about 10 ms a scrape).
+func storedCounter(b *testing.B, database string) func(queue string) int {
+	const q = `SELECT coalesce(sum(n), 0) FROM failure_groups WHERE queue = $1 AND status = 'quarantined'`
+	if path, ok := strings.CutPrefix(database, "sqlite:"); ok {
+		var db *sql.DB
+		b.Cleanup(func() {
+			if db != nil {
+				_ = db.Close()
+			}
+		})
+		return func(queue string) int {
+			if db == nil {
+				if _, err := os.Stat(path); err != nil {
+					return 0
+				}
+				var err error
+				if db, err = sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var n int
+			if err := db.QueryRow(q, queue).Scan(&n); err != nil {
+				return 0 // not migrated yet
+			}
+			return n
+		}
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, database)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close(ctx) })
+	return func(queue string) int {
+		var n int
+		if err := conn.QueryRow(ctx, q, queue).Scan(&n); err != nil {
+			return 0 // not migrated yet
+		}
+		return n
+	}
+}
+
+// pidCPU is the user and system time of process pid so far (0 when /proc
+// cannot say).
+func pidCPU(pid int) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(stat[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(string(f[11]), 10, 64)
+	s, _ := strconv.ParseInt(string(f[12]), 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
+}
+
+func envList(name string, def ...string) []string {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return def
+	}
+	return strings.Split(v, ",")
+}
+
+// BenchmarkBinaryVsBareDrain runs the built quarantine binary as a user
+// runs it (`quarantine serve` with one RabbitMQ collector and the default
+// batch size, linger, commits and prefetch) against a bare amqp091 drain
+// of the same messages, on two kinds of message:
+//
+//   - envelope: canonical failure envelopes of about 1 KiB, published to
+//     a classic queue (what the worker package dead-letters);
+//   - native: jobs of about 1 KiB that RabbitMQ dead-lettered into a
+//     quorum queue (x-death headers, reason expired).
+//
+// In each of QUARANTINE_BENCH_ROUNDS rounds (default 5) and for each kind
+// it fills a fresh queue with QUARANTINE_BENCH_MSGS messages (default
+// 20000) before each drain: the bare drain (the binary's default prefetch,
+// (commits+1) × batch, and one multiple ack per batch), then the binary
+// on PostgreSQL (synchronous_commit on, the production store) and on
+// SQLite (the default store, a file in a temporary folder), each store
+// kept across rounds. The binary's drain is timed from its basic.consume
+// until its /metrics counts every message stored; its start-up is not.
+//
+// It reports the median rate of each drain, the median of the per-round
+// ratios to the bare drain of the same round, and the CPU per message of
+// the broker, PostgreSQL and the binary.
+//
+//	go test -run '^$' -bench BinaryVsBareDrain -benchtime=1x ./broker/rabbitmq/
+func BenchmarkBinaryVsBareDrain(b *testing.B) {
+	n := envInt(EnvBenchMsgs, 20000)
+	rounds := envInt(EnvBenchRounds, 5)
+	batch := collect.DefaultBatchSize
+	prefetch := (collect.DefaultCommits + 1) * batch
+	stores := envList(EnvBenchStores, "postgres", "sqlite")
+	kinds := map[string]bool{}
+	for _, k := range envList(EnvBenchKinds, "envelope", "native") {
+		kinds[k] = true
+	}
+	type binary struct{ name, path string }
+	var bins []binary
+	for _, nv := range envList(EnvBenchBinaries) {
+		name, path, ok := strings.Cut(nv, "=")
+		if !ok {
+			b.Fatalf("%s: %q is not NAME=PATH", EnvBenchBinaries, nv)
+		}
+		bins = append(bins, binary{name, path})
+	}
+	if len(bins) == 0 {
+		bins = []binary{{"binary", testbin.Path(b)}}
+	}
+	tb := newBroker(b)
+	// A database per store and binary: builds may differ in migrations.
+	databases := map[string]string{}
+	counters := map[string]func(string) int{}
+	for _, s := range stores {
+		for _, bin := range bins {
+			key := s + "/" + bin.name
+			switch s {
+			case "postgres":
+				databases[key] = pgtest.URL(b) + "&synchronous_commit=on"
+			case "sqlite":
+				databases[key] = "sqlite:" + filepath.Join(b.TempDir(), "q.db")
+			default:
+				b.Fatalf("%s: unknown store %q", EnvBenchStores, s)
+			}
+			counters[key] = storedCounter(b, databases[key])
+		}
+	}
+
+	type drain struct {
+		kind, name string
+		run        func(dlq, queue string, r int) (time.Duration, time.Duration)
+		rates      []float64
+		broker, db time.Duration
+		self       time.Duration
+	}
+	var drains []*drain
+	for _, k := range benchKinds {
+		if !kinds[k.name] {
+			continue
+		}
+		drains = append(drains, &drain{kind: k.name, name: "bare", run: func(q, _ string, _ int) (time.Duration, time.Duration) {
+			before := procstat.Read("beam.smp")
+			took := bareDrain(b, q, n, prefetch, batch)
+			return took, procstat.Read("beam.smp").Sub(before).Self
+		}})
+		for _, s := range stores {
+			for _, bin := range bins {
+				migrate := s == "postgres"
+				name := s
+				if len(bins) > 1 {
+					name += "_" + bin.name
+				}
+				drains = append(drains, &drain{kind: k.name, name: name, run: func(dlq, q string, r int) (time.Duration, time.Duration) {
+					took, cpu := binaryDrain(b, bin.path, databases[s+"/"+bin.name], migrate, fmt.Sprintf("bench-%s-%s-%d", k.name, bin.name, r), dlq, q, n, counters[s+"/"+bin.name])
+					migrate = false
+					return took, cpu
+				}})
+			}
+		}
+	}
+	fills := map[string]benchKind{}
+	for _, k := range benchKinds {
+		fills[k.name] = k
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for r := range rounds {
+			for _, d := range drains {
+				b.StopTimer()
+				dlq, q := fills[d.kind].fill(tb, n, fmt.Sprintf("%s-%s-%d-%d-%d", d.kind, d.name, time.Now().UnixNano(), i, r))
+				procstat.Quiet("beam.smp", 0.05, 250*time.Millisecond, 20*time.Second)
+				before := procstat.Read("beam.smp")
+				b.StartTimer()
+				took, self := d.run(dlq, q, r)
+				b.StopTimer()
+				used := procstat.Read("beam.smp").Sub(before)
+				d.broker += used.Broker
+				d.db += used.DB
+				d.self += self
+				d.rates = append(d.rates, float64(n)/took.Seconds())
+				b.Logf("round %d: %s %s %.0f msg/s", r, d.kind, d.name, float64(n)/took.Seconds())
+			}
+		}
+	}
+	b.ReportMetric(0, "ns/op")
+	var bare *drain
+	for _, d := range drains {
+		if d.name == "bare" {
+			bare = d
+		}
+		key := d.kind + "_" + d.name
+		b.ReportMetric(median(d.rates), key+"_msgs/s")
+		if d != bare {
+			ratios := make([]float64, len(d.rates))
+			for k := range d.rates {
+				ratios[k] = d.rates[k] / bare.rates[k]
+			}
+			b.ReportMetric(median(ratios), key+"_ratio")
+		}
+		msgs := float64(n * rounds * b.N)
+		b.ReportMetric(float64(d.broker.Microseconds())/msgs, key+"_broker_cpu_µs/msg")
+		if strings.HasPrefix(d.name, "postgres") {
+			b.ReportMetric(float64(d.db.Microseconds())/msgs, key+"_db_cpu_µs/msg")
+		}
+		b.ReportMetric(float64(d.self.Microseconds())/msgs, key+"_self_cpu_µs/msg")
+	}
+}
