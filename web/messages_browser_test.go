@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"strings"
 	"testing"
@@ -24,6 +25,21 @@ func (b *browser) noInjected(page string) {
 	}
 }
 
+// axeClean fails t on a serious or critical axe-core violation of the
+// page (axeRun of the accessibility test).
+func (b *browser) axeClean(axe, page string) {
+	b.t.Helper()
+	b.do(chromedp.Evaluate[chromedp.Void](axe))
+	out := run(b, chromedp.Evaluate[string](axeRun, chromedp.EvalAwaitPromise))
+	var vs []axeViolation
+	if err := json.Unmarshal([]byte(out), &vs); err != nil {
+		b.t.Fatalf("%s: axe result %q: %v", page, out, err)
+	}
+	for _, v := range vs {
+		b.t.Errorf("%s: %s %s: %s\n\t%s", page, v.Impact, v.ID, v.Help, strings.Join(v.Nodes, "\n\t"))
+	}
+}
+
 // noConsole fails t when a page wrote to the browser's console.
 func (b *browser) noConsole() {
 	b.t.Helper()
@@ -39,6 +55,7 @@ func (b *browser) noConsole() {
 // messages.
 func TestUIBrowserSelectDiscardSampleGroups(t *testing.T) {
 	b := newBrowser(t)
+	axe := axeScript(t)
 	e := newEnv(t)
 	secret := e.token("op", quarantine.RoleOperator)
 	var declined []*quarantine.Message
@@ -60,10 +77,12 @@ func TestUIBrowserSelectDiscardSampleGroups(t *testing.T) {
 		t.Fatalf("the selection counts %q, want 2", got)
 	}
 	b.screenshot("bulk-discard")
+	b.axeClean(axe, "/messages/bulk")
 	b.do(chromedp.SendKeys(chromedp.ID("reason"), "poison pills"), chromedp.Click(chromedp.ID("discard")), chromedp.WaitVisible(chromedp.ID("result")))
 	if got := run(b, chromedp.Text(chromedp.ID("changed-count"))); got != "2" {
 		t.Fatalf("discarded %q, want 2", got)
 	}
+	b.axeClean(axe, "POST /messages/discard")
 	for i, m := range declined {
 		want := quarantine.StatusQuarantined
 		if i == 0 || i == 2 {
@@ -116,6 +135,7 @@ func TestUIBrowserSelectDiscardSampleGroups(t *testing.T) {
 // and the message's timeline: nothing runs, no element is injected.
 func TestUIBrowserHostileGroupsAndTimeline(t *testing.T) {
 	b := newBrowser(t)
+	axe := axeScript(t)
 	e := newEnv(t)
 	ctx := context.Background()
 	secret := e.token("admin", quarantine.RoleAdmin)
@@ -183,6 +203,7 @@ func TestUIBrowserHostileGroupsAndTimeline(t *testing.T) {
 	}
 	b.noInjected("/messages/{id}")
 	b.screenshot("message-timeline")
+	b.axeClean(axe, "/messages/{id} with a timeline")
 
 	// The re-failure's page: discard it with a hostile reason; the
 	// timeline shows the discard as text, and links back.
