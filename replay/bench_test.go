@@ -1,12 +1,18 @@
 package replay_test
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/memory"
+	"github.com/quarantine-dev/quarantine/internal/pgtest"
 	"github.com/quarantine-dev/quarantine/replay"
+	"github.com/quarantine-dev/quarantine/store/postgres"
+	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
 
 // BenchmarkReplayRate replays through the engine on the embedded SQLite
@@ -39,6 +45,132 @@ func BenchmarkReplayRate(b *testing.B) {
 				achieved := float64(n-burst) / span
 				b.ReportMetric(achieved, "msg/s")
 				b.ReportMetric(achieved/rate, "achieved/configured")
+			}
+		})
+	}
+}
+
+// Both stores take a lease's rate tokens in its transaction.
+var (
+	_ replay.TokenLeaser = (*sqlite.Store)(nil)
+	_ replay.TokenLeaser = (*postgres.Store)(nil)
+)
+
+// benchStore is what BenchmarkReplayUnthrottled needs of a store.
+type benchStore interface {
+	replay.Store
+	InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error)
+	CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error)
+	Migrate(ctx context.Context) error
+	Close() error
+}
+
+// BenchmarkReplayUnthrottled replays 20,000 messages in two batches of
+// 10,000 through one engine to an in-memory broker with no rate that
+// binds, on the embedded SQLite store and on PostgreSQL, and reports the
+// engine's throughput (from the first create until both batches
+// completed) and the time creating (pinning) the batches took.
+//
+//	go test -run '^$' -bench ReplayUnthrottled -benchtime=1x ./replay/
+func BenchmarkReplayUnthrottled(b *testing.B) {
+	const half = quarantine.MaxBulk
+	stores := []struct {
+		name string
+		open func(b *testing.B) benchStore
+	}{
+		{"sqlite", func(b *testing.B) benchStore {
+			st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "q.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return st
+		}},
+		{"postgres", func(b *testing.B) benchStore {
+			st, err := postgres.Open(context.Background(), pgtest.URL(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return st
+		}},
+	}
+	for _, sc := range stores {
+		b.Run("store="+sc.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				ctx := context.Background()
+				st := sc.open(b)
+				if err := st.Migrate(ctx); err != nil {
+					b.Fatal(err)
+				}
+				broker := memory.New("orders")
+				routes := &replay.Routes{Brokers: map[string]replay.Broker{"rmq": {Name: "rmq", Kind: "memory", Publisher: broker}}}
+				var ids [2][]string
+				for k := range ids {
+					for len(ids[k]) < half {
+						msgs := make([]*quarantine.Message, 1000)
+						for j := range msgs {
+							n := k*half + len(ids[k]) + j
+							msgs[j] = &quarantine.Message{
+								Source: "rmq", SourceKind: quarantine.SourceRabbitMQ, Queue: "orders", JobName: "charge",
+								MessageID: fmt.Sprintf("m-%d", n), IdempotencyKey: fmt.Sprintf("key-%d", n), KeyRule: quarantine.KeyRuleEnvelope,
+								FailureClass: quarantine.ClassExhausted, Reason: "timeout",
+								Payload: []byte(fmt.Sprintf(`{"n":%d,"pad":"%0900d"}`, n, 0)), ContentType: "application/json",
+								Headers:   map[string]string{"x-trace": fmt.Sprintf("t-%d", n)},
+								DedupeKey: fmt.Sprintf("d-%d", n),
+							}
+						}
+						res, err := st.InsertBatch(ctx, msgs)
+						if err != nil {
+							b.Fatal(err)
+						}
+						for _, r := range res {
+							ids[k] = append(ids[k], r.ID)
+						}
+					}
+				}
+				e := replay.New(replay.Config{Store: st, Router: routes, Poll: 20 * time.Millisecond})
+				ectx, cancel := context.WithCancel(ctx)
+				done := make(chan struct{})
+				go func() { defer close(done); _ = e.Run(ectx) }()
+				b.StartTimer()
+				start := time.Now()
+				var batches []string
+				for k := range ids {
+					bt, err := st.CreateReplay(ctx, quarantine.ReplayRequest{IDs: ids[k], Rate: 1e6, Burst: replay.MaxChunk * 20,
+						Reason: "benchmark", Actor: "token:alice"}, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					batches = append(batches, bt.ID)
+				}
+				created := time.Since(start)
+				for _, id := range batches {
+					for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+						bt, err := st.GetReplay(ctx, id)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if bt.State == quarantine.ReplayCompleted {
+							if bt.Counts[quarantine.ItemPublished] != half {
+								b.Fatalf("replay %s: %v", id, bt.Counts)
+							}
+							break
+						}
+						if time.Now().After(deadline) {
+							b.Fatalf("replay %s is %s %v", id, bt.State, bt.Counts)
+						}
+					}
+				}
+				took := time.Since(start)
+				b.StopTimer()
+				cancel()
+				<-done
+				if got := len(broker.Messages("orders")); got != 2*half {
+					b.Fatalf("%d published, want %d", got, 2*half)
+				}
+				b.ReportMetric(float64(2*half)/took.Seconds(), "msg/s")
+				b.ReportMetric(created.Seconds(), "create-s")
+				_ = st.Close()
 			}
 		})
 	}

@@ -22,6 +22,19 @@ type worker struct {
 	// resume is not undone at once by the same old re-failures).
 	breakerBase, breakerRefailBase int
 	failures                       int // consecutive transient publish failures
+	// dest is the destination every item of the last chunk went to ("":
+	// none yet, or several): the next lease takes the tokens of the batch
+	// and of that destination in its own transaction.
+	dest string
+}
+
+// buckets are the shared rate buckets of batch b publishing to the
+// destination label.
+func buckets(b *quarantine.ReplayBatch, label string) []quarantine.RateBucket {
+	return []quarantine.RateBucket{
+		{Key: "batch:" + b.ID, Rate: b.Rate, Burst: max(b.Burst, 1)},
+		{Key: destBucket(label), Rate: b.Rate, Burst: max(b.Burst, 1)},
+	}
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -79,12 +92,27 @@ func (w *worker) run(ctx context.Context) {
 			w.e.system(ctx, w.id, quarantine.ReplayActComplete, "every item has an outcome")
 			return
 		}
-		leases, err := st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq)
+		var leases []quarantine.ReplayLease
+		var tokWait time.Duration
+		var err error
+		paid := w.dest
+		tl, ok := st.(TokenLeaser)
+		if ok && paid != "" && w.e.heldFor(paid) == 0 {
+			leases, tokWait, err = tl.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, paid))
+		} else {
+			paid = ""
+			leases, err = st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				w.e.log.Warn("cannot lease replay items", "replay", w.id, "err", err)
 			}
 			sleep(ctx, w.e.cfg.Poll)
+			continue
+		}
+		if len(leases) == 0 && tokWait > 0 {
+			// Items are there, tokens not yet.
+			sleep(ctx, min(tokWait, w.e.cfg.Poll))
 			continue
 		}
 		if len(leases) == 0 {
@@ -98,7 +126,7 @@ func (w *worker) run(ctx context.Context) {
 			b = nil
 			continue
 		}
-		if retry := w.publish(ctx, b, leases); retry > 0 {
+		if retry := w.publish(ctx, b, leases, paid); retry > 0 {
 			sleep(ctx, retry)
 			b = nil
 		}
@@ -222,9 +250,11 @@ type pending struct {
 
 // publish publishes leased items, destination by destination, within
 // the rate, recording after each broker answer so that a crash repeats
-// at most one chunk. It returns how long to wait before the next lease
-// (after a broker outage or a destination asking to slow down).
-func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases []quarantine.ReplayLease) time.Duration {
+// at most one chunk. The lease took the tokens of the items going to
+// destination paid ("": none). It returns how long to wait before the
+// next lease (after a broker outage or a destination asking to slow
+// down).
+func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases []quarantine.ReplayLease, paid string) time.Duration {
 	st := w.e.cfg.Store
 	leasedAt := time.Now()
 	var failed []quarantine.ReplayResult
@@ -243,6 +273,10 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 		groups[route.Label] = append(groups[route.Label], pending{lease: l, out: out, dropped: dropped, route: route})
 	}
 	w.record(ctx, failed)
+	w.dest = ""
+	if len(order) == 1 {
+		w.dest = order[0]
+	}
 
 	var release []quarantine.ReplayLease
 	var wait time.Duration
@@ -260,10 +294,14 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 				}
 				break
 			}
-			n, tokWait, err := st.TakeReplayTokens(ctx, []quarantine.RateBucket{
-				{Key: "batch:" + b.ID, Rate: b.Rate, Burst: max(b.Burst, 1)},
-				{Key: destBucket(label), Rate: b.Rate, Burst: max(b.Burst, 1)},
-			}, len(rest))
+			var n int
+			var tokWait time.Duration
+			var err error
+			if label == paid {
+				n, paid = len(rest), "" // taken with the lease
+			} else {
+				n, tokWait, err = st.TakeReplayTokens(ctx, buckets(b, label), len(rest))
+			}
 			if err != nil {
 				if ctx.Err() == nil {
 					w.e.log.Warn("cannot take rate tokens", "replay", b.ID, "err", err)

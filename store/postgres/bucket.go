@@ -27,58 +27,68 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	if len(bs) == 0 {
 		return want, 0, nil
 	}
+	var n int
+	var wait time.Duration
+	err = s.inTx(ctx, "take replay tokens", func(tx pgx.Tx) (err error) {
+		n, wait, err = takeTokens(ctx, tx, bs, want, s.clock())
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return n, wait, nil
+}
+
+// takeTokens takes up to want tokens from every bucket of bs (validated,
+// in key order) at now, in tx: buckets seen for the first time are
+// inserted full, then every bucket row is locked in key order.
+func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, want int, now time.Time) (int, time.Duration, error) {
 	keys, full := mk(len(bs)), make([]float64, len(bs))
 	for i, b := range bs {
 		keys[i], full[i] = b.Key, replays.Capacity(b)
 	}
-	var n int
-	var wait time.Duration
-	err = s.inTx(ctx, "take replay tokens", func(tx pgx.Tx) error {
-		now := s.clock()
-		if _, err := tx.Exec(ctx, `INSERT INTO replay_buckets (key, tokens, updated_at)
-			SELECT k, t, $3 FROM unnest($1::text[], $2::float8[]) AS u(k, t) ORDER BY k
-			ON CONFLICT (key) DO NOTHING`, keys, full, now); err != nil {
-			return err
+	if _, err := tx.Exec(ctx, `INSERT INTO replay_buckets (key, tokens, updated_at)
+		SELECT k, t, $3 FROM unnest($1::text[], $2::float8[]) AS u(k, t) ORDER BY k
+		ON CONFLICT (key) DO NOTHING`, keys, full, now); err != nil {
+		return 0, 0, err
+	}
+	rows, err := tx.Query(ctx, `SELECT key, tokens, updated_at FROM replay_buckets
+		WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE`, keys)
+	if err != nil {
+		return 0, 0, err
+	}
+	type state struct {
+		tokens float64
+		at     time.Time
+	}
+	stored := map[string]state{}
+	var k string
+	var st state
+	if _, err := pgx.ForEachRow(rows, []any{&k, &st.tokens, &st.at}, func() error {
+		stored[k] = st
+		return nil
+	}); err != nil {
+		return 0, 0, err
+	}
+	tokens, stamps := make([]float64, len(bs)), make([]time.Time, len(bs))
+	for i, b := range bs {
+		st, ok := stored[b.Key]
+		if !ok {
+			return 0, 0, quarantine.Errorf(quarantine.EUNAVAILABLE, "a rate bucket was removed meanwhile; try again")
 		}
-		rows, err := tx.Query(ctx, `SELECT key, tokens, updated_at FROM replay_buckets
-			WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE`, keys)
-		if err != nil {
-			return err
+		tokens[i] = replays.Refill(b, st.tokens, st.at, now)
+		stamps[i] = now
+		if st.at.After(now) { // another engine's clock is ahead: never refill twice
+			stamps[i] = st.at
 		}
-		type state struct {
-			tokens float64
-			at     time.Time
-		}
-		stored := map[string]state{}
-		var k string
-		var st state
-		if _, err := pgx.ForEachRow(rows, []any{&k, &st.tokens, &st.at}, func() error {
-			stored[k] = st
-			return nil
-		}); err != nil {
-			return err
-		}
-		tokens, stamps := make([]float64, len(bs)), make([]time.Time, len(bs))
-		for i, b := range bs {
-			st, ok := stored[b.Key]
-			if !ok {
-				return quarantine.Errorf(quarantine.EUNAVAILABLE, "a rate bucket was removed meanwhile; try again")
-			}
-			tokens[i] = replays.Refill(b, st.tokens, st.at, now)
-			stamps[i] = now
-			if st.at.After(now) { // another engine's clock is ahead: never refill twice
-				stamps[i] = st.at
-			}
-		}
-		n, wait = replays.Grant(bs, tokens, want)
-		for i := range tokens {
-			tokens[i] -= float64(n)
-		}
-		_, err = tx.Exec(ctx, `UPDATE replay_buckets b SET tokens = u.t, updated_at = u.at
-			FROM unnest($1::text[], $2::float8[], $3::timestamptz[]) AS u(k, t, at) WHERE b.key = u.k`,
-			keys, tokens, stamps)
-		return err
-	})
+	}
+	n, wait := replays.Grant(bs, tokens, want)
+	for i := range tokens {
+		tokens[i] -= float64(n)
+	}
+	_, err = tx.Exec(ctx, `UPDATE replay_buckets b SET tokens = u.t, updated_at = u.at
+		FROM unnest($1::text[], $2::float8[], $3::timestamptz[]) AS u(k, t, at) WHERE b.key = u.k`,
+		keys, tokens, stamps)
 	if err != nil {
 		return 0, 0, err
 	}

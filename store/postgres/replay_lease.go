@@ -25,6 +25,19 @@ UPDATE replay_items i SET lease_owner = $5, lease_expires_at = $6, fence = i.fen
 FROM picked p WHERE i.batch_id = p.batch_id AND i.seq = p.seq
 RETURNING ` + itemColumns + `, i.fence`
 
+// pickSQL locks the first free pending items of a batch (SKIP LOCKED),
+// for a lease that first takes its rate tokens.
+const pickSQL = `SELECT seq FROM replay_items
+	WHERE batch_id = $1 AND outcome = 'pending' AND (lease_owner = '' OR lease_expires_at < $2)
+		AND ($3::int <= 0 OR seq < $3::int)
+	ORDER BY seq LIMIT $4 FOR UPDATE SKIP LOCKED`
+
+// leasePickedSQL leases the items picked (and locked) by pickSQL.
+const leasePickedSQL = `UPDATE replay_items i SET lease_owner = $3, lease_expires_at = $4, fence = i.fence + 1,
+	attempts = i.attempts + 1, updated_at = $5
+WHERE i.batch_id = $1 AND i.seq = ANY($2::int[])
+RETURNING ` + itemColumns + `, i.fence`
+
 // leaseMessagesSQL reads the leased items' messages with their current
 // payloads.
 const leaseMessagesSQL = `SELECT ` + messageColumns + `, pv.payload, pv.payload_text
@@ -36,15 +49,32 @@ WHERE m.id = ANY($1::text[])`
 // owner; see store.Replays. Errors: EINVALID for an empty owner,
 // EUNAVAILABLE, EINTERNAL.
 func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int) ([]quarantine.ReplayLease, error) {
+	out, _, err := s.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, nil)
+	return out, err
+}
+
+// LeaseReplayItemsWithin leases like LeaseReplayItems, but no more items
+// than every one of buckets grants tokens for, taken in the same
+// transaction (as TakeReplayTokens would): the free items are locked
+// first (SKIP LOCKED), then the buckets, then as many items as there are
+// tokens are leased. With no token to take it leases nothing and returns
+// how long until there is one. No buckets: LeaseReplayItems. Errors:
+// EINVALID for an empty owner or a bad bucket, EUNAVAILABLE, EINTERNAL.
+func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket) ([]quarantine.ReplayLease, time.Duration, error) {
 	if owner == "" {
-		return nil, quarantine.Errorf(quarantine.EINVALID, "a lease needs an owner")
+		return nil, 0, quarantine.Errorf(quarantine.EINVALID, "a lease needs an owner")
+	}
+	bs, err := replays.Buckets(buckets)
+	if err != nil {
+		return nil, 0, err
 	}
 	out := []quarantine.ReplayLease{}
 	if n <= 0 || !quarantine.ValidID(batchID) {
-		return out, nil
+		return out, 0, nil
 	}
-	err := s.inTx(ctx, "lease replay items", func(tx pgx.Tx) error {
-		out = out[:0]
+	var wait time.Duration
+	err = s.inTx(ctx, "lease replay items", func(tx pgx.Tx) error {
+		out, wait = out[:0], 0
 		var state string
 		err := tx.QueryRow(ctx, `SELECT state FROM replay_batches WHERE id = $1`, batchID).Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && state != string(quarantine.ReplayRunning)) {
@@ -54,7 +84,20 @@ func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n i
 			return err
 		}
 		now := s.clock()
-		rows, err := tx.Query(ctx, leaseSQL, batchID, now, maxSeq, n, owner, now.Add(ttl))
+		var rows pgx.Rows
+		if len(bs) == 0 {
+			rows, err = tx.Query(ctx, leaseSQL, batchID, now, maxSeq, n, owner, now.Add(ttl))
+		} else {
+			var seqs []int32
+			if seqs, err = pickFree(ctx, tx, batchID, now, maxSeq, n); err != nil || len(seqs) == 0 {
+				return err
+			}
+			var granted int
+			if granted, wait, err = takeTokens(ctx, tx, bs, len(seqs), now); err != nil || granted == 0 {
+				return err
+			}
+			rows, err = tx.Query(ctx, leasePickedSQL, batchID, seqs[:granted], owner, now.Add(ttl), now)
+		}
 		if err != nil {
 			return err
 		}
@@ -100,9 +143,25 @@ func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n i
 		return nil
 	})
 	if err != nil {
+		return nil, 0, err
+	}
+	return out, wait, nil
+}
+
+// pickFree locks up to n free pending items of a batch and returns their
+// seqs in order.
+func pickFree(ctx context.Context, tx pgx.Tx, batchID string, now time.Time, maxSeq, n int) ([]int32, error) {
+	rows, err := tx.Query(ctx, pickSQL, batchID, now, maxSeq, n)
+	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	var seqs []int32
+	var seq int32
+	_, err = pgx.ForEachRow(rows, []any{&seq}, func() error {
+		seqs = append(seqs, seq)
+		return nil
+	})
+	return seqs, err
 }
 
 // ReleaseReplayItems gives leased items back when their fence still

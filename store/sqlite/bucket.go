@@ -26,39 +26,45 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	}
 	var n int
 	var wait time.Duration
-	err = s.write(ctx, "take replay tokens", func(tx *sql.Tx) error {
-		now := s.clock()
-		tokens := make([]float64, len(bs))
-		stamps := make([]time.Time, len(bs))
-		for i, b := range bs {
-			var t float64
-			var at int64
-			err := tx.QueryRowContext(ctx, `SELECT tokens, updated_at FROM replay_buckets WHERE key = ?`, b.Key).Scan(&t, &at)
-			switch {
-			case err == sql.ErrNoRows:
-				t, at = replays.Capacity(b), micros(now)
-			case err != nil:
-				return err
-			}
-			last := fromMicros(at)
-			tokens[i] = replays.Refill(b, t, last, now)
-			stamps[i] = now
-			if last.After(now) { // another engine's clock is ahead: never refill twice
-				stamps[i] = last
-			}
-		}
-		n, wait = replays.Grant(bs, tokens, want)
-		for i, b := range bs {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO replay_buckets (key, tokens, updated_at) VALUES (?, ?, ?)
-				ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
-				b.Key, tokens[i]-float64(n), micros(stamps[i])); err != nil {
-				return err
-			}
-		}
-		return nil
+	err = s.write(ctx, "take replay tokens", func(tx *sql.Tx) (err error) {
+		n, wait, err = takeTokens(ctx, tx, bs, want, s.clock())
+		return err
 	})
 	if err != nil {
 		return 0, 0, err
+	}
+	return n, wait, nil
+}
+
+// takeTokens takes up to want tokens from every bucket of bs (validated,
+// in key order) at now, in tx.
+func takeTokens(ctx context.Context, tx *sql.Tx, bs []quarantine.RateBucket, want int, now time.Time) (int, time.Duration, error) {
+	tokens := make([]float64, len(bs))
+	stamps := make([]time.Time, len(bs))
+	for i, b := range bs {
+		var t float64
+		var at int64
+		err := tx.QueryRowContext(ctx, `SELECT tokens, updated_at FROM replay_buckets WHERE key = ?`, b.Key).Scan(&t, &at)
+		switch {
+		case err == sql.ErrNoRows:
+			t, at = replays.Capacity(b), micros(now)
+		case err != nil:
+			return 0, 0, err
+		}
+		last := fromMicros(at)
+		tokens[i] = replays.Refill(b, t, last, now)
+		stamps[i] = now
+		if last.After(now) { // another engine's clock is ahead: never refill twice
+			stamps[i] = last
+		}
+	}
+	n, wait := replays.Grant(bs, tokens, want)
+	for i, b := range bs {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO replay_buckets (key, tokens, updated_at) VALUES (?, ?, ?)
+			ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
+			b.Key, tokens[i]-float64(n), micros(stamps[i])); err != nil {
+			return 0, 0, err
+		}
 	}
 	return n, wait, nil
 }

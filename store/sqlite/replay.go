@@ -130,9 +130,7 @@ func setReplaying(ctx context.Context, tx *sql.Tx, ids []string, now time.Time) 
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'replaying', updated_at = ?
-		WHERE id IN (SELECT value FROM json_each(?)) AND status = 'quarantined'`, micros(now), jsonArray(ids))
-	return err
+	return moveStatus(ctx, tx, jsonArray(ids), "quarantined", "replaying", "", micros(now))
 }
 
 func insertReplay(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch, items []quarantine.ReplayItem) error {
@@ -147,19 +145,21 @@ func insertReplay(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch, it
 		microsPtr(b.StartedAt), microsPtr(b.FinishedAt), microsPtr(b.ExpiresAt)); err != nil {
 		return err
 	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO replay_items (batch_id, seq, message_id, queue, outcome,
-		reason, idempotency_key, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	// One statement for every item: rows of [seq, message, queue, outcome,
+	// reason, key, updated_at].
+	rows := make([][]any, len(items))
+	for i, it := range items {
+		rows[i] = []any{it.Seq, it.MessageID, it.Queue, string(it.Outcome), it.Reason, it.IdempotencyKey, micros(it.UpdatedAt)}
+	}
+	rj, err := json.Marshal(rows)
 	if err != nil {
 		return err
 	}
-	defer ins.Close()
-	for _, it := range items {
-		if _, err := ins.ExecContext(ctx, b.ID, it.Seq, it.MessageID, it.Queue, string(it.Outcome), it.Reason,
-			it.IdempotencyKey, micros(it.UpdatedAt)); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err = tx.ExecContext(ctx, `INSERT INTO replay_items (batch_id, seq, message_id, queue, outcome,
+		reason, idempotency_key, updated_at)
+		SELECT ?, j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4, j.value->>5, j.value->>6
+		FROM json_each(?) j`, b.ID, string(rj))
+	return err
 }
 
 // saveBatch writes the fields of b that change after its creation.

@@ -142,9 +142,12 @@ func startItems(ctx context.Context, tx *sql.Tx, batchID string, now time.Time) 
 // afterwards is recorded (the message was published: replayed it is).
 func cancelItems(ctx context.Context, tx *sql.Tx, batchID string, release bool, now time.Time) error {
 	if release {
-		if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'quarantined', updated_at = ?
-			WHERE id IN (SELECT message_id FROM replay_items WHERE batch_id = ? AND outcome = 'pending')
-			AND status = 'replaying'`, micros(now), batchID); err != nil {
+		var ids string
+		if err := tx.QueryRowContext(ctx, `SELECT json_group_array(message_id) FROM replay_items
+			WHERE batch_id = ? AND outcome = 'pending'`, batchID).Scan(&ids); err != nil {
+			return err
+		}
+		if err := moveStatus(ctx, tx, ids, "replaying", "quarantined", "", micros(now)); err != nil {
 			return err
 		}
 	}

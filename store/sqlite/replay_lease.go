@@ -16,15 +16,31 @@ import (
 // write lock, so concurrent leasers never get the same item. Errors:
 // EINVALID for an empty owner, EUNAVAILABLE.
 func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int) ([]quarantine.ReplayLease, error) {
+	out, _, err := s.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, nil)
+	return out, err
+}
+
+// LeaseReplayItemsWithin leases like LeaseReplayItems, but no more items
+// than every one of buckets grants tokens for, taken in the same write
+// transaction (as TakeReplayTokens would); with no token to take it
+// leases nothing and returns how long until there is one. No buckets:
+// LeaseReplayItems. Errors: EINVALID for an empty owner or a bad bucket,
+// EUNAVAILABLE.
+func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket) ([]quarantine.ReplayLease, time.Duration, error) {
 	if owner == "" {
-		return nil, quarantine.Errorf(quarantine.EINVALID, "a lease needs an owner")
+		return nil, 0, quarantine.Errorf(quarantine.EINVALID, "a lease needs an owner")
+	}
+	bs, err := replays.Buckets(buckets)
+	if err != nil {
+		return nil, 0, err
 	}
 	out := []quarantine.ReplayLease{}
 	if n <= 0 || !quarantine.ValidID(batchID) {
-		return out, nil
+		return out, 0, nil
 	}
-	err := s.write(ctx, "lease replay items", func(tx *sql.Tx) error {
-		out = out[:0]
+	var wait time.Duration
+	err = s.write(ctx, "lease replay items", func(tx *sql.Tx) error {
+		out, wait = out[:0], 0
 		var state string
 		err := tx.QueryRowContext(ctx, `SELECT state FROM replay_batches WHERE id = ?`, batchID).Scan(&state)
 		if err == sql.ErrNoRows || (err == nil && state != string(quarantine.ReplayRunning)) {
@@ -57,6 +73,13 @@ func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n i
 		rows.Close()
 		if err := rows.Err(); err != nil || len(seqs) == 0 {
 			return err
+		}
+		if len(bs) > 0 {
+			var granted int
+			if granted, wait, err = takeTokens(ctx, tx, bs, len(seqs), now); err != nil || granted == 0 {
+				return err
+			}
+			seqs = seqs[:granted]
 		}
 		sj, _ := json.Marshal(seqs)
 		if _, err := tx.ExecContext(ctx, `UPDATE replay_items SET lease_owner = ?, lease_expires_at = ?,
@@ -94,9 +117,9 @@ func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n i
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return out, nil
+	return out, wait, nil
 }
 
 // ReleaseReplayItems gives leased items back when their fence still
@@ -272,18 +295,21 @@ func recordResults(ctx context.Context, tx *sql.Tx, rs []resultRow, now time.Tim
 		}
 	}
 	if len(published) > 0 {
+		ids := jsonArray(published)
+		if err := moveStatus(ctx, tx, ids, "replaying", "replayed", ", replay_count = replay_count + 1", micros(now)); err != nil {
+			return err
+		}
+		// Re-failed before this record (it stays refailed), or its batch
+		// was cancelled while the publish was in flight (quarantined).
 		if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = CASE status WHEN 'refailed' THEN 'refailed' ELSE 'replayed' END,
 			replay_count = replay_count + 1, updated_at = ?
-			WHERE id IN (SELECT value FROM json_each(?)) AND status IN ('replaying', 'refailed', 'quarantined')`,
-			micros(now), jsonArray(published)); err != nil {
+			WHERE id IN (SELECT value FROM json_each(?)) AND status IN ('refailed', 'quarantined')`,
+			micros(now), ids); err != nil {
 			return err
 		}
 	}
 	if len(other) > 0 {
-		if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'quarantined', updated_at = ?
-			WHERE id IN (SELECT value FROM json_each(?)) AND status = 'replaying'`, micros(now), jsonArray(other)); err != nil {
-			return err
-		}
+		return moveStatus(ctx, tx, jsonArray(other), "replaying", "quarantined", "", micros(now))
 	}
 	return nil
 }

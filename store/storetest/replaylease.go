@@ -16,6 +16,7 @@ func testReplayLease(t *testing.T, h Harness) {
 	t.Run("Concurrent", func(t *testing.T) { t.Parallel(); testReplayConcurrentLeases(t, h) })
 	t.Run("Refail", func(t *testing.T) { t.Parallel(); testReplayRefail(t, h) })
 	t.Run("DiscardRace", func(t *testing.T) { t.Parallel(); testReplayDiscardRace(t, h) })
+	t.Run("GroupCounts", func(t *testing.T) { t.Parallel(); testReplayGroupCounts(t, h) })
 }
 
 // published is the result of a publish of l that the broker confirmed.

@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ func testReplayTokens(t *testing.T, h Harness) {
 	t.Run("Budget", func(t *testing.T) { t.Parallel(); testReplayTokenBudget(t, h) })
 	t.Run("Shared", func(t *testing.T) { t.Parallel(); testReplayTokensShared(t, h) })
 	t.Run("Hold", func(t *testing.T) { t.Parallel(); testReplayTokensHold(t, h) })
+	t.Run("LeaseWithin", func(t *testing.T) { t.Parallel(); testReplayLeaseWithin(t, h) })
 }
 
 func testReplayTokenBudget(t *testing.T, h Harness) {
@@ -115,4 +118,66 @@ func testReplayTokensHold(t *testing.T, h Harness) {
 	if n, _, err = s.TakeReplayTokens(ctx, []quarantine.RateBucket{{Key: "dest:new", Rate: 100, Burst: 100}}, 1); err != nil || n != 0 {
 		t.Fatalf("a new bucket on hold gave %d (%v)", n, err)
 	}
+}
+
+// tokenLeaser is the lease that takes its rate tokens in the same
+// transaction (replay.Store); every store implements it.
+type tokenLeaser interface {
+	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int,
+		buckets []quarantine.RateBucket) ([]quarantine.ReplayLease, time.Duration, error)
+}
+
+// testReplayLeaseWithin: a lease that takes its tokens leases no more
+// items than the buckets grant, takes them from the budget TakeReplayTokens
+// shares, and leases nothing (with a wait) when no token is there.
+func testReplayLeaseWithin(t *testing.T, h Harness) {
+	s, clock := openClock(t, h)
+	ctx := t.Context()
+	l, ok := s.(tokenLeaser)
+	if !ok {
+		t.Fatalf("%T has no LeaseReplayItemsWithin", s)
+	}
+	var msgs []*quarantine.Message
+	for range 10 {
+		msgs = append(msgs, newMsg())
+	}
+	insert(t, s, msgs...)
+	batch := createReplay(t, s, replayReq(ids(msgs)...), nil)
+	bs := []quarantine.RateBucket{{Key: "dest:x", Rate: 2, Burst: 4}, {Key: "batch:" + batch.ID, Rate: 100, Burst: 100}}
+	got, wait, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-1", 10, time.Minute, 0, bs)
+	wantOK(t, err, "LeaseReplayItemsWithin")
+	if !slices.Equal(leaseSeqs(got), []int{0, 1, 2, 3}) || wait != 0 || got[0].Fence != 1 || got[0].Message == nil {
+		t.Fatalf("first lease %v (wait %s), want the burst of 4: seqs 0-3", leaseSeqs(got), wait)
+	}
+	got, wait, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 0, bs)
+	wantOK(t, err, "LeaseReplayItemsWithin")
+	if len(got) != 0 || wait <= 0 || wait > 500*time.Millisecond {
+		t.Fatalf("with no token: leased %v, wait %s; want nothing and at most 500ms", leaseSeqs(got), wait)
+	}
+	// The same budget as TakeReplayTokens.
+	clock.Add(time.Second)
+	n, _, err := s.TakeReplayTokens(ctx, bs[:1], 1)
+	wantOK(t, err, "TakeReplayTokens")
+	if n != 1 {
+		t.Fatalf("TakeReplayTokens after 1s gave %d, want 1", n)
+	}
+	got, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 0, bs)
+	wantOK(t, err, "LeaseReplayItemsWithin")
+	if !slices.Equal(leaseSeqs(got), []int{4}) {
+		t.Fatalf("after 1s and one token taken elsewhere: leased %v, want [4]", leaseSeqs(got))
+	}
+	// No free item: no token is taken.
+	clock.Add(10 * time.Second)
+	got, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 2, bs)
+	wantOK(t, err, "LeaseReplayItemsWithin")
+	if len(got) != 0 {
+		t.Fatalf("past the canary bound: leased %v", leaseSeqs(got))
+	}
+	n, _, err = s.TakeReplayTokens(ctx, bs[:1], 10)
+	wantOK(t, err, "TakeReplayTokens")
+	if n != 4 {
+		t.Fatalf("a lease of nothing took tokens: %d left of the burst 4", n)
+	}
+	_, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 1, time.Minute, 0, []quarantine.RateBucket{{Key: "k"}})
+	wantCode(t, err, quarantine.EINVALID)
 }
