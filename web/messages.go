@@ -207,6 +207,16 @@ type messagesContent struct {
 	Curl       string
 	Sample     *sampleInfo
 	SampleSize int
+	Strata     []option // the sample form's stratify_by choices
+}
+
+// strata returns the stratify_by options with sel selected.
+func strata(sel string) []option {
+	var out []option
+	for _, s := range []string{quarantine.StratifyNone, quarantine.StratifyFingerprint, quarantine.StratifyQueue} {
+		out = append(out, option{s, s == sel})
+	}
+	return out
 }
 
 type sampleInfo struct {
@@ -222,7 +232,7 @@ type sampleInfo struct {
 func (h *Handler) listMessages(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	fv, f, err := h.parseFilter(s.token, q)
-	c := &messagesContent{Filter: fv, CanChange: canOperate(s.token), SampleSize: 10}
+	c := &messagesContent{Filter: fv, CanChange: canOperate(s.token), SampleSize: 10, Strata: strata(quarantine.StratifyNone)}
 	p := page{Title: "Messages", Token: s.token, CSRF: s.csrf, Content: c}
 	if err == nil {
 		f.Limit = pageSize
@@ -280,7 +290,7 @@ func (h *Handler) sampleMessages(w http.ResponseWriter, r *http.Request, s *sess
 	if err == nil {
 		err = req.Validate()
 	}
-	c.SampleSize = req.Size
+	c.SampleSize, c.Strata = req.Size, strata(req.StratifyBy)
 	if c.SampleSize == 0 {
 		c.SampleSize = 10
 	}

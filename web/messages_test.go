@@ -391,6 +391,18 @@ func TestWebSample(t *testing.T) {
 	if !strings.Contains(html.UnescapeString(body), `"seed":42`) || !strings.Contains(body, "/api/v1/messages/sample") {
 		t.Fatalf("no curl of the sample: %s", body)
 	}
+	// Stratified: the choice is shown back, and the store's stratified
+	// sample is the page's.
+	_, body = get(t, c, e.srv.URL+"/messages/sample?size=6&seed=3&stratify_by=queue")
+	want, err := e.store.Sample(context.Background(), quarantine.SampleRequest{Filter: quarantine.Filter{Owner: []string{"team-a"}},
+		Size: 6, Seed: 3, StratifyBy: quarantine.StratifyQueue})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rowIDs(body), sortedIDs(want...)) || !strings.Contains(body, `<option value="queue" selected>`) ||
+		!strings.Contains(body, "stratified by queue") {
+		t.Fatalf("stratified sample %v, want %v: %s", rowIDs(body), sortedIDs(want...), body)
+	}
 	// A fresh sample picks a seed.
 	_, body = get(t, c, e.srv.URL+"/messages/sample?queue=orders")
 	if n := len(rowIDs(body)); n != 10 {
