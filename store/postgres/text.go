@@ -18,7 +18,8 @@ import (
 // candidates (the messages matching the other filters, in list order)
 // are tested one by one against their documents: a term that many
 // messages contain fills the page there, without reading its many index
-// entries. When the window does not fill the page, the index finds every
+// entries (a few more windows are tested when the matches found predict
+// a full page soon). Otherwise the index finds every
 // document holding the term after the window, and only those are
 // sorted and joined to messages: a rare term costs its few matches.
 // A text without a run of three letters or digits gives pg_trgm no
@@ -101,9 +102,16 @@ func indexedQuery(f *quarantine.Filter) (string, []any) {
 	return q, w.args
 }
 
+// textWindowsMore is how many more windows listText tests, at most, when
+// the windows before found matches: a term that will fill the page in
+// that many is cheaper to test row by row than to look up.
+const textWindowsMore = 4
+
 // listText returns up to f.Limit+1 messages matching f, which has text:
-// the first window, then the index (or, for a text without trigrams,
-// window after window) until the page is full or the candidates run out.
+// the first window, then more windows while the matches found predict a
+// full page within textWindowsMore of them, then the index (or, for a
+// text without trigrams, window after window) until the page is full or
+// the candidates run out.
 func (s *Store) listText(ctx context.Context, f *quarantine.Filter) ([]*quarantine.Message, error) {
 	if err := s.searchReady(ctx, f.Text); err != nil {
 		return nil, err
@@ -112,6 +120,7 @@ func (s *Store) listText(ctx context.Context, f *quarantine.Filter) ([]*quaranti
 	want := f.Limit + 1
 	var out []*quarantine.Message
 	g := *f
+	scanned := 0
 	for {
 		g.Limit = want - len(out) - 1
 		q, args := windowQuery(&g)
@@ -131,7 +140,11 @@ func (s *Store) listText(ctx context.Context, f *quarantine.Filter) ([]*quaranti
 			return out, nil // the window held every candidate: the answer is complete
 		}
 		g.After = &c
-		if indexed {
+		scanned += textWindow
+		// Another window when the matches so far say it is likely to fill
+		// the page (a term in about 1% of the messages); the index when
+		// the term is rarer.
+		if indexed && (len(out) == 0 || (want-len(out))*scanned/len(out) > textWindowsMore*textWindow) {
 			g.Limit = want - len(out) - 1
 			q, args := indexedQuery(&g)
 			msgs, err := s.queryMessages(ctx, q, args)
