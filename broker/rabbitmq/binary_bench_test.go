@@ -1,20 +1,14 @@
 package rabbitmq
 
 import (
-	"bytes"
-	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	amqp "github.com/rabbitmq/amqp091-go"
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
@@ -100,96 +94,9 @@ idempotency:
 	if migrate {
 		args = append(args, "--migrate")
 	}
-	p := testbin.Serve(b, bin, config, args...)
-	defer p.Kill()
 	// The drain starts when the collector consumes (the log says so
 	// right after basic.consume): the process's start-up is not timed.
-	var start time.Time
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
-		if strings.Contains(p.Output(), "msg=consuming") {
-			start = time.Now()
-			break
-		}
-		if time.Now().After(deadline) || p.Exited(0) {
-			b.Fatalf("the collector did not consume:\n%s", p.Output())
-		}
-	}
-	cpu0 := pidCPU(p.Cmd.Process.Pid)
-	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
-		if count(queue) >= n {
-			break
-		}
-		if time.Now().After(deadline) || p.Exited(0) {
-			b.Fatalf("the binary stored %d of %d:\n%s", count(queue), n, p.Output())
-		}
-	}
-	return time.Since(start), pidCPU(p.Cmd.Process.Pid) - cpu0
-}
-
-// storedCounter returns a function counting the quarantined messages of
-// a queue in database, from the failure-group counters the stores keep
-// in the insert's transaction: a few rows, so that polling them costs
-// the database next to nothing (the binary's /metrics, which reads the
-// queues' ages, costs it about 10 ms a scrape).
-func storedCounter(b *testing.B, database string) func(queue string) int {
-	const q = `SELECT coalesce(sum(n), 0) FROM failure_groups WHERE queue = $1 AND status = 'quarantined'`
-	if path, ok := strings.CutPrefix(database, "sqlite:"); ok {
-		var db *sql.DB
-		b.Cleanup(func() {
-			if db != nil {
-				_ = db.Close()
-			}
-		})
-		return func(queue string) int {
-			if db == nil {
-				if _, err := os.Stat(path); err != nil {
-					return 0
-				}
-				var err error
-				if db, err = sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=query_only(1)"); err != nil {
-					b.Fatal(err)
-				}
-			}
-			var n int
-			if err := db.QueryRow(q, queue).Scan(&n); err != nil {
-				return 0 // not migrated yet
-			}
-			return n
-		}
-	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, database)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = conn.Close(ctx) })
-	return func(queue string) int {
-		var n int
-		if err := conn.QueryRow(ctx, q, queue).Scan(&n); err != nil {
-			return 0 // not migrated yet
-		}
-		return n
-	}
-}
-
-// pidCPU is the user and system time of process pid so far (0 when /proc
-// cannot say).
-func pidCPU(pid int) time.Duration {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0
-	}
-	f := bytes.Fields(stat[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(string(f[11]), 10, 64)
-	s, _ := strconv.ParseInt(string(f[12]), 10, 64)
-	return time.Duration(u+s) * 10 * time.Millisecond
+	return testbin.Drain(b, bin, config, "msg=consuming", n, func() int { return count(queue) }, args...)
 }
 
 func envList(name string, def ...string) []string {
@@ -261,7 +168,7 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 			default:
 				b.Fatalf("%s: unknown store %q", EnvBenchStores, s)
 			}
-			counters[key] = storedCounter(b, databases[key])
+			counters[key] = testbin.StoredCounter(b, databases[key])
 		}
 	}
 
