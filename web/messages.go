@@ -59,6 +59,7 @@ type filterView struct {
 	Action string // the page the filter bar submits to
 	Values url.Values
 	Query  string // Values encoded, "" for no filter
+	List   string // the messages list of the filter
 	Hidden []hidden
 	// Lists holds the inputs of each list field: one per value given, and
 	// one empty input when none is.
@@ -93,6 +94,10 @@ func (h *Handler) parseFilter(t *quarantine.Token, q url.Values) (filterView, qu
 		}
 	}
 	fv := filterView{Action: "/messages", Values: v, Query: v.Encode(), Lists: map[string][]string{}, OlderThan: v.Get("older_than"), Q: v.Get("q")}
+	fv.List = "/messages"
+	if fv.Query != "" {
+		fv.List += "?" + fv.Query
+	}
 	names := make([]string, 0, len(v))
 	for k := range v {
 		names = append(names, k)

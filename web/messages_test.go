@@ -255,6 +255,9 @@ func TestWebBulkDiscardAllMatchingPinsTheCount(t *testing.T) {
 	if res.StatusCode != http.StatusOK || !strings.Contains(body, `<span id="changed-count">4</span>`) {
 		t.Fatalf("discard: %d %s", res.StatusCode, body)
 	}
+	if !strings.Contains(body, `<a href="/messages?queue=orders">Back to the messages</a>`) {
+		t.Errorf("the result does not lead back to the filtered list: %s", body)
+	}
 	if e.statusOf(late.ID) != quarantine.StatusDiscarded || e.statusOf(other.ID) != quarantine.StatusQuarantined {
 		t.Fatal("the filter's messages, and only them, are discarded")
 	}
@@ -383,6 +386,9 @@ func TestWebSample(t *testing.T) {
 		if !in[id] {
 			t.Fatalf("sampled %s, not an orders message of team-a (hidden %s)", id, hidden.ID)
 		}
+	}
+	if !strings.Contains(body, `href="/messages?queue=orders" id="back-to-list"`) {
+		t.Errorf("the sample does not lead back to the filtered list: %s", body)
 	}
 	_, again := get(t, c, e.srv.URL+"/messages/sample?queue=orders&size=5&seed=42")
 	if !slices.Equal(rowIDs(again), first) {
