@@ -54,13 +54,13 @@ func seedPayloadSize(n int) int {
 	return 1024
 }
 
-// Seed makes sure the schema of pool holds at least n seeded messages (rows seed-0 ..
-// seed-(n-1)), inserting the missing ones in chunks, then counts them
-// (quarantine_recount: the seed bypasses InsertBatch) and analyzes. A
-// large seed into an empty schema drops the secondary indexes first and
-// builds them again at the end, which is several times faster than
-// keeping them up to date row by row. It reports progress through tb.Log
-// for long seeds.
+// Seed makes sure the schema of pool holds at least n seeded messages
+// (rows seed-0 .. seed-(n-1)), inserting the missing ones in chunks, then
+// counts them (quarantine_recount: the seed bypasses InsertBatch) and
+// analyzes. A large seed into an empty schema drops the secondary indexes
+// first and builds them again at the end, which is several times faster
+// than keeping them up to date row by row. It reports progress through
+// tb.Log for long seeds.
 func Seed(tb testing.TB, pool *pgxpool.Pool, n int) {
 	tb.Helper()
 	ctx := context.Background()
