@@ -11,6 +11,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/quarantine-dev/quarantine/internal/pgtest"
 	"github.com/quarantine-dev/quarantine/internal/testbin"
 	"github.com/quarantine-dev/quarantine/replay"
 )
@@ -67,7 +68,8 @@ func shovelMove(b *testing.B, br *testBroker, msgs []replay.Outgoing) time.Durat
 }
 
 // BenchmarkReplayBinaryVsBare runs the quarantine binary as users run it
-// (embedded SQLite default, canary off, no rate limit that binds) on
+// (embedded SQLite default, canary off, no rate limit that binds; then on
+// PostgreSQL) on
 // 20,000 native dead letters of 1 KiB that it collected, replays them in
 // two batches of 10,000 (the most one batch holds) to two queues at once,
 // and compares the time from the first POST /replays until both batches
@@ -76,6 +78,14 @@ func shovelMove(b *testing.B, br *testBroker, msgs []replay.Outgoing) time.Durat
 //
 //	go test -run '^$' -bench ReplayBinaryVsBare -benchtime=1x ./broker/rabbitmq/
 func BenchmarkReplayBinaryVsBare(b *testing.B) {
+	for _, st := range []string{"sqlite", "postgres"} {
+		b.Run("store="+st, func(b *testing.B) { benchReplayBinary(b, st) })
+	}
+}
+
+// benchReplayBinary is BenchmarkReplayBinaryVsBare on one store: the
+// embedded SQLite or PostgreSQL (a schema of its own).
+func benchReplayBinary(b *testing.B, store string) {
 	const half = 10000
 	br := newBroker(b)
 	dlq := br.failureQueue(nil)
@@ -85,7 +95,11 @@ func BenchmarkReplayBinaryVsBare(b *testing.B) {
 
 	dir := b.TempDir()
 	config := filepath.Join(dir, "quarantine.yaml")
-	yaml := fmt.Sprintf(`database: "sqlite:%s"
+	database := "sqlite:" + filepath.Join(dir, "q.db")
+	if store == "postgres" {
+		database = pgtest.URL(b)
+	}
+	yaml := fmt.Sprintf(`database: %q
 listen: 127.0.0.1:0
 collectors:
   - name: orders
@@ -96,13 +110,17 @@ idempotency:
   - queues: ["*"]
     header: x-idempotency-key
 replay: {canary: 0, max_rate: 1000000}
-`, filepath.Join(dir, "q.db"), testURL(), dlq)
+`, database, testURL(), dlq)
 	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	bin := testbin.Path(b)
 	collectStart := time.Now()
-	p := testbin.Serve(b, bin, config)
+	var args []string
+	if store == "postgres" {
+		args = append(args, "--migrate")
+	}
+	p := testbin.Serve(b, bin, config, args...)
 	api := p.API(p.Token)
 	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		var qs struct {

@@ -161,25 +161,23 @@ func (s *Store) RecordReplayResults(ctx context.Context, results []quarantine.Re
 		for i, r := range results {
 			rs[i] = newResultRow(r, now)
 		}
-		seqs, err := resultSeqs(ctx, tx, rs)
+		recorded, err := recordItems(ctx, tx, rs, now)
 		if err != nil {
 			return err
 		}
 		var valid []resultRow
 		var batches []string
 		for i := range rs {
-			seq, ok := seqs[i]
-			if !ok {
+			if !recorded[recordKey{rs[i].Batch, rs[i].Message, rs[i].Fence}] {
 				stale = append(stale, i)
 				continue
 			}
-			rs[i].Seq = seq
 			valid = append(valid, rs[i])
 			if !slices.Contains(batches, rs[i].Batch) {
 				batches = append(batches, rs[i].Batch)
 			}
 		}
-		if err := recordResults(ctx, tx, valid, now); err != nil {
+		if err := moveRecorded(ctx, tx, valid, now); err != nil {
 			return err
 		}
 		var events []*quarantine.AuditEvent
@@ -213,7 +211,6 @@ type resultRow struct {
 	SHA       string   `json:"h"`
 	Dropped   []string `json:"x"`
 	At        *int64   `json:"a"` // published_at, micros; null unless published
-	Seq       int      `json:"s"`
 }
 
 func newResultRow(r quarantine.ReplayResult, now time.Time) resultRow {
@@ -235,57 +232,61 @@ func newResultRow(r quarantine.ReplayResult, now time.Time) resultRow {
 	return row
 }
 
-// resultSeqs returns, by index into rs, the seq of each item whose
-// result may be recorded: its fence is current and it is pending, or it
-// was cancelled while its lease was live and the result is a publish.
-func resultSeqs(ctx context.Context, tx *sql.Tx, rs []resultRow) (map[int]int, error) {
+// recordKey names the lease a result is for.
+type recordKey struct {
+	batch, message string
+	fence          int64
+}
+
+// recordItems writes the results to their items, in one statement, and
+// returns the (batch, message, fence) of each item it wrote: those whose fence
+// is current and which are pending, or which were cancelled while their
+// lease was live and whose result is a publish. An item that noted an
+// early re-failure becomes refailed when published.
+func recordItems(ctx context.Context, tx *sql.Tx, rs []resultRow, now time.Time) (map[recordKey]bool, error) {
 	b, err := json.Marshal(rs)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT CAST(j.key AS INTEGER), i.seq FROM json_each(?) j
-		JOIN replay_items i ON i.batch_id = j.value->>'b' AND i.message_id = j.value->>'m'
-			AND i.fence = j.value->>'f'
-			AND (i.outcome = 'pending' OR j.value->>'p' AND i.outcome = 'skipped' AND i.reason = 'cancelled' AND i.lease_owner <> '')`,
-		string(b))
+	rows, err := tx.QueryContext(ctx, `UPDATE replay_items SET
+		outcome = CASE WHEN replay_items.refail_id <> '' AND r.p THEN 'refailed' ELSE r.o END,
+		reason = r.r, destination = r.d, payload_version = r.v, payload_sha256 = r.h,
+		dropped_headers = r.x, published_at = r.a, updated_at = ?1, lease_owner = '', lease_expires_at = NULL
+		FROM (SELECT j.value->>'b' AS b, j.value->>'m' AS m, j.value->>'f' AS f, j.value->>'o' AS o,
+			j.value->>'p' AS p, j.value->>'r' AS r, j.value->>'d' AS d, j.value->>'v' AS v, j.value->>'h' AS h,
+			json(j.value->'x') AS x, j.value->>'a' AS a FROM json_each(?2) j) AS r
+		WHERE replay_items.message_id = r.m AND replay_items.batch_id = r.b AND replay_items.fence = r.f
+			AND (replay_items.outcome = 'pending' OR r.p AND replay_items.outcome = 'skipped'
+				AND replay_items.reason = 'cancelled' AND replay_items.lease_owner <> '')
+		RETURNING batch_id, message_id, fence`, micros(now), string(b))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := make(map[int]int, len(rs))
+	out := make(map[recordKey]bool, len(rs))
 	for rows.Next() {
-		var idx, seq int
-		if err := rows.Scan(&idx, &seq); err != nil {
+		var k recordKey
+		if err := rows.Scan(&k.batch, &k.message, &k.fence); err != nil {
 			return nil, err
 		}
-		out[idx] = seq
+		out[k] = true
 	}
 	return out, rows.Err()
 }
 
-// recordResults writes the results to their items and moves their
-// messages: replayed when published (refailed when it came back before
-// this record, replayed too when its batch was cancelled while the
-// publish was in flight), quarantined again otherwise. An item that
-// noted an early re-failure becomes refailed.
-func recordResults(ctx context.Context, tx *sql.Tx, rs []resultRow, now time.Time) error {
-	if len(rs) == 0 {
-		return nil
-	}
-	b, err := json.Marshal(rs)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE replay_items SET
-		outcome = CASE WHEN replay_items.refail_id <> '' AND r.p THEN 'refailed' ELSE r.o END,
-		reason = r.r, destination = r.d, payload_version = r.v, payload_sha256 = r.h,
-		dropped_headers = r.x, published_at = r.a, updated_at = ?1, lease_owner = '', lease_expires_at = NULL
-		FROM (SELECT j.value->>'b' AS b, j.value->>'s' AS s, j.value->>'o' AS o, j.value->>'p' AS p,
-			j.value->>'r' AS r, j.value->>'d' AS d, j.value->>'v' AS v, j.value->>'h' AS h,
-			json(j.value->'x') AS x, j.value->>'a' AS a FROM json_each(?2) j) AS r
-		WHERE replay_items.batch_id = r.b AND replay_items.seq = r.s`, micros(now), string(b)); err != nil {
-		return err
-	}
+// lateRecordSQL moves the published messages that re-failed before their
+// record (they stay refailed) or whose batch was cancelled while the
+// publish was in flight (quarantined). The unary + keeps the planner from
+// scanning the status index through every quarantined message.
+const lateRecordSQL = `UPDATE messages SET status = CASE status WHEN 'refailed' THEN 'refailed' ELSE 'replayed' END,
+	replay_count = replay_count + 1, updated_at = ?
+	WHERE id IN (SELECT value FROM json_each(?)) AND +status IN ('refailed', 'quarantined')`
+
+// moveRecorded moves the messages of recorded results: replayed when
+// published (refailed when it came back before this record, replayed too
+// when its batch was cancelled while the publish was in flight),
+// quarantined again otherwise.
+func moveRecorded(ctx context.Context, tx *sql.Tx, rs []resultRow, now time.Time) error {
 	var published, other []string
 	for _, r := range rs {
 		if r.Published {
@@ -299,12 +300,7 @@ func recordResults(ctx context.Context, tx *sql.Tx, rs []resultRow, now time.Tim
 		if err := moveStatus(ctx, tx, ids, "replaying", "replayed", ", replay_count = replay_count + 1", micros(now)); err != nil {
 			return err
 		}
-		// Re-failed before this record (it stays refailed), or its batch
-		// was cancelled while the publish was in flight (quarantined).
-		if _, err := tx.ExecContext(ctx, `UPDATE messages SET status = CASE status WHEN 'refailed' THEN 'refailed' ELSE 'replayed' END,
-			replay_count = replay_count + 1, updated_at = ?
-			WHERE id IN (SELECT value FROM json_each(?)) AND status IN ('refailed', 'quarantined')`,
-			micros(now), ids); err != nil {
+		if _, err := tx.ExecContext(ctx, lateRecordSQL, micros(now), ids); err != nil {
 			return err
 		}
 	}
