@@ -49,9 +49,9 @@ func whereText(f quarantine.Filter, withCursor, probe bool) (string, []any) {
 		args = append(args, micros(f.FailedBefore))
 	}
 	if f.Text != "" {
-		c, arg := textCond(f.Text, probe) // text.go
+		c, a := textCond(f.Text, probe) // text.go
 		conds = append(conds, c)
-		args = append(args, arg)
+		args = append(args, a...)
 	}
 	if withCursor && f.After != nil {
 		conds = append(conds, "(m.failed_at, m.id) < (?, ?)")

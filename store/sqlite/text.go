@@ -26,22 +26,42 @@ import (
 // window after window.
 const textWindow = 2000
 
-// textCond returns the condition on m, and its argument, of a filter's
+// textCond returns the condition on m, and its arguments, of a filter's
 // text: a test of the message's document when probe or when the text
 // has no trigram, the FTS5 index otherwise.
-func textCond(text string, probe bool) (string, any) {
+func textCond(text string, probe bool) (string, []any) {
 	fq := search.Fold(text)
 	if probe || !search.Indexed(fq) {
 		// instr matches literally: no LIKE wildcards, no escaping to get wrong.
-		return `EXISTS (SELECT 1 FROM search_docs d WHERE d.message_id = m.id AND instr(d.doc, ?) > 0)`, fq
+		return `EXISTS (SELECT 1 FROM search_docs d WHERE d.message_id = m.id AND instr(d.doc, ?) > 0)`, []any{fq}
 	}
 	return `m.id IN (SELECT d.message_id FROM search_fts JOIN search_docs d ON d.docid = search_fts.rowid
-		WHERE search_fts MATCH ?)`, ftsPhrase(fq)
+		WHERE search_fts MATCH ? AND instr(d.doc, ?) > 0)`, []any{ftsTrigrams(fq), fq}
 }
 
-// ftsPhrase quotes a folded text as one FTS5 phrase: with the trigram
-// tokenizer, the trigrams of the text in a row, which is a substring.
-func ftsPhrase(fq string) string { return `"` + strings.ReplaceAll(fq, `"`, `""`) + `"` }
+// ftsMaxTrigrams is how many trigrams of a text a search looks up at most;
+// the documents holding them are tested for the whole text anyway.
+const ftsMaxTrigrams = 32
+
+// ftsTrigrams returns the FTS5 query of the documents holding every
+// trigram of the folded text fq (up to ftsMaxTrigrams of them, spread
+// over fq), each quoted as one token: a superset of the documents
+// holding fq, which instr then tests.
+func ftsTrigrams(fq string) string {
+	rs := []rune(fq)
+	n := len(rs) - search.MinIndexed + 1
+	step := max(1, n/ftsMaxTrigrams)
+	seen := map[string]bool{}
+	var terms []string
+	for i := 0; i < n && len(terms) < ftsMaxTrigrams; i += step {
+		t := string(rs[i : i+search.MinIndexed])
+		if !seen[t] {
+			seen[t] = true
+			terms = append(terms, `"`+strings.ReplaceAll(t, `"`, `""`)+`"`)
+		}
+	}
+	return strings.Join(terms, " AND ")
+}
 
 // listText returns up to f.Limit+1 messages matching f, which has text:
 // the first window, then the index (or, for a text without trigrams,
@@ -109,9 +129,10 @@ func windowEdge(ctx context.Context, tx *sql.Tx, g quarantine.Filter) (quarantin
 func indexedQuery(g quarantine.Filter, n int) (string, []any) {
 	text, after := g.Text, g.After
 	g.Text, g.After = "", nil
+	fq := search.Fold(text)
 	hits := `SELECT d.message_id, d.failed_at FROM search_fts JOIN search_docs d ON d.docid = search_fts.rowid
-		WHERE search_fts MATCH ?`
-	args := []any{ftsPhrase(search.Fold(text))}
+		WHERE search_fts MATCH ? AND instr(d.doc, ?) > 0`
+	args := []any{ftsTrigrams(fq), fq}
 	if after != nil {
 		hits += ` AND (d.failed_at, d.message_id) < (?, ?)`
 		args = append(args, micros(after.FailedAt), after.ID)

@@ -20,7 +20,7 @@ func testSearch(t *testing.T, h Harness) {
 	jobGreek.JobName = "ΕΠΕΞΕΡΓΑΣΊΑ_ΠΛΗΡΩΜΉΣ"
 	payloadRU := newMsg(withReason("worker gave up"), withPayload([]byte(`{"msg":"Ошибка соединения"}`)))
 	sharp := newMsg(withReason("STRASSE gesperrt"))
-	sigma := newMsg(withReason("ΛΆΘΟΣ ΣΎΝΔΕΣΗΣ"))
+	sigma := newMsg(withReason(`ΛΆΘΟΣ ΣΎΝΔΕΣΗΣ "ζ" 100%_ok`))
 	header := newMsg(withReason("worker gave up"))
 	header.Headers = map[string]string{"x-note": "zanzibar"}
 	binary := newMsg(withReason("worker gave up"), withPayload([]byte("\xff\xfe quokka \x00")))
@@ -58,6 +58,7 @@ func testSearch(t *testing.T, h Harness) {
 	check("straße", sharp) // full case folding: ß is ss
 	check("λάθος", sigma)  // final sigma folds as sigma
 	check("ΛΆΘΟΣ σύν", sigma)
+	check(`σ "Ζ" 100%_`, sigma) // quotes, % and _ are literal
 	check("zanzibar") // headers are not searched
 	check("quokka")   // nor binary payloads
 	check("gave up", jobGreek, payloadRU, header, binary)

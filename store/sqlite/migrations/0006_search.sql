@@ -3,8 +3,11 @@
 --
 -- search_docs holds one document per message: its reason, job name and
 -- current payload text, case-folded by the store (store/internal/search),
--- and search_fts indexes them with the FTS5 trigram tokenizer (substring
--- matching; the text is folded already, so the tokenizer keeps case).
+-- and search_fts indexes them with the FTS5 trigram tokenizer (the text
+-- is folded already, so the tokenizer keeps case). detail=none keeps only
+-- which documents hold each trigram, not where: it is written about half
+-- again as fast, and a search looks up the trigrams of the text, then
+-- tests the documents that hold them all.
 -- Triggers only queue the IDs of new or changed messages in
 -- search_pending; the store's background indexer folds and indexes them,
 -- and a search first indexes what is still queued when the queue is short.
@@ -17,7 +20,7 @@ CREATE TABLE search_docs (
 );
 
 CREATE VIRTUAL TABLE search_fts USING fts5(
-    doc, content='search_docs', content_rowid='docid', tokenize='trigram case_sensitive 1');
+    doc, content='search_docs', content_rowid='docid', tokenize='trigram case_sensitive 1', detail=none);
 
 CREATE TABLE search_pending (
     seq        INTEGER PRIMARY KEY,
