@@ -19,7 +19,8 @@ const seedSearchSQL = `INSERT INTO search_docs (message_id, failed_at, doc)
 SELECT m.id, m.failed_at, lower(m.reason) || chr(31) || lower(m.job_name) || chr(31) || lower(coalesce(pv.payload_text, ''))
 FROM messages m
 LEFT JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
-WHERE NOT EXISTS (SELECT 1 FROM search_docs d WHERE d.message_id = m.id)`
+WHERE NOT EXISTS (SELECT 1 FROM search_docs d WHERE d.message_id = m.id)
+ON CONFLICT (message_id) DO NOTHING`
 
 // seedSearch indexes the seeded messages of a bench schema for search in
 // set-based SQL (the indexer would fold a million payloads in Go, one
