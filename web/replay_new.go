@@ -78,16 +78,16 @@ func (h *Handler) replaySelectionOf(r *http.Request, t *quarantine.Token, v url.
 			return nil, quarantine.Errorf(quarantine.EINVALID, "%s", quarantine.ErrorMessage(err))
 		}
 		sel.IDs = ids
+		ms, err := h.messagesByID(r.Context(), ids)
+		if err != nil {
+			return nil, err
+		}
 		for _, id := range ids {
 			sel.Params = append(sel.Params, param{"ids", id})
-			m, err := h.cfg.Store.GetMessage(r.Context(), id)
-			switch {
-			case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !t.Sees(m.Owner)):
-				sel.Foreign = append(sel.Foreign, id)
-			case err != nil:
-				return nil, err
-			default:
+			if m, ok := ms[id]; ok && t.Sees(m.Owner) {
 				sel.Count++
+			} else {
+				sel.Foreign = append(sel.Foreign, id)
 			}
 		}
 		return sel, nil

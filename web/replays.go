@@ -183,15 +183,18 @@ func (h *Handler) replayContent(r *http.Request, s *session, b *quarantine.Repla
 	c.Items = items
 	// The job and reason of each message: what the preview pins, and
 	// what each outcome is about.
-	c.Messages = make(map[string]*quarantine.Message, len(items))
-	for _, it := range items {
-		m, err := h.cfg.Store.GetMessage(r.Context(), it.MessageID)
-		switch {
-		case quarantine.ErrorCode(err) == quarantine.ENOTFOUND: // purged since
-		case err != nil:
-			return nil, err
-		case s.token.Sees(m.Owner):
-			c.Messages[it.MessageID] = m
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = it.MessageID
+	}
+	ms, err := h.messagesByID(r.Context(), ids)
+	if err != nil {
+		return nil, err
+	}
+	c.Messages = make(map[string]*quarantine.Message, len(ms))
+	for id, m := range ms {
+		if s.token.Sees(m.Owner) {
+			c.Messages[id] = m
 		}
 	}
 	if more && len(items) > 0 {
