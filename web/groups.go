@@ -3,14 +3,15 @@ package web
 import (
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/api"
 )
 
-// maxGroups bounds the groups the page shows (the largest; a filter
-// narrows them): a page of 100 rows renders in a few milliseconds.
-const maxGroups = 100
+// maxGroups bounds the groups the page shows: the largest, as the API's
+// default limit (a filter narrows them).
+const maxGroups = quarantine.DefaultLimit
 
 // groupsContent is the failure-groups page.
 type groupsContent struct {
@@ -22,7 +23,8 @@ type groupsContent struct {
 // groupRow is one group with the link to its messages.
 type groupRow struct {
 	quarantine.Group
-	Messages string // /messages filtered to the group (and the page's filter)
+	Messages  string // /messages filtered to the group (and the page's filter)
+	QueueList string // its queues, joined
 }
 
 // listGroups is GET /groups: the failure groups (by fingerprint) of the
@@ -57,7 +59,7 @@ func (h *Handler) listGroups(w http.ResponseWriter, r *http.Request, s *session)
 				}
 			}
 			v.Set("fingerprint", g.Fingerprint)
-			c.Groups = append(c.Groups, groupRow{Group: g, Messages: "/messages?" + v.Encode()})
+			c.Groups = append(c.Groups, groupRow{Group: g, Messages: "/messages?" + v.Encode(), QueueList: strings.Join(g.Queues, ", ")})
 		}
 	}
 	h.render(w, r, http.StatusOK, "groups", p)

@@ -35,7 +35,7 @@ const pageSamples = 100
 //   - list: /messages (ListMessages, limit 50);
 //   - qlist: /messages?queue=queue-03&status=quarantined;
 //   - deep: a page about 90% into the order (by its cursor);
-//   - groups: /groups (Groups, limit 100);
+//   - groups: /groups (Groups, limit 50);
 //   - message: /messages/{id} (GetMessage; the page adds versions,
 //     replays and audit);
 //   - sample: /messages/sample?size=10 (Sample);
@@ -100,7 +100,7 @@ func BenchmarkMessageViews(b *testing.B) {
 			_, err := st.ListMessages(ctx, quarantine.Filter{After: deep, Limit: 50})
 			return err
 		}, 50},
-		{"groups", "/groups", func() error { _, err := st.Groups(ctx, quarantine.Filter{Limit: 100}); return err }, 50},
+		{"groups", "/groups", func() error { _, err := st.Groups(ctx, quarantine.Filter{Limit: quarantine.DefaultLimit}); return err }, 50},
 		{"message", "/messages/" + id, func() error { _, err := st.GetMessage(ctx, id); return err }, 50},
 		{"sample", "/messages/sample?size=10", func() error {
 			_, err := st.Sample(ctx, quarantine.SampleRequest{Size: 10, Seed: time.Now().UnixNano()})
