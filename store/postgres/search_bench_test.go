@@ -48,6 +48,9 @@ func seedSearch(tb testing.TB, s *postgres.Store) {
 			}
 		}
 		exec(`SET maintenance_work_mem = '512MB'`)
+		// The queue first: the store's background indexer then has
+		// nothing left to write beside this statement.
+		exec(`DELETE FROM search_pending`)
 		rebuild := missing > 100_000
 		if rebuild {
 			exec(`DROP INDEX IF EXISTS search_docs_trgm_idx`)
@@ -56,7 +59,6 @@ func seedSearch(tb testing.TB, s *postgres.Store) {
 		if rebuild {
 			exec(`CREATE INDEX search_docs_trgm_idx ON search_docs USING gin (doc public.gin_trgm_ops)`)
 		}
-		exec(`DELETE FROM search_pending`)
 		tb.Logf("indexed %d seeded messages for search in %v", missing, time.Since(t0).Round(time.Second))
 	}
 	if _, err := s.Pool().Exec(ctx, `VACUUM ANALYZE search_docs`); err != nil {
