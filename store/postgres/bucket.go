@@ -83,6 +83,9 @@ func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, want
 		}
 	}
 	n, wait := replays.Grant(bs, tokens, want)
+	if n == 0 {
+		return 0, wait, nil // nothing taken: the stored state refills to the same tokens later
+	}
 	for i := range tokens {
 		tokens[i] -= float64(n)
 	}

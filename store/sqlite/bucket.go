@@ -59,6 +59,11 @@ func takeTokens(ctx context.Context, tx *sql.Tx, bs []quarantine.RateBucket, wan
 		}
 	}
 	n, wait := replays.Grant(bs, tokens, want)
+	if n == 0 {
+		// Nothing taken: the stored state refills to the same tokens
+		// later, and this transaction stays a read.
+		return 0, wait, nil
+	}
 	for i, b := range bs {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO replay_buckets (key, tokens, updated_at) VALUES (?, ?, ?)
 			ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
