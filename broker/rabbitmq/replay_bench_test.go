@@ -141,6 +141,24 @@ replay: {canary: 0, max_rate: 1000000}
 		}
 	}
 
+	// The replay alone: the store's text-search index of what was just
+	// collected is built first (it shares SQLite's one writer); that is
+	// part of the collect in the round trip.
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		_, raw := p.API("").Do(b, "GET", "/metrics", nil, nil)
+		lag := ""
+		for _, l := range strings.Split(string(raw), "\n") {
+			if v, ok := strings.CutPrefix(l, "quarantine_search_index_lag_seconds "); ok {
+				lag = v
+			}
+		}
+		if lag == "" || lag == "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the search index still lags %ss", lag)
+		}
+	}
 	collected := time.Since(collectStart)
 
 	// The bare publisher, before and after the replay (the machine is
