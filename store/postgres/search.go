@@ -114,7 +114,7 @@ func (s *Store) searchReady(ctx context.Context, text string) error {
 		return nil
 	}
 	var queued int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM search_pending LIMIT $1) q`, searchCatchUp+1).Scan(&queued)
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM search_pending ORDER BY seq LIMIT $1) q`, searchCatchUp+1).Scan(&queued)
 	if err != nil {
 		return translate(err, "search messages")
 	}

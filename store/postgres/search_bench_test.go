@@ -61,8 +61,10 @@ func seedSearch(tb testing.TB, s *postgres.Store) {
 		}
 		tb.Logf("indexed %d seeded messages for search in %v", missing, time.Since(t0).Round(time.Second))
 	}
-	if _, err := s.Pool().Exec(ctx, `VACUUM ANALYZE search_docs`); err != nil {
-		tb.Fatal(err)
+	for _, q := range []string{`VACUUM ANALYZE search_docs`, `VACUUM ANALYZE search_pending`} {
+		if _, err := s.Pool().Exec(ctx, q); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	rows, err := s.Pool().Query(ctx, `SELECT d.doc, m.reason, m.job_name, coalesce(pv.payload_text, '')
 		FROM search_docs d JOIN messages m ON m.id = d.message_id

@@ -14,17 +14,17 @@ import (
 // payload text (package store/internal/search). It reads the documents
 // of search_docs (search.go keeps them), under a pg_trgm GIN index.
 //
-// A page of a list is found in two steps. First the newest textWindow
-// candidates (the messages matching the other filters, in list order)
-// are tested one by one against their documents: a term that many
-// messages contain fills the page there, without reading its many index
-// entries (a few more windows are tested when the matches found predict
-// a full page soon). Otherwise the index finds every
-// document holding the term after the window, and only those are
-// sorted and joined to messages: a rare term costs its few matches.
-// A text without a run of three letters or digits gives pg_trgm no
-// trigram to look up (the index would be read whole); it is tested window
-// after window.
+// A page of a list is found in two steps. First the newest candidates
+// (the messages matching the other filters, in list order) are tested one
+// by one against their documents, textFirstWindow of them, then windows
+// of textWindow while the matches found predict a full page within
+// textWindowsMore windows: a term that many messages contain fills the
+// page there, without reading its many index entries. Otherwise the
+// index finds every document holding the term after the windows, and
+// only those are sorted and joined to messages: a rare term costs its
+// few matches. A text without a run of three letters or digits gives
+// pg_trgm no trigram to look up (the index would be read whole); it is
+// tested window after window.
 const textWindow = 2000
 
 // hasTrigram reports whether the folded text fq has a run of at least
@@ -59,19 +59,27 @@ func textCond(p string, indexed bool) string {
 }
 
 // textTested is the per-row condition on m for pattern p: one primary-key
-// probe of its document.
+// probe of its document, by a correlated scalar subquery (an EXISTS may
+// be planned as a hashed scan of every document).
 func textTested(p string) string {
-	return `EXISTS (SELECT 1 FROM search_docs d WHERE d.message_id = m.id AND d.doc LIKE ` + p + `)`
+	return `coalesce((SELECT d.doc LIKE ` + p + ` FROM search_docs d WHERE d.message_id = m.id), false)`
 }
+
+// textFirstWindow is the size of the first window: small, so that a rare
+// term, which the index answers, does not pay for many tests first.
+const textFirstWindow = 256
 
 // windowQuery returns the windowed plan of a validated filter with text:
 // the first limit+1 matches among the newest textWindow candidates after
 // f.After.
-func windowQuery(f *quarantine.Filter) (string, []any) {
+func windowQuery(f *quarantine.Filter) (string, []any) { return windowQueryOf(f, textWindow) }
+
+// windowQueryOf is windowQuery with a window of size candidates.
+func windowQueryOf(f *quarantine.Filter, size int) (string, []any) {
 	w := fieldsWhere(f)
 	w.after(f.After)
 	inner := "SELECT m.* FROM messages m" + w.sql() +
-		" ORDER BY m.failed_at DESC, m.id DESC LIMIT " + strconv.Itoa(textWindow)
+		" ORDER BY m.failed_at DESC, m.id DESC LIMIT " + strconv.Itoa(size)
 	q := "SELECT " + messageColumns + " FROM (" + inner + ") m WHERE " + textTested(w.arg(textPattern(f.Text))) +
 		" ORDER BY m.failed_at DESC, m.id DESC LIMIT " + w.arg(f.Limit+1)
 	return q, w.args
@@ -79,11 +87,14 @@ func windowQuery(f *quarantine.Filter) (string, []any) {
 
 // boundaryQuery returns the last candidate of the window after f.After,
 // when the window is full (no row: the window held every candidate left).
-func boundaryQuery(f *quarantine.Filter) (string, []any) {
+func boundaryQuery(f *quarantine.Filter) (string, []any) { return boundaryQueryOf(f, textWindow) }
+
+// boundaryQueryOf is boundaryQuery with a window of size candidates.
+func boundaryQueryOf(f *quarantine.Filter, size int) (string, []any) {
 	w := fieldsWhere(f)
 	w.after(f.After)
 	return "SELECT m.failed_at, m.id FROM messages m" + w.sql() +
-		" ORDER BY m.failed_at DESC, m.id DESC OFFSET " + strconv.Itoa(textWindow-1) + " LIMIT 1", w.args
+		" ORDER BY m.failed_at DESC, m.id DESC OFFSET " + strconv.Itoa(size-1) + " LIMIT 1", w.args
 }
 
 // indexedQuery returns the indexed plan of a validated filter whose text
@@ -120,10 +131,10 @@ func (s *Store) listText(ctx context.Context, f *quarantine.Filter) ([]*quaranti
 	want := f.Limit + 1
 	var out []*quarantine.Message
 	g := *f
-	scanned := 0
+	scanned, size := 0, textFirstWindow
 	for {
 		g.Limit = want - len(out) - 1
-		q, args := windowQuery(&g)
+		q, args := windowQueryOf(&g, size)
 		msgs, err := s.queryMessages(ctx, q, args)
 		if err != nil {
 			return nil, err
@@ -132,7 +143,7 @@ func (s *Store) listText(ctx context.Context, f *quarantine.Filter) ([]*quaranti
 		if len(out) >= want {
 			return out[:want], nil
 		}
-		c, more, err := s.boundary(ctx, &g)
+		c, more, err := s.boundary(ctx, &g, size)
 		if err != nil {
 			return nil, err
 		}
@@ -140,7 +151,8 @@ func (s *Store) listText(ctx context.Context, f *quarantine.Filter) ([]*quaranti
 			return out, nil // the window held every candidate: the answer is complete
 		}
 		g.After = &c
-		scanned += textWindow
+		scanned += size
+		size = textWindow
 		// Another window when the matches so far say it is likely to fill
 		// the page (a term in about 1% of the messages); the index when
 		// the term is rarer.
@@ -158,8 +170,8 @@ func (s *Store) listText(ctx context.Context, f *quarantine.Filter) ([]*quaranti
 
 // boundary returns the last candidate of the window of g, and false when
 // the window held every candidate left.
-func (s *Store) boundary(ctx context.Context, g *quarantine.Filter) (quarantine.Cursor, bool, error) {
-	q, args := boundaryQuery(g)
+func (s *Store) boundary(ctx context.Context, g *quarantine.Filter, size int) (quarantine.Cursor, bool, error) {
+	q, args := boundaryQueryOf(g, size)
 	var c quarantine.Cursor
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
