@@ -84,6 +84,9 @@ func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]
 	if len(msgs) == 0 {
 		return []quarantine.InsertResult{}, nil
 	}
+	// The search indexer leaves the CPU to ingest (search.Pacer).
+	s.inserted()
+	defer s.inserted()
 	now := s.clock()
 	first := make(map[dedupeKey]int, len(msgs)) // key -> index of its first message
 	var unique []int

@@ -43,6 +43,9 @@ const collectorActor = "collector"
 // ECONFLICT when a message's ID is already taken by another message,
 // EUNAVAILABLE when the database is busy or gone or ctx ends.
 func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error) {
+	// The search indexer leaves the single writer to ingest (search.Pacer).
+	s.inserted()
+	defer s.inserted()
 	out := make([]quarantine.InsertResult, len(msgs))
 	now := s.clock()
 	var links map[int]string // message index -> the replayed message it re-failed from

@@ -20,14 +20,16 @@ import (
 // trigram tokenizer). Folding and the FTS5 insertions are off the ingest
 // path: an insert only writes one narrow row to search_pending.
 //
-// The background indexer polls every searchPoll and works until the
-// queue is empty, so a message is searchable within about a second of its
-// commit while the indexer keeps up (SearchLag says how far behind it is).
+// The background indexer (search.Run) polls every search.Poll and works
+// until the queue is empty, so a message is searchable within about a
+// second of its commit while ingest is calm. Ingest goes first: while
+// messages are being inserted the indexer does one small batch every
+// search.MaxDefer, so during a burst the index falls behind (SearchLag
+// says by how much) and catches up after it.
 // A search first indexes the queue itself when it holds at most
 // searchCatchUp messages, so that it sees the writes made before it.
 const (
 	searchBatch   = 1000
-	searchPoll    = 500 * time.Millisecond
 	searchCatchUp = 5000
 )
 
@@ -161,6 +163,7 @@ type indexer struct {
 	off    bool // WithoutSearchIndexer
 	cancel context.CancelFunc
 	done   sync.WaitGroup
+	pacer  search.Pacer
 }
 
 // WithoutSearchIndexer opens the store without its background search
@@ -170,8 +173,8 @@ func WithoutSearchIndexer() Option {
 	return func(s *Store) { s.idx = &indexer{off: true} }
 }
 
-// startIndexer runs IndexSearch until the queue is empty, every
-// searchPoll, until stopIndexer.
+// startIndexer runs IndexSearch in the background, paced by
+// search.Run (ingest goes first), until stopIndexer.
 func (s *Store) startIndexer() {
 	if s.idx != nil && s.idx.off {
 		return
@@ -181,28 +184,19 @@ func (s *Store) startIndexer() {
 	s.idx.done.Add(1)
 	go func() {
 		defer s.idx.done.Done()
-		t := time.NewTicker(searchPoll)
-		defer t.Stop()
-		for {
-			for {
-				n, err := s.IndexSearch(ctx, searchBatch)
-				if err != nil {
-					if ctx.Err() == nil && !unmigrated(err) {
-						slog.Warn("search indexer", "component", "store", "err", err)
-					}
-					break
-				}
-				if n < searchBatch {
-					break
-				}
+		search.Run(ctx, &s.idx.pacer, s.IndexSearch, func(err error) {
+			if !unmigrated(err) {
+				slog.Warn("search indexer", "component", "store", "err", err)
 			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
+		})
 	}()
+}
+
+// inserted tells the indexer that messages were just inserted.
+func (s *Store) inserted() {
+	if s.idx != nil {
+		s.idx.pacer.Inserted(time.Now())
+	}
 }
 
 // unmigrated reports whether err says the search tables are missing: the

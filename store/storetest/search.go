@@ -59,8 +59,8 @@ func testSearch(t *testing.T, h Harness) {
 	check("λάθος", sigma)  // final sigma folds as sigma
 	check("ΛΆΘΟΣ σύν", sigma)
 	check(`σ "Ζ" 100%_`, sigma) // quotes, % and _ are literal
-	check("zanzibar") // headers are not searched
-	check("quokka")   // nor binary payloads
+	check("zanzibar")           // headers are not searched
+	check("quokka")             // nor binary payloads
 	check("gave up", jobGreek, payloadRU, header, binary)
 
 	// Only the current payload version is searched.

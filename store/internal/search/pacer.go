@@ -1,0 +1,73 @@
+package search
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// Indexer pacing: ingest goes first. The background indexer defers while
+// messages are being inserted (within Busy of the last insert), but never
+// longer than MaxDefer since it last indexed, and it indexes in batches
+// of Batch so that it holds a writer only briefly. During a burst of
+// ingest the index therefore falls behind (the lag metric says by how
+// much) instead of slowing ingest down; it catches up once ingest calms.
+const (
+	Busy     = 250 * time.Millisecond
+	MaxDefer = 4 * time.Second
+	Batch    = 250
+	Poll     = 500 * time.Millisecond
+)
+
+// Pacer records inserts and tells the indexer when to defer. Its zero
+// value is ready; it is safe for concurrent use.
+type Pacer struct {
+	lastInsert atomic.Int64 // unix nanoseconds
+	lastIndex  atomic.Int64
+}
+
+// Inserted records that messages were inserted at now.
+func (p *Pacer) Inserted(now time.Time) {
+	if p != nil {
+		p.lastInsert.Store(now.UnixNano())
+	}
+}
+
+// Defer reports whether the indexer should leave the writer to ingest
+// now; when it answers false, the indexer is taken to index at now.
+func (p *Pacer) Defer(now time.Time) bool {
+	n := now.UnixNano()
+	if n-p.lastInsert.Load() < int64(Busy) && n-p.lastIndex.Load() < int64(MaxDefer) {
+		return true
+	}
+	p.lastIndex.Store(n)
+	return false
+}
+
+// Run indexes with index (which indexes up to n queued messages and says
+// how many it did) every Poll until ctx ends, as p allows: one batch per
+// pass while ingest is busy, until the queue is empty otherwise. It
+// reports errors to fail and tries again at the next poll.
+func Run(ctx context.Context, p *Pacer, index func(ctx context.Context, n int) (int, error), fail func(error)) {
+	t := time.NewTicker(Poll)
+	defer t.Stop()
+	for {
+		for !p.Defer(time.Now()) {
+			n, err := index(ctx, Batch)
+			if err != nil {
+				if ctx.Err() == nil {
+					fail(err)
+				}
+				break
+			}
+			if n < Batch {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
