@@ -1,7 +1,7 @@
 // Package pgseed seeds a PostgreSQL store's schema with a large,
 // deterministic set of messages for benchmarks, without going through
 // InsertBatch. It is the data set of store/postgres's benchmarks
-// (store/postgres/seed_test.go), shared so that other packages' benchmarks
+// (store/postgres/seed_test.go calls it), shared so that other packages' benchmarks
 // (web's BenchmarkPages) measure against the same data.
 package pgseed
 
