@@ -8,15 +8,17 @@ import (
 
 // Indexer pacing: ingest goes first. The background indexer defers while
 // messages are being inserted (within Busy of the last insert), but never
-// longer than MaxDefer since it last indexed, and it indexes in batches
-// of Batch so that it holds a writer only briefly. During a burst of
+// longer than MaxDefer since it last indexed, and then it indexes one
+// batch of BusyBatch; while ingest is calm it indexes batches of Batch
+// until the queue is empty, so that it holds a writer only briefly. During a burst of
 // ingest the index therefore falls behind (the lag metric says by how
 // much) instead of slowing ingest down; it catches up once ingest calms.
 const (
-	Busy     = 250 * time.Millisecond
-	MaxDefer = 4 * time.Second
-	Batch    = 250
-	Poll     = 500 * time.Millisecond
+	Busy      = 250 * time.Millisecond
+	MaxDefer  = 4 * time.Second
+	Batch     = 250
+	BusyBatch = 50
+	Poll      = 500 * time.Millisecond
 )
 
 // Pacer records inserts and tells the indexer when to defer. Its zero
@@ -33,11 +35,16 @@ func (p *Pacer) Inserted(now time.Time) {
 	}
 }
 
+// busy reports whether messages were inserted within Busy of now.
+func (p *Pacer) busy(now time.Time) bool {
+	return now.UnixNano()-p.lastInsert.Load() < int64(Busy)
+}
+
 // Defer reports whether the indexer should leave the writer to ingest
 // now; when it answers false, the indexer is taken to index at now.
 func (p *Pacer) Defer(now time.Time) bool {
 	n := now.UnixNano()
-	if n-p.lastInsert.Load() < int64(Busy) && n-p.lastIndex.Load() < int64(MaxDefer) {
+	if p.busy(now) && n-p.lastIndex.Load() < int64(MaxDefer) {
 		return true
 	}
 	p.lastIndex.Store(n)
@@ -46,21 +53,26 @@ func (p *Pacer) Defer(now time.Time) bool {
 
 // Run indexes with index (which indexes up to n queued messages and says
 // how many it did) every Poll until ctx ends, as p allows: one batch per
-// pass while ingest is busy, until the queue is empty otherwise. It
+// pass (of BusyBatch) while ingest is busy, until the queue is empty
+// otherwise. It
 // reports errors to fail and tries again at the next poll.
 func Run(ctx context.Context, p *Pacer, index func(ctx context.Context, n int) (int, error), fail func(error)) {
 	t := time.NewTicker(Poll)
 	defer t.Stop()
 	for {
-		for !p.Defer(time.Now()) {
-			n, err := index(ctx, Batch)
+		for now := time.Now(); !p.Defer(now); now = time.Now() {
+			size := Batch
+			if p.busy(now) {
+				size = BusyBatch
+			}
+			n, err := index(ctx, size)
 			if err != nil {
 				if ctx.Err() == nil {
 					fail(err)
 				}
 				break
 			}
-			if n < Batch {
+			if n < size {
 				break
 			}
 		}
