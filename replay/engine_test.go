@@ -205,13 +205,18 @@ func TestReplayBrokerOutageLosesNothing(t *testing.T) {
 	f.broker.SetDown(true)
 	b := f.create(ids, fast())
 	f.engine(replay.Config{})
-	time.Sleep(300 * time.Millisecond) // the engine tries, and fails, a few times
+	// The engine tries, and fails, three times: each failed publish gives
+	// its leases back.
+	tried := f.obs.wait(t, 30*time.Second, "three publishes given back", func(o observation) bool { return o.Releases >= 3 })
 	mid, err := f.store.GetReplay(context.Background(), b.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mid.State != quarantine.ReplayRunning || mid.Counts[quarantine.ItemPending] != 30 {
-		t.Fatalf("during the outage: %s %v, want running with 30 pending", mid.State, mid.Counts)
+	if mid.State != quarantine.ReplayRunning || mid.Counts[quarantine.ItemPending] != 30 || tried.Results != 0 {
+		t.Fatalf("during the outage: %s %v, %d results recorded, want running with 30 pending and none", mid.State, mid.Counts, tried.Results)
+	}
+	if n := len(f.broker.Messages("orders")); n != 0 {
+		t.Fatalf("the broker is down, yet holds %d messages", n)
 	}
 	f.broker.SetDown(false)
 	done := f.waitState(b.ID, 40*time.Second, quarantine.ReplayCompleted)
@@ -263,19 +268,30 @@ func TestReplayPauseResumeCancel(t *testing.T) {
 		}
 		return out
 	}
+	// A lease taken before the pause may still be published and
+	// recorded; once nothing leased is on its way, a lease taken from
+	// now on was asked after the pause.
 	change(quarantine.ReplayActPause)
-	time.Sleep(200 * time.Millisecond) // a chunk in flight may land
+	quiet := f.obs.wait(t, 10*time.Second, "quiet after the pause", observation.quiet)
 	n := len(f.broker.Messages("orders"))
-	time.Sleep(300 * time.Millisecond)
-	if m := len(f.broker.Messages("orders")); m != n {
-		t.Fatalf("paused, yet %d more messages were published", m-n)
+	// Ten scans of the engine later (the batch is not runnable: no
+	// worker starts for it, and one still running may lease nothing),
+	// nothing more was leased or published.
+	later := f.obs.wait(t, 10*time.Second, "ten scans after the pause", func(o observation) bool { return o.Scans >= quiet.Scans+10 })
+	if m := len(f.broker.Messages("orders")); m != n || later.Granted != quiet.Granted {
+		t.Fatalf("paused, yet %d more messages were published and %d items leased over ten scans", m-n, later.Granted-quiet.Granted)
+	}
+	if n == 40 {
+		t.Fatalf("every message was published before the pause")
 	}
 	change(quarantine.ReplayActResume)
 	if _, err := f.broker.Wait(ctxTimeout(t, 5*time.Second), "orders", n+3); err != nil {
 		t.Fatal(err)
 	}
 	cancelled := change(quarantine.ReplayActCancel)
-	time.Sleep(200 * time.Millisecond)
+	// What was leased before the cancel lands and is recorded (published,
+	// so replayed); every other item is skipped.
+	f.obs.wait(t, 10*time.Second, "quiet after the cancel", observation.quiet)
 	published := len(f.broker.Messages("orders"))
 	items := f.items(b.ID)
 	counts := map[quarantine.ItemOutcome]int{}
@@ -324,7 +340,10 @@ func TestReplayZombieCannotRecordAnItemTakenOver(t *testing.T) {
 	b := f.create(ids, fast())
 	slow := &slowOnce{Publisher: f.broker, release: make(chan struct{}), blocked: make(chan struct{})}
 	zombie := &replay.Routes{Brokers: map[string]replay.Broker{"rmq": {Name: "rmq", Kind: "memory", Publisher: slow}}}
-	f.engine(replay.Config{Router: zombie, Lease: time.Second})
+	zst := observe(f.store)
+	// One worker: the zombie's other worker would take the item over
+	// itself.
+	f.engine(replay.Config{Store: zst, Router: zombie, Lease: time.Second, Workers: 1})
 	<-slow.blocked // the zombie holds the lease, then stalls past it
 	f.engine(replay.Config{Lease: time.Second})
 	done := f.waitState(b.ID, 10*time.Second, quarantine.ReplayCompleted)
@@ -332,7 +351,10 @@ func TestReplayZombieCannotRecordAnItemTakenOver(t *testing.T) {
 	if _, err := f.broker.Wait(ctxTimeout(t, 5*time.Second), "orders", 2); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	z := zst.wait(t, 10*time.Second, "the zombie's result recorded or refused", func(o observation) bool { return o.Results >= 1 })
+	if z.Results != 1 || z.Stale != 1 {
+		t.Errorf("the zombie sent %d results, %d refused; want its one result refused", z.Results, z.Stale)
+	}
 	items := f.items(b.ID)
 	if len(items) != 1 || items[0].Outcome != quarantine.ItemPublished || items[0].Attempts != 2 {
 		t.Fatalf("items %+v, want one published item leased twice", items)
@@ -360,8 +382,7 @@ func TestReplayDraftExpires(t *testing.T) {
 	r.DryRun = true
 	r.DraftTTL = time.Millisecond
 	b := f.create(ids, r)
-	time.Sleep(5 * time.Millisecond)
-	f.engine(replay.Config{})
+	f.engine(replay.Config{}) // its scans expire the draft once 1ms has passed
 	f.waitState(b.ID, 5*time.Second, quarantine.ReplayExpired)
 	if n := len(f.broker.Messages("orders")); n != 0 {
 		t.Errorf("an expired draft published %d messages", n)

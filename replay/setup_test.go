@@ -19,6 +19,7 @@ import (
 type fixture struct {
 	t      testing.TB
 	store  *sqlite.Store
+	obs    *observed // the store as the engines see it (engine's default)
 	broker *memory.Broker
 	routes *replay.Routes
 	n      int // messages inserted so far
@@ -36,7 +37,7 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	b := memory.New("orders")
-	return &fixture{t: t, store: st, broker: b, routes: &replay.Routes{Brokers: map[string]replay.Broker{
+	return &fixture{t: t, store: st, obs: observe(st), broker: b, routes: &replay.Routes{Brokers: map[string]replay.Broker{
 		"rmq": {Name: "rmq", Kind: "memory", Publisher: b},
 	}}}
 }
@@ -92,10 +93,14 @@ func (f *fixture) create(ids []string, r quarantine.ReplayRequest) *quarantine.R
 	return b
 }
 
-// engine starts an engine on the fixture until the test ends.
+// engine starts an engine on the fixture until the test ends. Its store
+// is f.obs unless cfg names one (an observe(f.store) of its own, to wait
+// on what that engine alone did).
 func (f *fixture) engine(cfg replay.Config) *replay.Engine {
 	f.t.Helper()
-	cfg.Store = f.store
+	if cfg.Store == nil {
+		cfg.Store = f.obs
+	}
 	if cfg.Router == nil {
 		cfg.Router = f.routes
 	}
