@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -223,14 +224,28 @@ func TestCollectorCommitsConcurrently(t *testing.T) {
 	}
 }
 
-// slowFirst delays the insert of the batch that holds message 0.
-type slowFirst struct{ collect.Inserter }
+// slowFirst holds the insert of the batch that holds message 0 until
+// another batch was inserted: a later batch commits first.
+type slowFirst struct {
+	collect.Inserter
+	once  sync.Once
+	other chan struct{} // closed once another batch was inserted
+}
 
-func (s slowFirst) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error) {
+func (s *slowFirst) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error) {
 	if msgs[0].MessageID == "0" {
-		time.Sleep(150 * time.Millisecond)
+		select {
+		case <-s.other:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return s.Inserter.InsertBatch(ctx, msgs)
 	}
-	return s.Inserter.InsertBatch(ctx, msgs)
+	res, err := s.Inserter.InsertBatch(ctx, msgs)
+	if err == nil {
+		s.once.Do(func() { close(s.other) })
+	}
+	return res, err
 }
 
 // TestCollectorAcknowledgesInReceiveOrder commits the first batch slowly:
@@ -239,7 +254,7 @@ func TestCollectorAcknowledgesInReceiveOrder(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
 	src := newMemSource(200)
-	start(t, collect.Config{Name: "mem", Source: src, Store: slowFirst{st}, BatchSize: 10, Commits: 3})
+	start(t, collect.Config{Name: "mem", Source: src, Store: &slowFirst{Inserter: st, other: make(chan struct{})}, BatchSize: 10, Commits: 3})
 	waitFor(t, "all acked", func() bool { _, _, a := src.state(); return a == 200 })
 	src.mu.Lock()
 	order := slices.Clone(src.ackFirst)
