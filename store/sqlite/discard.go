@@ -28,8 +28,15 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 	err := s.write(ctx, "discard messages", func(tx *sql.Tx) error {
 		var err error
 		res, err = ops.Discard(d, ops.DiscardTx{
-			SelectFilter: func(f quarantine.Filter) ([]quarantine.Selected, error) { return selectFilter(ctx, tx, f) },
-			SelectIDs:    func(ids []string) ([]quarantine.Selected, error) { return selectIDs(ctx, tx, ids) },
+			SelectFilter: func(f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
+				return selectFilter(ctx, tx, f, limit)
+			},
+			CountFilter: func(f quarantine.Filter) (n int64, err error) {
+				w, args := where(f, false)
+				err = tx.QueryRowContext(ctx, "SELECT count(*) FROM messages m"+w, args...).Scan(&n)
+				return n, err
+			},
+			SelectIDs: func(ids []string) (map[string]quarantine.Status, error) { return selectIDs(ctx, tx, ids) },
 			MarkDiscarded: func(ids []string) error {
 				_, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'discarded', updated_at = ?
 					WHERE id IN (SELECT value FROM json_each(?))`, micros(s.clock()), jsonArray(ids))
@@ -51,39 +58,29 @@ func jsonArray(ids []string) string {
 	return string(b)
 }
 
-// selectIDs returns one entry per distinct ID, in the order given.
-func selectIDs(ctx context.Context, tx *sql.Tx, ids []string) ([]quarantine.Selected, error) {
-	status := map[string]quarantine.Status{}
-	if valid := ops.ValidIDs(ids); len(valid) > 0 {
-		rows, err := tx.QueryContext(ctx, `SELECT id, status FROM messages WHERE id IN (SELECT value FROM json_each(?))`, jsonArray(valid))
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var id, st string
-			if err := rows.Scan(&id, &st); err != nil {
-				return nil, err
-			}
-			status[id] = quarantine.Status(st)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
-	}
-	return ops.Selection(ids, status), nil
-}
-
-// selectFilter returns the messages matching f in id order, refusing a
-// filter that matches more than quarantine.MaxBulk of them.
-func selectFilter(ctx context.Context, tx *sql.Tx, f quarantine.Filter) ([]quarantine.Selected, error) {
-	f.After, f.Limit = nil, 1
-	if err := f.Validate(); err != nil {
+// selectIDs returns the status of each of ids that names a message.
+func selectIDs(ctx context.Context, tx *sql.Tx, ids []string) (map[string]quarantine.Status, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, status FROM messages WHERE id IN (SELECT value FROM json_each(?))`, jsonArray(ids))
+	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
+	status := map[string]quarantine.Status{}
+	for rows.Next() {
+		var id, st string
+		if err := rows.Scan(&id, &st); err != nil {
+			return nil, err
+		}
+		status[id] = quarantine.Status(st)
+	}
+	return status, rows.Err()
+}
+
+// selectFilter returns up to limit messages matching f, in id order.
+func selectFilter(ctx context.Context, tx *sql.Tx, f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
 	w, args := where(f, false)
 	rows, err := tx.QueryContext(ctx, "SELECT m.id, m.status FROM messages m"+w+
-		" ORDER BY m.id LIMIT "+strconv.Itoa(quarantine.MaxBulk+1), args...)
+		" ORDER BY m.id LIMIT "+strconv.Itoa(limit), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -98,15 +95,5 @@ func selectFilter(ctx context.Context, tx *sql.Tx, f quarantine.Filter) ([]quara
 		m.Status, m.Found = quarantine.Status(st), true
 		out = append(out, m)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if len(out) > quarantine.MaxBulk {
-		var n int64
-		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM messages m"+w, args...).Scan(&n); err != nil {
-			return nil, err
-		}
-		return nil, ops.TooMany(n)
-	}
-	return out, nil
+	return out, rows.Err()
 }

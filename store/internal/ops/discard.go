@@ -6,11 +6,15 @@ import "github.com/quarantine-dev/quarantine"
 // (and lock, where the store locks rows) the messages, mark the changed
 // ones discarded, and append the audit events.
 type DiscardTx struct {
-	// SelectFilter returns the messages matching f in id order (at most
-	// quarantine.MaxBulk, else EUNPROCESSABLE naming filter).
-	SelectFilter func(f quarantine.Filter) ([]quarantine.Selected, error)
-	// SelectIDs returns one entry per distinct id, in the order given.
-	SelectIDs func(ids []string) ([]quarantine.Selected, error)
+	// SelectFilter returns up to limit messages matching f (a valid
+	// filter without cursor), in id order, with their statuses.
+	SelectFilter func(f quarantine.Filter, limit int) ([]quarantine.Selected, error)
+	// CountFilter counts the messages matching f; called only when f
+	// matches more than quarantine.MaxBulk, for the refusal.
+	CountFilter func(f quarantine.Filter) (int64, error)
+	// SelectIDs returns the status of each of ids (valid message ids,
+	// distinct) that names a message.
+	SelectIDs func(ids []string) (map[string]quarantine.Status, error)
 	// MarkDiscarded sets the status of ids to discarded, now.
 	MarkDiscarded func(ids []string) error
 	// Audit appends the events in the same transaction.
@@ -37,9 +41,9 @@ func Discard(d quarantine.Discard, tx DiscardTx) (quarantine.BulkResult, error) 
 	var sel []quarantine.Selected
 	var err error
 	if d.Filter != nil {
-		sel, err = tx.SelectFilter(*d.Filter)
+		sel, err = selectFilter(*d.Filter, tx)
 	} else {
-		sel, err = tx.SelectIDs(d.IDs)
+		sel, err = selectIDs(d.IDs, tx)
 	}
 	if err != nil {
 		return quarantine.BulkResult{}, err
@@ -59,9 +63,39 @@ func Discard(d quarantine.Discard, tx DiscardTx) (quarantine.BulkResult, error) 
 	return res, nil
 }
 
+// selectFilter selects the messages matching f, refusing a filter that
+// matches more than quarantine.MaxBulk of them (EUNPROCESSABLE naming
+// filter, with the count).
+func selectFilter(f quarantine.Filter, tx DiscardTx) ([]quarantine.Selected, error) {
+	f.After, f.Limit = nil, 1
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	sel, err := tx.SelectFilter(f, quarantine.MaxBulk+1)
+	if err != nil || len(sel) <= quarantine.MaxBulk {
+		return sel, err
+	}
+	n, err := tx.CountFilter(f)
+	if err != nil {
+		return nil, err
+	}
+	return nil, TooMany(n)
+}
+
+// selectIDs returns one entry per distinct id, in the order given.
+func selectIDs(ids []string, tx DiscardTx) ([]quarantine.Selected, error) {
+	status := map[string]quarantine.Status{}
+	if valid := ValidIDs(ids); len(valid) > 0 {
+		var err error
+		if status, err = tx.SelectIDs(valid); err != nil {
+			return nil, err
+		}
+	}
+	return Selection(ids, status), nil
+}
+
 // Selection returns one entry per distinct id of ids, in the order given,
-// with the status a store read for it (found false when it has none):
-// the rule both stores' SelectIDs follow after their query.
+// with the status a store read for it (found false when it has none).
 func Selection(ids []string, status map[string]quarantine.Status) []quarantine.Selected {
 	seen := make(map[string]bool, len(ids))
 	var out []quarantine.Selected
@@ -76,12 +110,14 @@ func Selection(ids []string, status map[string]quarantine.Status) []quarantine.S
 	return out
 }
 
-// ValidIDs returns the ids that can name a message, for a store's query;
-// the others are reported not found by Selection.
+// ValidIDs returns the distinct ids that can name a message, for a
+// store's query; the others are reported not found by Selection.
 func ValidIDs(ids []string) []string {
 	var out []string
+	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		if quarantine.ValidID(id) {
+		if quarantine.ValidID(id) && !seen[id] {
+			seen[id] = true
 			out = append(out, id)
 		}
 	}

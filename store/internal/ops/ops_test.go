@@ -2,6 +2,7 @@ package ops
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,12 +57,15 @@ func TestDiscard(t *testing.T) {
 	var marked []string
 	var audited []*quarantine.AuditEvent
 	tx := DiscardTx{
-		SelectFilter: func(quarantine.Filter) ([]quarantine.Selected, error) {
+		SelectFilter: func(quarantine.Filter, int) ([]quarantine.Selected, error) {
 			t.Fatal("no filter was given")
 			return nil, nil
 		},
-		SelectIDs: func(ids []string) ([]quarantine.Selected, error) {
-			return Selection(ids, map[string]quarantine.Status{a: quarantine.StatusQuarantined, b: quarantine.StatusReplaying}), nil
+		SelectIDs: func(ids []string) (map[string]quarantine.Status, error) {
+			if !slices.Equal(ids, []string{a, b}) && !slices.Equal(ids, []string{b}) {
+				t.Errorf("the store was asked for %q, want the valid ids once each", ids)
+			}
+			return map[string]quarantine.Status{a: quarantine.StatusQuarantined, b: quarantine.StatusReplaying}, nil
 		},
 		MarkDiscarded: func(ids []string) error { marked = append(marked, ids...); return nil },
 		Audit:         func(evs []*quarantine.AuditEvent) error { audited = append(audited, evs...); return nil },
@@ -91,5 +95,31 @@ func TestDiscard(t *testing.T) {
 	}
 	if err := CheckDiscard(quarantine.Discard{IDs: []string{a}, Reason: "junk"}); quarantine.ErrorCode(err) != quarantine.EINTERNAL {
 		t.Fatalf("a discard without actor: %v", err)
+	}
+}
+
+func TestDiscardRefusesTooBroadAFilter(t *testing.T) {
+	t.Parallel()
+	var limits []int
+	tx := DiscardTx{
+		SelectFilter: func(f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
+			if f.After != nil {
+				t.Error("the selection was given a cursor")
+			}
+			limits = append(limits, limit)
+			return make([]quarantine.Selected, limit), nil // more than MaxBulk match
+		},
+		CountFilter:   func(quarantine.Filter) (int64, error) { return 12345, nil },
+		SelectIDs:     func([]string) (map[string]quarantine.Status, error) { t.Fatal("no ids were given"); return nil, nil },
+		MarkDiscarded: func([]string) error { t.Fatal("marked although the filter is too broad"); return nil },
+		Audit:         func([]*quarantine.AuditEvent) error { t.Fatal("audited a refused request"); return nil },
+	}
+	after := quarantine.CursorOf(&quarantine.Message{ID: quarantine.NewID(time.Now()), FailedAt: time.Now()})
+	_, err := Discard(quarantine.Discard{Filter: &quarantine.Filter{Queue: []string{"orders"}, After: after}, Reason: "junk", Actor: "bob"}, tx)
+	if quarantine.ErrorCode(err) != quarantine.EUNPROCESSABLE || !strings.Contains(err.Error(), "12345") {
+		t.Fatalf("%v, want EUNPROCESSABLE with the count", err)
+	}
+	if !slices.Equal(limits, []int{quarantine.MaxBulk + 1}) {
+		t.Fatalf("limits %v, want one selection of MaxBulk+1", limits)
 	}
 }
