@@ -3,7 +3,7 @@ package postgres
 import (
 	"context"
 	"embed"
-	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -40,32 +40,40 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return quarantine.Internal(err, "read the embedded migrations")
 	}
-	for _, m := range ms {
-		err := s.inTx(ctx, "migrate "+m.Name, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLockKey)); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, createMigrationsTable); err != nil {
-				return err
-			}
-			var done bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.Version).Scan(&done); err != nil {
-				return err
-			}
-			if done {
-				return nil
-			}
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return fmt.Errorf("%s: %w", m.Name, err)
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, m.Version, s.clock())
-			return err
-		})
-		if err != nil {
-			return err
-		}
+	return migrate.Apply(ctx, ms, func(name string, fn func(migrate.Tx) error) error {
+		return s.inTx(ctx, "migrate "+name, func(tx pgx.Tx) error { return fn(migrationTx{tx, s.clock}) })
+	})
+}
+
+// migrationTx is one migration's transaction (migrate.Tx).
+type migrationTx struct {
+	tx  pgx.Tx
+	now func() time.Time
+}
+
+// Prepare takes the database-wide advisory lock, then creates
+// schema_migrations if needed.
+func (t migrationTx) Prepare(ctx context.Context) error {
+	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLockKey)); err != nil {
+		return err
 	}
-	return nil
+	_, err := t.tx.Exec(ctx, createMigrationsTable)
+	return err
+}
+
+func (t migrationTx) Applied(ctx context.Context, version int) (done bool, err error) {
+	err = t.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, version).Scan(&done)
+	return done, err
+}
+
+func (t migrationTx) Exec(ctx context.Context, sql string) error {
+	_, err := t.tx.Exec(ctx, sql)
+	return err
+}
+
+func (t migrationTx) Record(ctx context.Context, version int) error {
+	_, err := t.tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, version, t.now())
+	return err
 }
 
 // SchemaVersion returns the highest applied migration (0 before the first

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"fmt"
+	"time"
 
 	"github.com/quarantine-dev/quarantine/store/internal/migrate"
 )
@@ -31,29 +31,36 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return translate(err, "read the migrations")
 	}
-	for _, m := range ms {
-		err := s.write(ctx, "migrate the database", func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, createMigrationsTable); err != nil {
-				return err
-			}
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, m.Version).Scan(&n); err != nil {
-				return err
-			}
-			if n > 0 {
-				return nil
-			}
-			if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-				return fmt.Errorf("migration %s: %w", m.Name, err)
-			}
-			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, m.Version, micros(s.clock()))
-			return err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return migrate.Apply(ctx, ms, func(name string, fn func(migrate.Tx) error) error {
+		return s.write(ctx, "migrate the database ("+name+")", func(tx *sql.Tx) error { return fn(migrationTx{tx, s.clock}) })
+	})
+}
+
+// migrationTx is one migration's transaction (migrate.Tx); the write
+// transaction holds the database's write lock.
+type migrationTx struct {
+	tx  *sql.Tx
+	now func() time.Time
+}
+
+func (t migrationTx) Prepare(ctx context.Context) error {
+	_, err := t.tx.ExecContext(ctx, createMigrationsTable)
+	return err
+}
+
+func (t migrationTx) Applied(ctx context.Context, version int) (done bool, err error) {
+	err = t.tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?)`, version).Scan(&done)
+	return done, err
+}
+
+func (t migrationTx) Exec(ctx context.Context, sql string) error {
+	_, err := t.tx.ExecContext(ctx, sql)
+	return err
+}
+
+func (t migrationTx) Record(ctx context.Context, version int) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version, micros(t.now()))
+	return err
 }
 
 // SchemaVersion returns the highest applied migration (0 before the first

@@ -1,10 +1,11 @@
-// Package migrate holds the rule both stores' migration runners follow:
-// which embedded files are migrations and in what order they apply. The
-// stores apply them with their own driver, each migration in its own
-// transaction with its schema_migrations row.
+// Package migrate holds the rules both stores' migration runners follow:
+// which embedded files are migrations and in what order they apply
+// (Load), and how each is applied (Apply: in its own transaction with its
+// schema_migrations row). The stores give the SQL of their driver (Tx).
 package migrate
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"path"
@@ -65,4 +66,44 @@ func Latest(ms []Migration) int {
 		return 0
 	}
 	return ms[len(ms)-1].Version
+}
+
+// Tx is what one migration's transaction needs of a store's driver.
+type Tx interface {
+	// Prepare runs first in every migration's transaction: it creates
+	// schema_migrations if needed (and takes the store's lock, if any).
+	Prepare(ctx context.Context) error
+	// Applied says whether version is recorded in schema_migrations.
+	Applied(ctx context.Context, version int) (bool, error)
+	// Exec runs a migration's SQL.
+	Exec(ctx context.Context, sql string) error
+	// Record adds version to schema_migrations, applied now.
+	Record(ctx context.Context, version int) error
+}
+
+// Apply applies the migrations of ms that are not applied yet, in order,
+// each in its own transaction together with its schema_migrations row:
+// inTx runs fn in one transaction of the store's and commits it when fn
+// returns nil. Running it again is a no-op; concurrent runs are safe when
+// Prepare serialises them (a lock, or the store's single writer).
+func Apply(ctx context.Context, ms []Migration, inTx func(name string, fn func(Tx) error) error) error {
+	for _, m := range ms {
+		err := inTx(m.Name, func(tx Tx) error {
+			if err := tx.Prepare(ctx); err != nil {
+				return err
+			}
+			done, err := tx.Applied(ctx, m.Version)
+			if err != nil || done {
+				return err
+			}
+			if err := tx.Exec(ctx, m.SQL); err != nil {
+				return fmt.Errorf("migration %s: %w", m.Name, err)
+			}
+			return tx.Record(ctx, m.Version)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package migrate
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -52,5 +54,76 @@ func TestLoad(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// memDB is a database whose transactions are recorded: what each one ran
+// is kept only when it committed.
+type memDB struct {
+	applied map[int]bool
+	ran     []string // SQL of committed migrations
+	fail    string   // SQL that fails
+	txs     int
+}
+
+type memTx struct {
+	db       *memDB
+	prepared bool
+	ran      []string
+	recorded []int
+}
+
+func (t *memTx) Prepare(context.Context) error { t.prepared = true; return nil }
+func (t *memTx) Applied(_ context.Context, v int) (bool, error) {
+	if !t.prepared {
+		return false, errors.New("schema_migrations read before Prepare")
+	}
+	return t.db.applied[v], nil
+}
+func (t *memTx) Exec(_ context.Context, sql string) error {
+	if sql == t.db.fail {
+		return errors.New("syntax error")
+	}
+	t.ran = append(t.ran, sql)
+	return nil
+}
+func (t *memTx) Record(_ context.Context, v int) error {
+	t.recorded = append(t.recorded, v)
+	return nil
+}
+
+func (db *memDB) inTx(_ string, fn func(Tx) error) error {
+	db.txs++
+	tx := &memTx{db: db}
+	if err := fn(tx); err != nil {
+		return err // rolled back
+	}
+	db.ran = append(db.ran, tx.ran...)
+	for _, v := range tx.recorded {
+		db.applied[v] = true
+	}
+	return nil
+}
+
+func TestApply(t *testing.T) {
+	t.Parallel()
+	ms := []Migration{{1, "0001_a.sql", "a"}, {2, "0002_b.sql", "b"}, {3, "0003_c.sql", "c"}}
+	db := &memDB{applied: map[int]bool{1: true}, fail: "c"}
+	err := Apply(context.Background(), ms, db.inTx)
+	if err == nil || !strings.Contains(err.Error(), "0003_c.sql") {
+		t.Fatalf("Apply: %v, want the failing migration named", err)
+	}
+	if strings.Join(db.ran, ",") != "b" || !db.applied[2] || db.applied[3] || db.txs != 3 {
+		t.Fatalf("ran %v, applied %v in %d transactions: want b alone, one transaction each", db.ran, db.applied, db.txs)
+	}
+	db.fail = ""
+	if err := Apply(context.Background(), ms, db.inTx); err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(context.Background(), ms, db.inTx); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(db.ran, ",") != "b,c" || len(db.applied) != 3 {
+		t.Fatalf("ran %v, applied %v: want each migration once", db.ran, db.applied)
 	}
 }
