@@ -23,6 +23,7 @@ import (
 type Store interface {
 	Replays
 	Alarms
+	AgeHistory
 
 	// InsertBatch stores msgs in one transaction, in order. Each message is
 	// normalised first (msg.Normalize with the store's clock), which fills
@@ -313,4 +314,24 @@ type Alarms interface {
 	// scoped to the schema, held on a dedicated connection; on SQLite a
 	// lock in the process). ECONFLICT while another holds it.
 	LockAlarms(ctx context.Context) (quarantine.AlarmLock, error)
+}
+
+// AgeHistory is the sampled age of each queue's oldest quarantined
+// message over time (the overview's chart of dead-letter age).
+type AgeHistory interface {
+	// SampleAges records, for each queue and owner with quarantined
+	// messages, the failed_at of the oldest and their number, taken at
+	// now, unless the minute of now (truncated) is already sampled: at
+	// most one sample a minute, however many instances call it. The
+	// counts are the kept ones (no scan of messages). Errors:
+	// EUNAVAILABLE, EINTERNAL.
+	SampleAges(ctx context.Context, now time.Time) (quarantine.AgeSampleResult, error)
+
+	// AgeHistory returns the samples in r.Edges, by bucket and queue (see
+	// quarantine.AgeHistoryRequest). EINVALID naming the field.
+	AgeHistory(ctx context.Context, r quarantine.AgeHistoryRequest) (quarantine.AgeHistory, error)
+
+	// PruneAgeSamples deletes the samples taken before before and returns
+	// how many sample minutes it deleted.
+	PruneAgeSamples(ctx context.Context, before time.Time) (int64, error)
 }

@@ -7,36 +7,34 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/hours"
 )
 
 // Histogram counts, per queue, the messages of r.Kind in each bucket (see
-// store.Store): one index range scan per queue over the whole span of the
-// edges, of messages_inflow_idx (queue, collected_at) INCLUDE (owner) for
-// the inflow (index-only, owners included) and of messages_queue_status_idx
-// (queue, status, failed_at, id) for the waiting ones, grouped by bucket.
-// width_bucket finds a time's bucket among the edges, lower bounds
-// included; stored times are whole microseconds, so that t in (lo, hi]
-// is t-1µs in [lo, hi). Errors: EINVALID naming the field, EUNAVAILABLE,
-// EINTERNAL.
+// store.Store), in one read-only snapshot.
+//
+// The inflow reads the hourly counts of inflow_hours (kept by InsertBatch)
+// for the whole hours of each bucket, in one range scan of its primary
+// key per queue, and counts the rest (the parts of a bucket before its
+// first and after its last whole hour, each under an hour) from
+// messages_inflow_idx (queue, collected_at) INCLUDE (owner), index-only:
+// the overview's hourly buckets up to now count at most the current hour's
+// messages, whatever the day's inflow. See store/internal/hours.
+//
+// The waiting ones are one index range scan per queue of
+// messages_queue_status_idx (queue, status, failed_at, id) over the whole
+// span of the edges, grouped by bucket: width_bucket finds a time's bucket
+// among the edges, lower bounds included; stored times are whole
+// microseconds, so that t in (lo, hi] is t-1µs in [lo, hi).
+//
+// Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
 func (s *Store) Histogram(ctx context.Context, r quarantine.HistogramRequest) ([]quarantine.QueueHistogram, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	col, cond := "m.collected_at", ""
-	if r.Kind == quarantine.HistogramWaiting {
-		col, cond = "m.failed_at", " AND m.status = 'quarantined'"
-	}
 	edges := make([]time.Time, len(r.Edges))
 	for i, e := range r.Edges {
 		edges[i] = e.UTC().Truncate(time.Microsecond)
-	}
-	w := &where{}
-	qs, es := w.arg(r.Queues), w.arg(edges)
-	lo, hi := w.arg(edges[0]), w.arg(edges[len(edges)-1])
-	w.in("m.owner", r.Owners)
-	owner := ""
-	if len(w.conds) > 0 {
-		owner = " AND " + w.conds[0]
 	}
 	out := make([]quarantine.QueueHistogram, len(r.Queues))
 	for i, q := range r.Queues {
@@ -44,28 +42,103 @@ func (s *Store) Histogram(ctx context.Context, r quarantine.HistogramRequest) ([
 	}
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := s.inTxOpts(ctx, opts, "count a histogram", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT q.i, c.b, c.n
-			FROM unnest(`+qs+`::text[]) WITH ORDINALITY AS q(queue, i)
-			CROSS JOIN LATERAL (
-				SELECT width_bucket(`+col+` - interval '1 microsecond', `+es+`::timestamptz[]) AS b, count(*) AS n
-				FROM messages m
-				WHERE m.queue = q.queue`+cond+` AND `+col+` > `+lo+` AND `+col+` <= `+hi+owner+`
-				GROUP BY 1) c`, w.args...)
-		if err != nil {
-			return err
+		if r.Kind == quarantine.HistogramInflow {
+			return inflowHistogram(ctx, tx, r, edges, out)
 		}
-		var qi, bi, n int64
-		_, err = pgx.ForEachRow(rows, []any{&qi, &bi, &n}, func() error {
-			if bi < 1 || int(bi) > len(edges)-1 {
-				return quarantine.Errorf(quarantine.EINTERNAL, "histogram: bucket %d outside the edges", bi)
-			}
-			out[qi-1].Counts[bi-1] += n
-			return nil
-		})
-		return err
+		return waitingHistogram(ctx, tx, r, edges, out)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// ownerCond is " AND <m.owner in owners>" on w, or "" without owners.
+func ownerCond(w *where, col string, owners []string) string {
+	n := len(w.conds)
+	w.in(col, owners)
+	if len(w.conds) > n {
+		return " AND " + w.conds[n]
+	}
+	return ""
+}
+
+// inflowHistogram adds the inflow of r's queues to out: the kept hours,
+// then the parts counted from messages.
+func inflowHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, edges []time.Time, out []quarantine.QueueHistogram) error {
+	plan := hours.Of(edges)
+	if from, to, ok := plan.Span(); ok {
+		w := &where{}
+		qs, lo, hi := w.arg(r.Queues), w.arg(from), w.arg(to)
+		owner := ownerCond(w, "h.owner", r.Owners)
+		rows, err := tx.Query(ctx, `SELECT q.i, h.hour, sum(h.n)::bigint
+			FROM unnest(`+qs+`::text[]) WITH ORDINALITY AS q(queue, i)
+			JOIN inflow_hours h ON h.queue = q.queue AND h.hour >= `+lo+` AND h.hour < `+hi+owner+`
+			GROUP BY 1, 2`, w.args...)
+		if err != nil {
+			return err
+		}
+		var qi, n int64
+		var hour time.Time
+		_, err = pgx.ForEachRow(rows, []any{&qi, &hour, &n}, func() error {
+			if b := plan.Bucket(hour.UTC()); b >= 0 {
+				out[qi-1].Counts[b] += n
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if len(plan.Counted) == 0 {
+		return nil
+	}
+	los, his := make([]time.Time, len(plan.Counted)), make([]time.Time, len(plan.Counted))
+	for j, c := range plan.Counted {
+		los[j], his[j] = c.Lo, c.Hi
+	}
+	w := &where{}
+	qs, lo, hi := w.arg(r.Queues), w.arg(los), w.arg(his)
+	owner := ownerCond(w, "m.owner", r.Owners)
+	rows, err := tx.Query(ctx, `SELECT q.i, c.j, (SELECT count(*) FROM messages m
+			WHERE m.queue = q.queue AND m.collected_at > c.lo AND m.collected_at <= c.hi`+owner+`)
+		FROM unnest(`+qs+`::text[]) WITH ORDINALITY AS q(queue, i)
+		CROSS JOIN unnest(`+lo+`::timestamptz[], `+hi+`::timestamptz[]) WITH ORDINALITY AS c(lo, hi, j)`, w.args...)
+	if err != nil {
+		return err
+	}
+	var qi, j, n int64
+	_, err = pgx.ForEachRow(rows, []any{&qi, &j, &n}, func() error {
+		out[qi-1].Counts[plan.Counted[j-1].Bucket] += n
+		return nil
+	})
+	return err
+}
+
+// waitingHistogram adds the quarantined messages of r's queues to out, by
+// failed_at.
+func waitingHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, edges []time.Time, out []quarantine.QueueHistogram) error {
+	w := &where{}
+	qs, es := w.arg(r.Queues), w.arg(edges)
+	lo, hi := w.arg(edges[0]), w.arg(edges[len(edges)-1])
+	owner := ownerCond(w, "m.owner", r.Owners)
+	rows, err := tx.Query(ctx, `SELECT q.i, c.b, c.n
+		FROM unnest(`+qs+`::text[]) WITH ORDINALITY AS q(queue, i)
+		CROSS JOIN LATERAL (
+			SELECT width_bucket(m.failed_at - interval '1 microsecond', `+es+`::timestamptz[]) AS b, count(*) AS n
+			FROM messages m
+			WHERE m.queue = q.queue AND m.status = 'quarantined' AND m.failed_at > `+lo+` AND m.failed_at <= `+hi+owner+`
+			GROUP BY 1) c`, w.args...)
+	if err != nil {
+		return err
+	}
+	var qi, bi, n int64
+	_, err = pgx.ForEachRow(rows, []any{&qi, &bi, &n}, func() error {
+		if bi < 1 || int(bi) > len(edges)-1 {
+			return quarantine.Errorf(quarantine.EINTERNAL, "histogram: bucket %d outside the edges", bi)
+		}
+		out[qi-1].Counts[bi-1] += n
+		return nil
+	})
+	return err
 }

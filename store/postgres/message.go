@@ -26,8 +26,10 @@ const messageColumns = `m.id, m.source, m.source_kind, m.queue, m.job_name, m.me
 // order, which is the order of the sorted keys, so that concurrent batches
 // take their unique index locks in one order and cannot deadlock;
 // conflicting keys are skipped), version 1 of each stored message's
-// payload, and the counts of failure_groups (in key order, the order
-// every writer locks them in). RETURNING names the rows that were stored.
+// payload, and the counts of failure_groups and inflow_hours (each in key
+// order, the order every writer locks them in, and always failure_groups
+// first: the statement's CTEs run in their order). RETURNING names the
+// rows that were stored.
 // The counts are folded from the narrow RETURNING rows, not by a trigger:
 // no transition table of whole rows on the hot path.
 const insertMessages = `WITH ins AS (
@@ -42,7 +44,7 @@ const insertMessages = `WITH ins AS (
 		$17::timestamptz[], $18::timestamptz[], $19::timestamptz[], $20::timestamptz[], $21::timestamptz[],
 		$22::text[], $23::text[], $24::text[], $25::int[], $26::text[], $27::text[], $28::text[], $31::text[])
 	ON CONFLICT (source, dedupe_key) DO NOTHING
-	RETURNING id, queue, owner, status, fingerprint, job_name, failure_class, reason, failed_at
+	RETURNING id, queue, owner, status, fingerprint, job_name, failure_class, reason, failed_at, collected_at
 ), ver AS (
 	INSERT INTO payload_versions (message_id, version, sha256, prev_sha256,
 		size, content_type, actor, reason, created_at, payload, payload_text)
@@ -66,6 +68,11 @@ const insertMessages = `WITH ins AS (
 		example_id = CASE
 			WHEN g.n <= 0 OR (EXCLUDED.last_failed_at, EXCLUDED.example_id) > (g.last_failed_at, g.example_id)
 			THEN EXCLUDED.example_id ELSE g.example_id END
+), ih AS (
+	INSERT INTO inflow_hours AS h (queue, owner, hour, n)
+	SELECT queue, owner, date_trunc('hour', collected_at - interval '1 microsecond', 'UTC'), count(*)
+	FROM ins GROUP BY 1, 3, 2 ORDER BY 1, 3, 2
+	ON CONFLICT (queue, hour, owner) DO UPDATE SET n = h.n + EXCLUDED.n
 )
 SELECT id FROM ins`
 

@@ -5,45 +5,49 @@ import (
 	"database/sql"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/hours"
 )
 
 // Histogram counts, per queue and bucket, the messages of r.Kind (see
-// store.Store): one count per (queue, bucket) pair, each a range scan of
-// messages_inflow (queue, collected_at) for the inflow, or of
-// messages_queue_status (queue, status, failed_at, id) for the waiting
-// ones, in one read transaction. Errors: EINVALID naming the field,
-// EUNAVAILABLE.
+// store.Store), in one read transaction. The inflow reads the whole hours
+// of each bucket from inflow_hours (kept by InsertBatch), one range of its
+// primary key per queue, and counts the rest (a bucket's parts before its
+// first and after its last whole hour, each under an hour) from
+// messages_inflow (queue, collected_at); see store/internal/hours. The
+// waiting ones are one count per (queue, bucket) pair, each a range scan
+// of messages_queue_status (queue, status, failed_at, id). Errors:
+// EINVALID naming the field, EUNAVAILABLE.
 func (s *Store) Histogram(ctx context.Context, r quarantine.HistogramRequest) ([]quarantine.QueueHistogram, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
-	q := `SELECT count(*) FROM messages m INDEXED BY messages_inflow
-		WHERE m.queue = ? AND m.collected_at > ? AND m.collected_at <= ?`
-	if r.Kind == quarantine.HistogramWaiting {
-		q = `SELECT count(*) FROM messages m INDEXED BY messages_queue_status
-		WHERE m.queue = ? AND m.status = 'quarantined' AND m.failed_at > ? AND m.failed_at <= ?`
+	out := make([]quarantine.QueueHistogram, len(r.Queues))
+	for i, q := range r.Queues {
+		out[i] = quarantine.QueueHistogram{Queue: q, Counts: make([]int64, len(r.Edges)-1)}
 	}
 	var owners []any
+	owner := ""
 	if len(r.Owners) > 0 {
-		q += ` AND m.owner IN (SELECT value FROM json_each(?))`
+		owner = ` AND owner IN (SELECT value FROM json_each(?))`
 		owners = []any{jsonArray(r.Owners)}
 	}
-	out := make([]quarantine.QueueHistogram, len(r.Queues))
 	err := s.read(ctx, "count a histogram", func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, q)
+		if r.Kind == quarantine.HistogramInflow {
+			return inflowHistogram(ctx, tx, r, owner, owners, out)
+		}
+		stmt, err := tx.PrepareContext(ctx, `SELECT count(*) FROM messages m INDEXED BY messages_queue_status
+			WHERE m.queue = ? AND m.status = 'quarantined' AND m.failed_at > ? AND m.failed_at <= ?`+owner)
 		if err != nil {
 			return err
 		}
 		defer stmt.Close()
 		for i, queue := range r.Queues {
-			h := quarantine.QueueHistogram{Queue: queue, Counts: make([]int64, len(r.Edges)-1)}
-			for b := range h.Counts {
+			for b := range out[i].Counts {
 				args := append([]any{queue, micros(r.Edges[b]), micros(r.Edges[b+1])}, owners...)
-				if err := stmt.QueryRowContext(ctx, args...).Scan(&h.Counts[b]); err != nil {
+				if err := stmt.QueryRowContext(ctx, args...).Scan(&out[i].Counts[b]); err != nil {
 					return err
 				}
 			}
-			out[i] = h
 		}
 		return nil
 	})
@@ -51,4 +55,57 @@ func (s *Store) Histogram(ctx context.Context, r quarantine.HistogramRequest) ([
 		return nil, err
 	}
 	return out, nil
+}
+
+// inflowHistogram adds the inflow of r's queues to out: the kept hours,
+// then the parts counted from messages.
+func inflowHistogram(ctx context.Context, tx *sql.Tx, r quarantine.HistogramRequest, owner string, owners []any, out []quarantine.QueueHistogram) error {
+	plan := hours.Of(r.Edges)
+	if from, to, ok := plan.Span(); ok {
+		stmt, err := tx.PrepareContext(ctx, `SELECT hour, sum(n) FROM inflow_hours
+			WHERE queue = ? AND hour >= ? AND hour < ?`+owner+` GROUP BY hour`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for i, queue := range r.Queues {
+			rows, err := stmt.QueryContext(ctx, append([]any{queue, micros(from), micros(to)}, owners...)...)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var hour, n int64
+				if err := rows.Scan(&hour, &n); err != nil {
+					rows.Close()
+					return err
+				}
+				if b := plan.Bucket(fromMicros(hour)); b >= 0 {
+					out[i].Counts[b] += n
+				}
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	if len(plan.Counted) == 0 {
+		return nil
+	}
+	stmt, err := tx.PrepareContext(ctx, `SELECT count(*) FROM messages m INDEXED BY messages_inflow
+		WHERE m.queue = ? AND m.collected_at > ? AND m.collected_at <= ?`+owner)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for i, queue := range r.Queues {
+		for _, c := range plan.Counted {
+			var n int64
+			if err := stmt.QueryRowContext(ctx, append([]any{queue, micros(c.Lo), micros(c.Hi)}, owners...)...).Scan(&n); err != nil {
+				return err
+			}
+			out[i].Counts[c.Bucket] += n
+		}
+	}
+	return nil
 }

@@ -86,7 +86,10 @@ func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]
 				links[i] = rs[0]
 			}
 		}
-		return foldGroups(ctx, tx, msgs, fresh)
+		if err := foldGroups(ctx, tx, msgs, fresh); err != nil {
+			return err
+		}
+		return foldInflow(ctx, tx, msgs, fresh)
 	})
 	if err != nil {
 		return nil, err

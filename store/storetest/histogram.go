@@ -53,6 +53,16 @@ func testHistogram(t *testing.T, h Harness) {
 		m.FailedAt = m.CollectedAt.Add(-time.Duration(i%4) * 45 * time.Minute)
 		msgs = append(msgs, m)
 	}
+	// Messages on the whole hours before now and a microsecond either
+	// side: the stores keep the inflow by the hour, (h, h+1h].
+	top := now.Truncate(time.Hour)
+	for i, d := range []time.Duration{0, time.Microsecond, -time.Microsecond, 3 * time.Hour, 3*time.Hour + time.Microsecond,
+		3*time.Hour - time.Microsecond, 23 * time.Hour, 24 * time.Hour, 25 * time.Hour} {
+		m := newMsg(withQueue(queues[i%3]), withOwner([]string{"team-a", "team-b"}[i%2]))
+		m.CollectedAt = top.Add(-d)
+		m.FailedAt = m.CollectedAt
+		msgs = append(msgs, m)
+	}
 	insert(t, s, msgs...)
 	var replayed, discarded []*quarantine.Message
 	for i, m := range msgs {
@@ -73,6 +83,14 @@ func testHistogram(t *testing.T, h Harness) {
 	uneven := []time.Time{now.Add(-7 * 24 * time.Hour), now.Add(-24 * time.Hour), now.Add(-6 * time.Hour),
 		now.Add(-time.Hour), now.Add(-5 * time.Minute), now}
 	withNanos := []time.Time{now.Add(-2*time.Hour + 999), now.Add(-time.Hour + 1), now.Add(500)}
+	// The overview's edges: the whole hours of the last day, then now.
+	var wholeHours []time.Time
+	for i := 23; i >= 0; i-- {
+		wholeHours = append(wholeHours, top.Add(-time.Duration(i)*time.Hour))
+	}
+	upToNow := append(slices.Clone(wholeHours), now)
+	// Whole hours inside a bucket with ends off the hour.
+	straddling := []time.Time{top.Add(-26*time.Hour - time.Minute), top.Add(-3*time.Hour + time.Microsecond), top.Add(-90 * time.Minute), now}
 	cases := []quarantine.HistogramRequest{
 		{Kind: quarantine.HistogramInflow, Queues: queues, Edges: hourly},
 		{Kind: quarantine.HistogramWaiting, Queues: queues, Edges: hourly},
@@ -81,6 +99,11 @@ func testHistogram(t *testing.T, h Harness) {
 		{Kind: quarantine.HistogramInflow, Queues: queues, Edges: hourly, Owners: []string{"team-a", "team-c"}},
 		{Kind: quarantine.HistogramInflow, Queues: queues, Edges: withNanos},
 		{Kind: quarantine.HistogramWaiting, Queues: []string{"orders"}, Edges: []time.Time{now.Add(-48 * time.Hour), now.Add(time.Hour)}},
+		{Kind: quarantine.HistogramInflow, Queues: queues, Edges: wholeHours},
+		{Kind: quarantine.HistogramInflow, Queues: queues, Edges: upToNow},
+		{Kind: quarantine.HistogramInflow, Queues: []string{"billing", "orders"}, Edges: upToNow, Owners: []string{"team-b"}},
+		{Kind: quarantine.HistogramInflow, Queues: queues, Edges: straddling},
+		{Kind: quarantine.HistogramWaiting, Queues: queues, Edges: upToNow},
 	}
 	for _, r := range cases {
 		got, err := s.Histogram(ctx, r)

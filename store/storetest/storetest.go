@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"Groups", testGroups},
 		{"QueueStats", testQueueStats},
 		{"Histogram", testHistogram},
+		{"AgeHistory", testAgeHistory},
 		{"PurgePayloads", testPurgePayloads},
 		{"HostileOperations", testHostileOperations},
 		{"Replay", testReplay},
