@@ -27,7 +27,14 @@ var _ replay.Publisher = (*Publisher)(nil)
 // per message). A message the broker returns (basic.return: no queue of
 // that name) is ItemFailed, a nack is ItemFailed, a lost connection or
 // channel makes every message not yet confirmed ItemPending; the next
-// Publish dials again. Calls are serialised on the one channel.
+// Publish dials again.
+//
+// Concurrent calls share the one channel: each writes its slice while no
+// other writes, then waits for its confirms while the next call writes
+// (so the broker always has a slice to confirm while the last one's
+// confirms travel back). The calls take their answers one at a time, in
+// the order they wrote, so that one reads the returns at a time: a
+// return it reads for a later call's message is kept for that call.
 type Publisher struct {
 	cfg  Config
 	name string
@@ -35,7 +42,7 @@ type Publisher struct {
 	// dial opens the TCP connection; tests wrap it to cut the connection.
 	dial func(network, addr string) (net.Conn, error)
 
-	mu     sync.Mutex
+	mu     sync.Mutex // the session, and writing on its channel
 	sess   *pubSession
 	closed bool
 }
@@ -45,7 +52,18 @@ type pubSession struct {
 	conn    *amqp.Connection
 	ch      *amqp.Channel
 	returns chan amqp.Return
+	// tail is closed once the call that wrote last has its answers: the
+	// next call to write waits for it before it reads confirms and
+	// returns. Guarded by Publisher.mu.
+	tail chan struct{}
+	// early holds the returns read by a call for messages of calls that
+	// wrote after it, by message id and queue. Only the call whose turn
+	// it is touches it.
+	early map[returnKey]int
 }
+
+// returnKey names a returned message: its id and the queue it was for.
+type returnKey struct{ id, queue string }
 
 // NewPublisher returns a publisher to the broker at cfg.URL (cfg.Queue and
 // the other collector keys are not used). It dials lazily, on the first
@@ -59,30 +77,53 @@ func NewPublisher(cfg Config, name string, logger *slog.Logger) *Publisher {
 		log: logger.With("component", "rabbitmq publisher", "publisher", name)}
 }
 
+// inflight is one written message waiting for its confirm.
+type inflight struct {
+	i int
+	c *amqp.DeferredConfirmation
+}
+
 // Publish implements replay.Publisher. It returns one Result per message,
 // in order. Errors in Results are *quarantine.Error values: ENOTFOUND for
 // an unroutable message, EUNAVAILABLE for a nack or a broker that cannot
-// be reached, or the context's error when ctx ends first.
+// be reached, or the context's error when ctx ends first (the connection
+// is then closed, so that no answer for this call is left to another).
 func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []replay.Result {
 	res := make([]replay.Result, len(msgs))
 	if len(msgs) == 0 {
 		return res
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	s, err := p.session()
 	if err != nil {
+		p.mu.Unlock()
 		return allPending(res, err)
 	}
-	drainReturns(s.returns, nil) // left over from an abandoned call
+	prev, mine := s.tail, make(chan struct{})
+	s.tail = mine
+	defer close(mine)
+	sent := p.write(ctx, s, msgs, res)
+	p.mu.Unlock()
 
-	// Publish everything, then wait.
-	type inflight struct {
-		i int
-		c *amqp.DeferredConfirmation
+	// Wait for the calls that wrote before this one to have their answers.
+	select {
+	case <-prev:
+	default:
+		select {
+		case <-prev:
+		case <-ctx.Done():
+			p.lose(s, ctx.Err())
+			<-prev // the closed connection answers them at once
+		}
 	}
+	p.await(ctx, s, msgs, sent, res)
+	return res
+}
+
+// write publishes msgs on s, filling res for those it could not write,
+// and returns those it wrote. Guarded by p.mu.
+func (p *Publisher) write(ctx context.Context, s *pubSession, msgs []replay.Outgoing, res []replay.Result) []inflight {
 	sent := make([]inflight, 0, len(msgs))
-	byID := make(map[string][]int, len(msgs))
 	for i := range msgs {
 		if err := checkFields(&msgs[i]); err != nil {
 			res[i] = replay.Result{Outcome: quarantine.ItemFailed, Err: err}
@@ -99,15 +140,38 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 			break
 		}
 		sent = append(sent, inflight{i, c})
-		byID[msgs[i].MessageID] = append(byID[msgs[i].MessageID], i)
 	}
+	return sent
+}
 
+// await waits for the confirms of sent and reads the returns meanwhile
+// (this call's turn on s), filling res.
+func (p *Publisher) await(ctx context.Context, s *pubSession, msgs []replay.Outgoing, sent []inflight, res []replay.Result) {
+	byID := make(map[returnKey][]int, len(sent))
+	for _, f := range sent {
+		k := returnKey{msgs[f.i].MessageID, msgs[f.i].Queue}
+		byID[k] = append(byID[k], f.i)
+	}
 	returned := make([]bool, len(msgs))
 	onReturn := func(r amqp.Return) {
-		for _, i := range byID[r.MessageId] {
-			if !returned[i] && msgs[i].Queue == r.RoutingKey {
+		k := returnKey{r.MessageId, r.RoutingKey}
+		for _, i := range byID[k] {
+			if !returned[i] {
 				returned[i] = true
 				return
+			}
+		}
+		s.early[k]++ // a later call's message
+	}
+	// Returns an earlier call read for this one's messages.
+	for k, is := range byID {
+		for _, i := range is {
+			if s.early[k] == 0 {
+				break
+			}
+			returned[i] = true
+			if s.early[k]--; s.early[k] == 0 {
+				delete(s.early, k)
 			}
 		}
 	}
@@ -129,6 +193,9 @@ wait:
 			case <-f.c.Done():
 				break one
 			case <-ctx.Done():
+				// Close the connection: the broker's answers for the
+				// rest must not reach another call.
+				p.lose(s, ctx.Err())
 				for _, g := range sent[confirmed:] {
 					res[g.i] = pending(ctx, ctx.Err(), "waiting for the broker's confirm")
 				}
@@ -145,7 +212,7 @@ wait:
 		if s.ch.IsClosed() {
 			if !lost {
 				lost = true
-				p.drop(s, amqp.ErrClosed)
+				p.lose(s, amqp.ErrClosed)
 			}
 			res[i] = pending(ctx, amqp.ErrClosed, "the connection was lost before the broker confirmed the message for queue %s", word(msgs[i].Queue))
 			continue
@@ -163,7 +230,6 @@ wait:
 				Message: fmt.Sprintf("rabbitmq: no queue named %s: the message was unroutable", word(msgs[f.i].Queue))}}
 		}
 	}
-	return res
 }
 
 // checkFields refuses what AMQP cannot carry: the queue, message id,
@@ -243,7 +309,9 @@ func (p *Publisher) session() (*pubSession, error) {
 	}
 	// Returns are read while confirms are awaited; the buffer only has to
 	// absorb those that arrive between two reads.
-	s := &pubSession{conn: conn, ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, 256))}
+	s := &pubSession{conn: conn, ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, 256)),
+		tail: make(chan struct{}), early: map[returnKey]int{}}
+	close(s.tail)
 	p.sess = s
 	p.log.Info("connected to RabbitMQ", "url", redacturl.URL(p.cfg.URL))
 	return s, nil
@@ -257,6 +325,13 @@ func (p *Publisher) drop(s *pubSession, cause error) {
 	p.sess = nil
 	_ = s.conn.Close()
 	p.log.Warn("lost the connection to RabbitMQ: the next publish dials again", "err", cause)
+}
+
+// lose is drop for a call that does not hold p.mu.
+func (p *Publisher) lose(s *pubSession, cause error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.drop(s, cause)
 }
 
 // Close closes the connection. Publish fails (pending) afterwards.
