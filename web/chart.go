@@ -42,6 +42,8 @@ type barChart struct {
 type tick struct {
 	X    float64
 	Text string
+	// Anchor is the label's text-anchor when not "middle".
+	Anchor string
 }
 
 // bars lays counts out as bars of width w with gap between them, scaled
@@ -64,18 +66,17 @@ func bars(counts []int64, w, gap, h float64) ([]bar, int64, int64) {
 	return out, mx, total
 }
 
-// sparkline is the 24-hour inflow of one queue: one bar an hour, the
-// hour ending at end last.
-func sparkline(counts []int64, end time.Time) barChart {
+// sparkline is the 24-hour inflow of one queue: one bar per bucket of
+// edges (hourlyEdges: clock hours, the last one so far this hour).
+func sparkline(counts []int64, edges []time.Time) barChart {
 	const w, gap, h = 4, 1, 20
 	bs, mx, total := bars(counts, w, gap, h)
 	for i := range bs {
-		from := end.Add(time.Duration(i-len(bs)) * time.Hour).UTC()
-		to := from.Add(time.Hour)
+		from, to := edges[i].UTC(), edges[i+1].UTC()
 		bs[i].Title = from.Format("15:04") + "–" + to.Format("15:04") + " UTC: " + strconv.FormatInt(bs[i].N, 10) + " collected"
 	}
 	return barChart{Width: float64(len(bs))*(w+gap) - gap, Height: h, Bars: bs, Max: mx, Total: total,
-		Label: "Inflow over the last 24 hours, one bar an hour: " + strconv.FormatInt(total, 10) +
+		Label: "Inflow over the last 24 hours, one bar per clock hour: " + strconv.FormatInt(total, 10) +
 			" collected, at most " + strconv.FormatInt(mx, 10) + " in an hour"}
 }
 

@@ -3,58 +3,26 @@ package web_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"slices"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/internal/pgseed"
-	"github.com/quarantine-dev/quarantine/internal/pgtest"
-	"github.com/quarantine-dev/quarantine/store/postgres"
-	"github.com/quarantine-dev/quarantine/store/storetest"
 	"github.com/quarantine-dev/quarantine/web"
 )
 
-// BenchmarkEditReplayPages measures the server-side time of the editor
-// and the replay pages as BenchmarkPages does the others: on
-// QUARANTINE_BENCH_ROWS (default 1,000,000) messages on PostgreSQL (the
-// same persistent seed), p50 and p99 over 200 requests each, and the
-// ratio of each page's p50 to its bare store calls'. The replay pages are
-// a draft of 500 messages (cancelled at the end). The target is under
-// 50 ms. Run with -benchtime=1x.
+// BenchmarkEditReplayPages measures the editor and the replay pages (see
+// BenchmarkPages for what is measured and how). The replay pages are a
+// draft of 500 messages (cancelled at the end), created by the actor of
+// tok.
 func BenchmarkEditReplayPages(b *testing.B) {
-	rows := storetest.EnvCount(b, "QUARANTINE_BENCH_ROWS", 1_000_000)
-	const calls = 200
+	s, rows := openBench(b)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, pgtest.PersistentURL(b, "web_bench_"+strconv.Itoa(rows)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = s.Close() })
-	if err := s.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
-	pgseed.Seed(b, s.Pool(), rows)
 	h, err := web.New(web.Config{Store: s})
 	if err != nil {
 		b.Fatal(err)
 	}
-	secret, hash := quarantine.NewTokenSecret()
-	tok := &quarantine.Token{Name: "bench-" + quarantine.NewID(time.Now()), Role: quarantine.RoleAdmin, SecretHash: hash}
-	if err := s.CreateToken(ctx, tok, "bench"); err != nil {
-		b.Fatal(err)
-	}
-	login := httptest.NewRecorder()
-	h.ServeHTTP(login, httptest.NewRequest(http.MethodGet, "/?token="+url.QueryEscape(secret), nil))
-	cookies := login.Result().Cookies()
-	if login.Code != http.StatusSeeOther || len(cookies) == 0 {
-		b.Fatalf("login: %d", login.Code)
-	}
+	bs := loginBench(b, s, h)
+	tok := &quarantine.Token{Name: "bench-replayer", Role: quarantine.RoleAdmin}
 
 	page, err := s.ListMessages(ctx, quarantine.Filter{Status: []quarantine.Status{quarantine.StatusQuarantined}, Limit: 500})
 	if err != nil {
@@ -113,48 +81,5 @@ func BenchmarkEditReplayPages(b *testing.B) {
 			return err
 		}},
 	}
-	serve := func(path string) time.Duration {
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		for _, c := range cookies {
-			req.AddCookie(c)
-		}
-		w := httptest.NewRecorder()
-		t0 := time.Now()
-		h.ServeHTTP(w, req)
-		d := time.Since(t0)
-		if w.Code != http.StatusOK || w.Body.Len() == 0 {
-			b.Fatalf("%s: %d %.300s", path, w.Code, w.Body.String())
-		}
-		return d
-	}
-	percentile := func(ds []time.Duration, p int) time.Duration {
-		slices.Sort(ds)
-		return ds[min(len(ds)-1, len(ds)*p/100)]
-	}
-	b.ResetTimer()
-	var report strings.Builder
-	fmt.Fprintf(&report, "%d messages, %d calls each\n%-18s %9s %9s %9s %7s\n", rows, calls, "page", "p50", "p99", "bare p50", "ratio")
-	for _, p := range pages {
-		for range 5 {
-			serve(p.path)
-		}
-		pageTimes, bareTimes := make([]time.Duration, calls), make([]time.Duration, calls)
-		for i := range calls {
-			pageTimes[i] = serve(p.path)
-			t0 := time.Now()
-			if err := p.bare(ctx); err != nil {
-				b.Fatal(err)
-			}
-			bareTimes[i] = time.Since(t0)
-		}
-		p50, p99, bare := percentile(pageTimes, 50), percentile(pageTimes, 99), percentile(bareTimes, 50)
-		fmt.Fprintf(&report, "%-18s %9s %9s %9s %6.1fx\n", p.name, p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond),
-			bare.Round(10*time.Microsecond), float64(p50)/float64(max(bare, time.Microsecond)))
-		b.ReportMetric(float64(p50)/1e6, p.name+"-p50-ms")
-		b.ReportMetric(float64(p99)/1e6, p.name+"-p99-ms")
-		if p99 > 50*time.Millisecond {
-			fmt.Fprintf(&report, "  %s: p99 %s is over the 50 ms target\n", p.name, p99.Round(time.Millisecond))
-		}
-	}
-	b.Log("\n" + report.String())
+	measurePages(b, bs, fmt.Sprintf("%d messages", rows), benchCalls(b), pages)
 }

@@ -55,6 +55,8 @@ type overviewContent struct {
 	Alarms   []quarantine.AlarmState // firing or pending, on visible queues
 	Age      barChart
 	AgeRows  []ageRow
+	History  lineChart
+	HistRows []historyRow
 	Waiting  int64
 }
 
@@ -75,10 +77,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		queues[i] = st.Queue
 	}
 	var inflow, ages []quarantine.QueueHistogram
-	hourly := make([]time.Time, 25)
-	for i := range hourly {
-		hourly[i] = now.Add(time.Duration(i-24) * time.Hour)
-	}
+	hourly := hourlyEdges(now)
 	edges := ageEdges(now)
 	for lo := 0; lo < len(queues); lo += quarantine.MaxHistogramQueues {
 		chunk := queues[lo:min(lo+quarantine.MaxHistogramQueues, len(queues))]
@@ -124,7 +123,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	straddle := map[time.Duration][]string{} // max_age -> queues whose max_age falls inside a bucket of the last day
 	for i, st := range stats {
 		row := h.queueRow(st, now)
-		row.Inflow = sparkline(inflow[i].Counts, now)
+		row.Inflow = sparkline(inflow[i].Counts, hourly)
 		row.Firing = firing[st.Queue]
 		c.Queues = append(c.Queues, row)
 		c.Waiting += row.Waiting
@@ -172,6 +171,23 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 	}
 	c.Age, c.AgeRows = ageChart(ageCounts, over)
+
+	histEdges := historyEdges(now)
+	hist, err := h.cfg.Store.AgeHistory(ctx, quarantine.AgeHistoryRequest{Owners: f.Owner, Edges: histEdges})
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	maxAges := make(map[string]time.Duration, len(c.Queues))
+	for _, row := range c.Queues {
+		maxAges[row.Queue] = row.MaxAge
+	}
+	c.History, c.HistRows = ageHistoryChart(hist, histEdges, func(q string) time.Duration {
+		if m, ok := maxAges[q]; ok {
+			return m
+		}
+		return h.maxAge(q, quarantine.AssignOwner(h.cfg.Owners, q))
+	})
 	h.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Token: s.token, CSRF: s.csrf, Content: &c})
 }
 
@@ -224,11 +240,7 @@ func (h *Handler) queueRow(st quarantine.QueueStats, now time.Time) queueRow {
 		row.Counts = append(row.Counts, statusCell{Status: status, N: st.Counts[status],
 			URL: "/messages?" + url.Values{"queue": {st.Queue}, "status": {string(status)}}.Encode()})
 	}
-	for i := range h.cfg.Alarms {
-		if a := &h.cfg.Alarms[i]; a.Matches(st.Queue, owner) && (row.MaxAge == 0 || a.MaxAge < row.MaxAge) {
-			row.MaxAge = a.MaxAge
-		}
-	}
+	row.MaxAge = h.maxAge(st.Queue, owner)
 	if row.MaxAge > 0 {
 		row.MaxAgeS = row.MaxAge.String()
 	}
@@ -246,4 +258,16 @@ func (h *Handler) queueRow(st quarantine.QueueStats, now time.Time) queueRow {
 		}
 	}
 	return row
+}
+
+// maxAge is the smallest max_age of the alarms covering queue (of
+// owner), 0 when none does.
+func (h *Handler) maxAge(queue, owner string) time.Duration {
+	var m time.Duration
+	for i := range h.cfg.Alarms {
+		if a := &h.cfg.Alarms[i]; a.Matches(queue, owner) && (m == 0 || a.MaxAge < m) {
+			m = a.MaxAge
+		}
+	}
+	return m
 }

@@ -194,3 +194,60 @@ func TestOverviewNeedsLogin(t *testing.T) {
 		t.Fatalf("anonymous /overview: %d to %q", res.StatusCode, res.Header.Get("Location"))
 	}
 }
+
+// The age history charts the samples of the last day: one point per
+// quarter of an hour with a sample, red past the queue's max_age, and a
+// table by hour naming the queue that held the oldest; a scoped token
+// charts its owners' queues only.
+func TestOverviewAgeHistory(t *testing.T) {
+	e := overviewEnv(t)
+	admin := e.client()
+	e.login(admin, e.token("admin", quarantine.RoleAdmin))
+	_, body := get(t, admin, e.srv.URL+"/overview")
+	if !strings.Contains(body, `id="history-empty"`) || strings.Contains(body, `<svg class="agehistory"`) {
+		t.Fatal("without a sample the page must say so and draw no chart")
+	}
+
+	e.at("orders", "team-a", 3*time.Hour)     // failed 09:00, past its 1 h max_age at every sample
+	e.at("billing", "team-b", 30*time.Minute) // failed 11:30, within its 10 h: 20 min old at 11:50
+	e.at("billing", "team-b", 20*time.Minute)
+	ctx := context.Background()
+	for _, at := range []time.Duration{-20 * time.Minute, -10 * time.Minute} { // 11:40, 11:50
+		if res, err := e.store.SampleAges(ctx, overviewNow.Add(at)); err != nil || !res.Taken {
+			t.Fatalf("SampleAges: %+v %v", res, err)
+		}
+	}
+	_, body = get(t, admin, e.srv.URL+"/overview")
+	svg := regexp.MustCompile(`(?s)<svg class="agehistory".*?</svg>`).FindString(body)
+	if svg == "" {
+		t.Fatalf("no age history chart:\n%s", body)
+	}
+	for _, want := range []string{`<title>11:30–11:45 UTC: oldest waiting 2 h 40 min, past its alarm&#39;s max_age</title>`,
+		`<title>11:45–12:00 UTC: oldest waiting 2 h 50 min, past its alarm&#39;s max_age</title>`, `class="pt over"`, `<polyline class="age-line"`} {
+		if !strings.Contains(svg, want) {
+			t.Fatalf("the age history lacks %q:\n%s", want, svg)
+		}
+	}
+	if n := strings.Count(svg, "<circle"); n != 2 {
+		t.Fatalf("%d points, want one per sampled quarter of an hour (2)", n)
+	}
+	if strings.Contains(svg, "orders") || strings.Contains(svg, "billing") {
+		t.Fatal("the chart names a queue: queue names belong to the table, as text")
+	}
+	table := body[strings.Index(body, `id="history-table"`):]
+	for _, want := range []string{`<th scope="row">11:00–12:00</th><td>2 h 50 min</td><td>orders</td><td class="num">3</td><td>yes</td>`,
+		`<th scope="row">10:00–11:00</th><td colspan="4">no sample</td>`} {
+		if !strings.Contains(table, want) {
+			t.Fatalf("the history table lacks %q:\n%s", want, table[:min(len(table), 3000)])
+		}
+	}
+
+	viewer := e.client()
+	e.login(viewer, e.token("viewer-b", quarantine.RoleViewer, "team-b"))
+	_, body = get(t, viewer, e.srv.URL+"/overview")
+	table = body[strings.Index(body, `id="history-table"`):]
+	if !strings.Contains(table, `<th scope="row">11:00–12:00</th><td>20 min</td><td>billing</td><td class="num">2</td><td>no</td>`) ||
+		strings.Contains(table, "orders") || strings.Contains(body, `class="pt over"`) {
+		t.Fatalf("team-b's history must chart billing only:\n%s", table[:min(len(table), 3000)])
+	}
+}
