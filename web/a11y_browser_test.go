@@ -2,9 +2,6 @@ package web_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,23 +10,8 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/browsertest"
 )
-
-// axePath is axe-core's browser build, installed by scripts/node-tools.sh.
-var axePath = filepath.Join("..", ".tools", "node", "node_modules", "axe-core", "axe.min.js")
-
-// axeScript returns axe.min.js, or skips t without it (fails under CI).
-func axeScript(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(axePath)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("axe-core is required under CI (%v): run scripts/node-tools.sh", err)
-		}
-		t.Skipf("no axe-core at %s: run scripts/node-tools.sh", axePath)
-	}
-	return string(b)
-}
 
 // a11yFixture is what the pages of a11yPages are about.
 type a11yFixture struct {
@@ -65,32 +47,21 @@ var a11yPages = []a11yPage{
 	{name: "notfound", path: fixed("/nowhere")},
 }
 
-// axeViolation is one rule that failed on a page, as axe reports it.
-type axeViolation struct {
-	ID     string   `json:"id"`
-	Impact string   `json:"impact"`
-	Help   string   `json:"help"`
-	Nodes  []string `json:"nodes"`
-}
-
-// axeRun runs axe-core on the page and returns its serious and critical
-// violations.
-const axeRun = `axe.run(document, {resultTypes: ["violations"]}).then(r => JSON.stringify(
-	r.violations.filter(v => v.impact === "serious" || v.impact === "critical").map(v => ({
-		id: v.id, impact: v.impact, help: v.help,
-		nodes: v.nodes.slice(0, 5).map(n => n.target.join(" ") + ": " + (n.failureSummary || ""))}))))`
-
 // Every page has no serious or critical axe-core violation, and writes
 // nothing to the browser console.
 func TestUIBrowserAccessibility(t *testing.T) {
-	b := newBrowser(t)
-	axe := axeScript(t)
+	b := browsertest.New(t)
+	axe := browsertest.Axe(t)
 	e := newEnv(t)
 	secret := e.token("admin", quarantine.RoleAdmin)
 	f := &a11yFixture{message: e.message(quarantine.Message{Queue: "orders", JobName: "charge", Reason: "card declined",
 		Payload: []byte(`{"order":42,"card":{"number":"4111"}}`), IdempotencyKey: "order-42",
 		Headers: map[string]string{"x-trace": "t-1"}})}
 	e.message(quarantine.Message{Queue: "billing", JobName: "invoice", Reason: "timeout", Payload: []byte("not json \x00\x01")})
+	// A sample of the ages: the overview draws its age history.
+	if _, err := e.store.SampleAges(context.Background(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	var err error
 	f.replay, err = e.store.CreateReplay(context.Background(), quarantine.ReplayRequest{IDs: []string{f.message.ID},
 		Rate: 10, DryRun: true, Reason: "accessibility test", Actor: "test", DraftTTL: time.Hour}, nil)
@@ -102,44 +73,35 @@ func TestUIBrowserAccessibility(t *testing.T) {
 	for _, p := range a11yPages {
 		if p.anonymous == loggedIn {
 			if loggedIn {
-				b.do(chromedp.Navigate(e.srv.URL+"/overview"), chromedp.WaitVisible(chromedp.ID("logout")),
+				b.Do(chromedp.Navigate(e.srv.URL+"/overview"), chromedp.WaitVisible(chromedp.ID("logout")),
 					chromedp.Click(chromedp.ID("logout")), chromedp.WaitVisible(chromedp.ID("token")))
 			} else {
-				b.do(chromedp.Navigate(e.srv.URL+"/?token="+secret), chromedp.WaitVisible(chromedp.ID("logout")))
+				b.Do(chromedp.Navigate(e.srv.URL+"/?token="+secret), chromedp.WaitVisible(chromedp.ID("logout")))
 			}
 			loggedIn = !loggedIn
 		}
 		u := p.path(f)
-		b.do(chromedp.Navigate(e.srv.URL+u), chromedp.WaitVisible(chromedp.CSS("main h1")))
-		if h1 := run(b, chromedp.Text(chromedp.CSS("main h1"))); p.name != "notfound" && (h1 == "Not found" || h1 == "Error" || h1 == "Refused") {
+		b.Do(chromedp.Navigate(e.srv.URL+u), chromedp.WaitVisible(chromedp.CSS("main h1")))
+		if h1 := browsertest.Run(b, chromedp.Text(chromedp.CSS("main h1"))); p.name != "notfound" && (h1 == "Not found" || h1 == "Error" || h1 == "Refused") {
 			t.Fatalf("%s (%s) is an error page: %q", p.name, u, h1)
 		}
-		b.do(chromedp.Evaluate[chromedp.Void](axe))
-		out := run(b, chromedp.Evaluate[string](axeRun, chromedp.EvalAwaitPromise))
-		var vs []axeViolation
-		if err := json.Unmarshal([]byte(out), &vs); err != nil {
-			t.Fatalf("%s: axe result %q: %v", p.name, out, err)
-		}
-		for _, v := range vs {
+		for _, v := range b.AxeViolations(axe) {
 			t.Errorf("%s (%s): %s %s: %s\n\t%s", p.name, u, v.Impact, v.ID, v.Help, strings.Join(v.Nodes, "\n\t"))
 		}
-		b.screenshot("a11y-" + p.name)
-		b.mu.Lock()
-		for _, m := range b.console {
+		b.Screenshot("a11y-" + p.name)
+		for _, m := range b.Console() {
 			// The not-found page is a 404, which the browser logs.
 			if p.name != "notfound" || !strings.Contains(m, "status of 404") {
 				t.Errorf("%s (%s) wrote to the console: %q", p.name, u, m)
 			}
 		}
-		b.console = nil
-		b.mu.Unlock()
 	}
 }
 
 // The keyboard: "/" focuses the search box, j and k move over the rows,
 // the arrows too once a row has the focus, and Enter opens the row.
 func TestUIBrowserKeyboard(t *testing.T) {
-	b := newBrowser(t)
+	b := browsertest.New(t)
 	e := newEnv(t)
 	secret := e.token("admin", quarantine.RoleAdmin)
 	var msgs []*quarantine.Message
@@ -147,26 +109,26 @@ func TestUIBrowserKeyboard(t *testing.T) {
 		failed := time.Now().Add(-time.Duration(i+1) * time.Minute)
 		msgs = append(msgs, e.message(quarantine.Message{Queue: "orders", Reason: "r", Payload: []byte(`{}`), FailedAt: failed}))
 	}
-	b.do(chromedp.Navigate(e.srv.URL+"/?token="+secret), chromedp.WaitVisible(chromedp.ID("logout")))
-	b.do(chromedp.Navigate(e.srv.URL+"/messages"), chromedp.WaitVisible(chromedp.ID("messages")))
+	b.Do(chromedp.Navigate(e.srv.URL+"/?token="+secret), chromedp.WaitVisible(chromedp.ID("logout")))
+	b.Do(chromedp.Navigate(e.srv.URL+"/messages"), chromedp.WaitVisible(chromedp.ID("messages")))
 	active := func() string {
-		return run(b, chromedp.Evaluate[string](`(document.activeElement.closest("[data-row]") || {dataset: {}}).dataset.id || document.activeElement.name || document.activeElement.tagName`))
+		return browsertest.Run(b, chromedp.Evaluate[string](`(document.activeElement.closest("[data-row]") || {dataset: {}}).dataset.id || document.activeElement.name || document.activeElement.tagName`))
 	}
-	keys := func(k string) { b.do(chromedp.KeyEvent(k)) }
+	keys := func(k string) { b.Do(chromedp.KeyEvent(k)) }
 
 	// "/" as a browser sends it: a keydown whose default action (typing
 	// the slash) app.js prevents. (chromedp's KeyEvent sends the char as a
 	// separate protocol event, which no keydown handler can cancel.)
-	typed := run(b, chromedp.Evaluate[bool](`document.body.dispatchEvent(new KeyboardEvent("keydown", {key: "/", bubbles: true, cancelable: true}))`))
+	typed := browsertest.Run(b, chromedp.Evaluate[bool](`document.body.dispatchEvent(new KeyboardEvent("keydown", {key: "/", bubbles: true, cancelable: true}))`))
 	if got := active(); got != "q" || typed {
 		t.Fatalf("after /, the focus is on %q (default action kept: %v), want the search box and no slash typed", got, typed)
 	}
 	// Typing in the search box types; Escape leaves it.
 	keys("j")
-	if v := run(b, chromedp.Evaluate[string](`document.getElementById("q").value`)); v != "j" {
+	if v := browsertest.Run(b, chromedp.Evaluate[string](`document.getElementById("q").value`)); v != "j" {
 		t.Fatalf("j typed in the search box gave %q", v)
 	}
-	b.do(chromedp.Evaluate[chromedp.Void](`document.getElementById("q").value = ""`))
+	b.Do(chromedp.Evaluate[chromedp.Void](`document.getElementById("q").value = ""`))
 	keys(kb.Escape)
 	// Newest first: msgs[0], msgs[1], msgs[2].
 	for _, step := range []struct{ key, want string }{
@@ -177,18 +139,14 @@ func TestUIBrowserKeyboard(t *testing.T) {
 		if got := active(); got != step.want {
 			t.Fatalf("after %q the focus is on row %q, want %q", step.key, got, step.want)
 		}
-		if n := run(b, chromedp.Evaluate[int](`document.querySelectorAll("[data-row].current").length`)); n != 1 {
+		if n := browsertest.Run(b, chromedp.Evaluate[int](`document.querySelectorAll("[data-row].current").length`)); n != 1 {
 			t.Fatalf("after %q, %d rows are current, want 1", step.key, n)
 		}
 	}
 	keys(kb.Enter)
-	b.do(chromedp.WaitVisible(chromedp.ID("payload")))
-	if p := run(b, chromedp.Evaluate[string](`location.pathname`)); p != "/messages/"+msgs[1].ID {
+	b.Do(chromedp.WaitVisible(chromedp.ID("payload")))
+	if p := browsertest.Run(b, chromedp.Evaluate[string](`location.pathname`)); p != "/messages/"+msgs[1].ID {
 		t.Fatalf("Enter opened %q, want the current row's message %s", p, msgs[1].ID)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.console) > 0 {
-		t.Fatalf("the pages wrote to the console: %q", b.console)
-	}
+	b.NoConsole()
 }

@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/url"
 	"strings"
 	"testing"
@@ -10,52 +9,15 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/browsertest"
 )
-
-// noInjected checks that no hostile string ran or became an element:
-// the pages' own elements are the layout's script from /static/ only.
-func (b *browser) noInjected(page string) {
-	b.t.Helper()
-	if got := run(b, chromedp.Evaluate[string](`typeof window.pwned`)); got != "undefined" {
-		b.t.Fatalf("%s: window.pwned is %s: a payload ran", page, got)
-	}
-	const sel = `img, script:not([src^="/static/"]), svg, iframe, object, embed, [onerror], [onload], [onclick], a[href^='javascript'], a[href^=' javascript']`
-	if n := run(b, chromedp.Evaluate[int](`document.querySelectorAll(`+"`"+sel+"`"+`).length`)); n != 0 {
-		b.t.Fatalf("%s: %d injected elements in the DOM", page, n)
-	}
-}
-
-// axeClean fails t on a serious or critical axe-core violation of the
-// page (axeRun of the accessibility test).
-func (b *browser) axeClean(axe, page string) {
-	b.t.Helper()
-	b.do(chromedp.Evaluate[chromedp.Void](axe))
-	out := run(b, chromedp.Evaluate[string](axeRun, chromedp.EvalAwaitPromise))
-	var vs []axeViolation
-	if err := json.Unmarshal([]byte(out), &vs); err != nil {
-		b.t.Fatalf("%s: axe result %q: %v", page, out, err)
-	}
-	for _, v := range vs {
-		b.t.Errorf("%s: %s %s: %s\n\t%s", page, v.Impact, v.ID, v.Help, strings.Join(v.Nodes, "\n\t"))
-	}
-}
-
-// noConsole fails t when a page wrote to the browser's console.
-func (b *browser) noConsole() {
-	b.t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.console) > 0 {
-		b.t.Fatalf("the pages wrote to the console: %q", b.console)
-	}
-}
 
 // An operator checks two rows, discards them with a reason, takes a
 // sample, opens the failure groups and goes from a group to its
 // messages.
 func TestUIBrowserSelectDiscardSampleGroups(t *testing.T) {
-	b := newBrowser(t)
-	axe := axeScript(t)
+	b := browsertest.New(t)
+	axe := browsertest.Axe(t)
 	e := newEnv(t)
 	secret := e.token("op", quarantine.RoleOperator)
 	var declined []*quarantine.Message
@@ -65,24 +27,24 @@ func TestUIBrowserSelectDiscardSampleGroups(t *testing.T) {
 	}
 	timeout := e.message(quarantine.Message{Queue: "orders", JobName: "ship", FailureClass: quarantine.ClassExhausted, Reason: "carrier timeout", Payload: []byte(`{}`)})
 
-	b.do(chromedp.Navigate(e.srv.URL+"/?token="+url.QueryEscape(secret)), chromedp.WaitVisible(chromedp.ID("logout")))
-	b.do(chromedp.Navigate(e.srv.URL+"/messages"), chromedp.WaitVisible(chromedp.ID("messages")))
+	b.Do(chromedp.Navigate(e.srv.URL+"/?token="+url.QueryEscape(secret)), chromedp.WaitVisible(chromedp.ID("logout")))
+	b.Do(chromedp.Navigate(e.srv.URL+"/messages"), chromedp.WaitVisible(chromedp.ID("messages")))
 	pick := func(id string) chromedp.Action[chromedp.Void] {
 		return chromedp.Click(chromedp.CSS(`input[name="ids"][value="` + id + `"]`))
 	}
-	b.do(pick(declined[0].ID), pick(declined[2].ID))
-	b.screenshot("messages-selection")
-	b.do(chromedp.Click(chromedp.ID("discard-selected")), chromedp.WaitVisible(chromedp.ID("discard-form")))
-	if got := run(b, chromedp.Text(chromedp.ID("count"))); got != "2" {
+	b.Do(pick(declined[0].ID), pick(declined[2].ID))
+	b.Screenshot("messages-selection")
+	b.Do(chromedp.Click(chromedp.ID("discard-selected")), chromedp.WaitVisible(chromedp.ID("discard-form")))
+	if got := browsertest.Run(b, chromedp.Text(chromedp.ID("count"))); got != "2" {
 		t.Fatalf("the selection counts %q, want 2", got)
 	}
-	b.screenshot("bulk-discard")
-	b.axeClean(axe, "/messages/bulk")
-	b.do(chromedp.SendKeys(chromedp.ID("reason"), "poison pills"), chromedp.Click(chromedp.ID("discard")), chromedp.WaitVisible(chromedp.ID("result")))
-	if got := run(b, chromedp.Text(chromedp.ID("changed-count"))); got != "2" {
+	b.Screenshot("bulk-discard")
+	b.AxeClean(axe, "/messages/bulk")
+	b.Do(chromedp.SendKeys(chromedp.ID("reason"), "poison pills"), chromedp.Click(chromedp.ID("discard")), chromedp.WaitVisible(chromedp.ID("result")))
+	if got := browsertest.Run(b, chromedp.Text(chromedp.ID("changed-count"))); got != "2" {
 		t.Fatalf("discarded %q, want 2", got)
 	}
-	b.axeClean(axe, "POST /messages/discard")
+	b.AxeClean(axe, "POST /messages/discard")
 	for i, m := range declined {
 		want := quarantine.StatusQuarantined
 		if i == 0 || i == 2 {
@@ -97,45 +59,45 @@ func TestUIBrowserSelectDiscardSampleGroups(t *testing.T) {
 	}
 
 	// Sample 2 of the quarantined orders.
-	b.do(chromedp.Navigate(e.srv.URL+"/messages?queue=orders&status=quarantined"), chromedp.WaitVisible(chromedp.ID("sample-size")))
-	b.do(chromedp.SetValue(chromedp.ID("sample-size"), "2"), chromedp.Click(chromedp.ID("sample")), chromedp.WaitVisible(chromedp.ID("sample-info")))
-	if n := run(b, chromedp.Evaluate[int](`document.querySelectorAll("#messages tbody tr").length`)); n != 2 {
+	b.Do(chromedp.Navigate(e.srv.URL+"/messages?queue=orders&status=quarantined"), chromedp.WaitVisible(chromedp.ID("sample-size")))
+	b.Do(chromedp.SetValue(chromedp.ID("sample-size"), "2"), chromedp.Click(chromedp.ID("sample")), chromedp.WaitVisible(chromedp.ID("sample-info")))
+	if n := browsertest.Run(b, chromedp.Evaluate[int](`document.querySelectorAll("#messages tbody tr").length`)); n != 2 {
 		t.Fatalf("the sample has %d rows, want 2", n)
 	}
-	loc := run(b, chromedp.Evaluate[string](`location.search`))
+	loc := browsertest.Run(b, chromedp.Evaluate[string](`location.search`))
 	if !strings.Contains(loc, "queue=orders") || !strings.Contains(loc, "status=quarantined") || !strings.Contains(loc, "size=2") {
 		t.Fatalf("the sample lost the filter: %s", loc)
 	}
-	seed := run(b, chromedp.Text(chromedp.ID("seed")))
-	b.screenshot("sample")
-	first := run(b, chromedp.Evaluate[string](`[...document.querySelectorAll("#messages tbody tr")].map(r => r.dataset.id).join()`))
-	b.do(chromedp.Click(chromedp.ID("sample-again")), chromedp.WaitVisible(chromedp.ID("sample-info")))
-	again := run(b, chromedp.Evaluate[string](`[...document.querySelectorAll("#messages tbody tr")].map(r => r.dataset.id).join()`))
-	if again != first || run(b, chromedp.Text(chromedp.ID("seed"))) != seed {
+	seed := browsertest.Run(b, chromedp.Text(chromedp.ID("seed")))
+	b.Screenshot("sample")
+	first := browsertest.Run(b, chromedp.Evaluate[string](`[...document.querySelectorAll("#messages tbody tr")].map(r => r.dataset.id).join()`))
+	b.Do(chromedp.Click(chromedp.ID("sample-again")), chromedp.WaitVisible(chromedp.ID("sample-info")))
+	again := browsertest.Run(b, chromedp.Evaluate[string](`[...document.querySelectorAll("#messages tbody tr")].map(r => r.dataset.id).join()`))
+	if again != first || browsertest.Run(b, chromedp.Text(chromedp.ID("seed"))) != seed {
 		t.Fatalf("the same seed %s gave %s, then %s", seed, first, again)
 	}
 
 	// Groups, then one click to a group's messages.
-	b.do(chromedp.Navigate(e.srv.URL+"/groups?status=quarantined"), chromedp.WaitVisible(chromedp.ID("groups")))
-	b.screenshot("groups")
-	b.do(chromedp.Click(chromedp.CSS(`tr[data-fingerprint="`+timeout.Fingerprint+`"] a.group-link`)), chromedp.WaitVisible(chromedp.ID("messages")))
-	ids := run(b, chromedp.Evaluate[string](`[...document.querySelectorAll("#messages tbody tr")].map(r => r.dataset.id).join()`))
+	b.Do(chromedp.Navigate(e.srv.URL+"/groups?status=quarantined"), chromedp.WaitVisible(chromedp.ID("groups")))
+	b.Screenshot("groups")
+	b.Do(chromedp.Click(chromedp.CSS(`tr[data-fingerprint="`+timeout.Fingerprint+`"] a.group-link`)), chromedp.WaitVisible(chromedp.ID("messages")))
+	ids := browsertest.Run(b, chromedp.Evaluate[string](`[...document.querySelectorAll("#messages tbody tr")].map(r => r.dataset.id).join()`))
 	if ids != timeout.ID {
 		t.Fatalf("the group's messages are %q, want %s", ids, timeout.ID)
 	}
-	if fp := run(b, chromedp.Evaluate[string](`document.getElementById("fingerprint").value`)); fp != timeout.Fingerprint {
+	if fp := browsertest.Run(b, chromedp.Evaluate[string](`document.getElementById("fingerprint").value`)); fp != timeout.Fingerprint {
 		t.Fatalf("the filter bar shows fingerprint %q", fp)
 	}
-	b.noInjected("/groups")
-	b.noConsole()
+	b.NoInjection("/groups")
+	b.NoConsole()
 }
 
 // Hostile strings in a job, queue, reason, header, payload, edit reason,
 // actor, replay reason and discard reason are text on the groups page
 // and the message's timeline: nothing runs, no element is injected.
 func TestUIBrowserHostileGroupsAndTimeline(t *testing.T) {
-	b := newBrowser(t)
-	axe := axeScript(t)
+	b := browsertest.New(t)
+	axe := browsertest.Axe(t)
 	e := newEnv(t)
 	ctx := context.Background()
 	secret := e.token("admin", quarantine.RoleAdmin)
@@ -166,57 +128,57 @@ func TestUIBrowserHostileGroupsAndTimeline(t *testing.T) {
 		t.Fatalf("re-failure links %q", refail.RefailOf)
 	}
 
-	b.do(chromedp.Navigate(e.srv.URL+"/?token="+url.QueryEscape(secret)), chromedp.WaitVisible(chromedp.ID("logout")))
-	b.do(chromedp.Navigate(e.srv.URL+"/messages"), chromedp.WaitVisible(chromedp.ID("messages")))
-	b.noInjected("/messages")
+	b.Do(chromedp.Navigate(e.srv.URL+"/?token="+url.QueryEscape(secret)), chromedp.WaitVisible(chromedp.ID("logout")))
+	b.Do(chromedp.Navigate(e.srv.URL+"/messages"), chromedp.WaitVisible(chromedp.ID("messages")))
+	b.NoInjection("/messages")
 
 	// Groups: the job, the (normalised) reason and the queue are text.
-	b.do(chromedp.Navigate(e.srv.URL+"/groups"), chromedp.WaitVisible(chromedp.ID("groups")))
-	groups := run(b, chromedp.Text(chromedp.ID("groups")))
+	b.Do(chromedp.Navigate(e.srv.URL+"/groups"), chromedp.WaitVisible(chromedp.ID("groups")))
+	groups := browsertest.Run(b, chromedp.Text(chromedp.ID("groups")))
 	for _, want := range []string{m.JobName, m.Queue, `<script>`, `javascript:`} {
 		if !strings.Contains(groups, want) {
 			t.Fatalf("the groups page lacks %q as text: %s", want, groups)
 		}
 	}
-	b.noInjected("/groups")
-	b.screenshot("groups-hostile")
+	b.NoInjection("/groups")
+	b.Screenshot("groups-hostile")
 
 	// The timeline: the edit's reason and actor, the replay's reason, the
 	// re-failure link, then a discard with a hostile reason from the form.
-	b.do(chromedp.Navigate(e.srv.URL+"/messages/"+m.ID), chromedp.WaitVisible(chromedp.ID("timeline")))
-	tl := run(b, chromedp.Text(chromedp.ID("timeline")))
+	b.Do(chromedp.Navigate(e.srv.URL+"/messages/"+m.ID), chromedp.WaitVisible(chromedp.ID("timeline")))
+	tl := browsertest.Run(b, chromedp.Text(chromedp.ID("timeline")))
 	for _, want := range []string{all, `token:"><img src=x onerror=window.pwned=12>`, m.PayloadSHA256, edited.PayloadSHA256, batch.ID, "refailed", refail.ID} {
 		if !strings.Contains(tl, want) {
 			t.Fatalf("the timeline lacks %q as text:\n%s", want, tl)
 		}
 	}
 	for id, want := range map[string]string{"reason": all, "queue": m.Queue, "job": m.JobName} {
-		if got := run(b, chromedp.Text(chromedp.ID(id))); got != want {
+		if got := browsertest.Run(b, chromedp.Text(chromedp.ID(id))); got != want {
 			t.Fatalf("#%s shows %q, want the text %q", id, got, want)
 		}
 	}
-	if got := run(b, chromedp.Text(chromedp.ID("headers"))); !strings.Contains(got, m.Headers["x-evil"]) || !strings.Contains(got, m.Headers["x-link"]) {
+	if got := browsertest.Run(b, chromedp.Text(chromedp.ID("headers"))); !strings.Contains(got, m.Headers["x-evil"]) || !strings.Contains(got, m.Headers["x-link"]) {
 		t.Fatalf("headers: %q", got)
 	}
-	if got := run(b, chromedp.Text(chromedp.ID("payload"))); !strings.Contains(got, `<img src=x onerror=window.pwned=11>`) {
+	if got := browsertest.Run(b, chromedp.Text(chromedp.ID("payload"))); !strings.Contains(got, `<img src=x onerror=window.pwned=11>`) {
 		t.Fatalf("payload: %q", got)
 	}
-	b.noInjected("/messages/{id}")
-	b.screenshot("message-timeline")
-	b.axeClean(axe, "/messages/{id} with a timeline")
+	b.NoInjection("/messages/{id}")
+	b.Screenshot("message-timeline")
+	b.AxeClean(axe, "/messages/{id} with a timeline")
 
 	// The re-failure's page: discard it with a hostile reason; the
 	// timeline shows the discard as text, and links back.
-	b.do(chromedp.Navigate(e.srv.URL+"/messages/"+refail.ID), chromedp.WaitVisible(chromedp.ID("discard-form")))
-	if href := run(b, chromedp.Evaluate[string](`document.getElementById("refail-of").getAttribute("href")`)); href != "/messages/"+m.ID {
+	b.Do(chromedp.Navigate(e.srv.URL+"/messages/"+refail.ID), chromedp.WaitVisible(chromedp.ID("discard-form")))
+	if href := browsertest.Run(b, chromedp.Evaluate[string](`document.getElementById("refail-of").getAttribute("href")`)); href != "/messages/"+m.ID {
 		t.Fatalf("re-failure links to %q", href)
 	}
-	b.do(chromedp.SendKeys(chromedp.ID("discard-reason"), all), chromedp.Click(chromedp.ID("discard")),
+	b.Do(chromedp.SendKeys(chromedp.ID("discard-reason"), all), chromedp.Click(chromedp.ID("discard")),
 		chromedp.WaitVisible(chromedp.CSS(`li[data-kind="discard"]`)))
-	if got := run(b, chromedp.Text(chromedp.CSS(`li[data-kind="discard"] .ev-reason`))); got != all {
+	if got := browsertest.Run(b, chromedp.Text(chromedp.CSS(`li[data-kind="discard"] .ev-reason`))); got != all {
 		t.Fatalf("the discard's reason shows %q, want the text %q", got, all)
 	}
-	b.noInjected("/messages/{refail}")
-	b.screenshot("message-discarded")
-	b.noConsole()
+	b.NoInjection("/messages/{refail}")
+	b.Screenshot("message-discarded")
+	b.NoConsole()
 }
