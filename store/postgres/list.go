@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
 // where builds the WHERE clause of a message query, with numbered
@@ -66,7 +65,7 @@ func (w *where) sql() string {
 func filterWhere(f *quarantine.Filter) *where {
 	w := fieldsWhere(f)
 	if f.Text != "" {
-		w.conds = append(w.conds, textCond(w.arg(textPattern(f.Text)), hasTrigram(search.Fold(f.Text))))
+		w.conds = append(w.conds, textCond(w, f.Text))
 	}
 	return w
 }

@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,7 +15,7 @@ import (
 // The search index (migration 0005): triggers queue the IDs of new and
 // changed messages in search_pending; the indexer takes them in queue
 // order, folds each message's reason, job name and current payload text
-// (search.Doc) and writes the document to search_docs, whose pg_trgm GIN
+// (search.Doc) and writes the document to search_docs, whose key's pg_trgm GIN
 // index serves Filter.Text. Folding and the GIN insertions are off the
 // ingest path: an insert only writes one narrow row to search_pending.
 //
@@ -145,46 +143,22 @@ func filterText(f *quarantine.Filter) string {
 	return f.Text
 }
 
-// indexer is the background loop of IndexSearch.
-type indexer struct {
-	off    bool // WithoutSearchIndexer
-	cancel context.CancelFunc
-	done   sync.WaitGroup
-	pacer  search.Pacer
-}
+// indexer is the store's background search indexer.
+type indexer = search.Indexer
 
 // WithoutSearchIndexer opens the store without its background search
 // indexer: messages are then indexed only by IndexSearch and by the
 // searches that find a short queue (tests of the lag use it).
 func WithoutSearchIndexer() Option {
-	return func(s *Store) { s.idx = &indexer{off: true} }
+	return func(s *Store) { s.idx = search.Off() }
 }
 
-// startIndexer runs IndexSearch in the background, paced by
-// search.Run (ingest goes first), until stopIndexer.
-func (s *Store) startIndexer() {
-	if s.idx != nil && s.idx.off {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.idx = &indexer{cancel: cancel}
-	s.idx.done.Add(1)
-	go func() {
-		defer s.idx.done.Done()
-		search.Run(ctx, &s.idx.pacer, s.IndexSearch, func(err error) {
-			if !errors.Is(err, context.Canceled) && !unmigrated(err) {
-				slog.Warn("search indexer", "component", "store", "err", err)
-			}
-		})
-	}()
-}
+// startIndexer runs IndexSearch in the background, paced by search.Run
+// (ingest goes first), until stopIndexer.
+func (s *Store) startIndexer() { s.idx = search.Start(s.idx, s.IndexSearch, unmigrated) }
 
 // inserted tells the indexer that messages were just inserted.
-func (s *Store) inserted() {
-	if s.idx != nil {
-		s.idx.pacer.Inserted(time.Now())
-	}
-}
+func (s *Store) inserted() { s.idx.Inserted() }
 
 // unmigrated reports whether err says the search tables are missing: the
 // store was opened before Migrate.
@@ -194,9 +168,4 @@ func unmigrated(err error) bool {
 }
 
 // stopIndexer stops the background loop and waits for it.
-func (s *Store) stopIndexer() {
-	if s.idx != nil && !s.idx.off {
-		s.idx.cancel()
-		s.idx.done.Wait()
-	}
-}
+func (s *Store) stopIndexer() { s.idx.Stop() }

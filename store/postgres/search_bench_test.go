@@ -53,11 +53,11 @@ func seedSearch(tb testing.TB, s *postgres.Store) {
 		exec(`DELETE FROM search_pending`)
 		rebuild := missing > 100_000
 		if rebuild {
-			exec(`DROP INDEX IF EXISTS search_docs_trgm_idx`)
+			exec(`DROP INDEX IF EXISTS search_docs_key_idx`)
 		}
 		exec(seedSearchSQL)
 		if rebuild {
-			exec(`CREATE INDEX search_docs_trgm_idx ON search_docs USING gin (doc public.gin_trgm_ops)`)
+			exec(`CREATE INDEX search_docs_key_idx ON search_docs USING gin (key public.gin_trgm_ops)`)
 		}
 		tb.Logf("indexed %d seeded messages for search in %v", missing, time.Since(t0).Round(time.Second))
 	}

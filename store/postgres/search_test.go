@@ -1,8 +1,12 @@
 package postgres_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/postgres"
@@ -87,4 +91,90 @@ func searchMsg(reason string) *quarantine.Message {
 	at := time.Date(2025, 7, 1, 0, 0, 0, 0, time.UTC)
 	return &quarantine.Message{Source: "src", SourceKind: quarantine.SourceMemory, Queue: "q", JobName: "job",
 		FailureClass: quarantine.ClassPermanent, Reason: reason, Payload: []byte(`{"a":1}`), FailedAt: at, DedupeKey: reason}
+}
+
+// TestSearchStrategiesAgree walks every page of text searches that take
+// each of listText's ways (the first window, the probe whose hits are the
+// answer, windows after a probe found the term frequent, the whole index)
+// on 20,000 seeded messages, and checks each answer against the
+// documents tested one by one.
+func TestSearchStrategiesAgree(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, postgres.WithoutSearchIndexer())
+	ctx := t.Context()
+	seed(t, s, 20_000)
+	for {
+		n, err := s.IndexSearch(ctx, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if _, err := s.Pool().Exec(ctx, `ANALYZE search_docs`); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		f    quarantine.Filter
+		want int // at least this many matches, so that the case means something
+	}{
+		{"frequent, first window", quarantine.Filter{Text: "Upstream Timeout"}, 20_000},
+		{"rare, probe", quarantine.Filter{Text: `"idem-1234"`}, 1},
+		{"prefix, probe", quarantine.Filter{Text: "idem-123"}, 11},
+		{"punctuation, probe", quarantine.Filter{Text: " sku-5 "}, 1},
+		{"1%, probe", quarantine.Filter{Text: "failure 7:"}, 150},
+		{"1% in a queue, probe then filter", quarantine.Filter{Text: "failure 7:", Queue: []string{"queue-08"}}, 1},
+		{"frequent but not among the candidates, windows then index", quarantine.Filter{Text: "job-3", JobName: []string{"job-4"}}, 0},
+		{"frequent in a status", quarantine.Filter{Text: "job-3", Status: []quarantine.Status{quarantine.StatusQuarantined}}, 1000},
+		{"none", quarantine.Filter{Text: "no such text"}, 0},
+	}
+	for _, tc := range cases {
+		// The documents tested one by one, in list order.
+		q := `SELECT m.id FROM messages m JOIN search_docs d ON d.message_id = m.id WHERE d.doc LIKE $1`
+		args := []any{"%" + strings.ToLower(tc.f.Text) + "%"}
+		if len(tc.f.Queue) > 0 {
+			q += ` AND m.queue = $2`
+			args = append(args, tc.f.Queue[0])
+		}
+		if len(tc.f.JobName) > 0 {
+			q += ` AND m.job_name = $2`
+			args = append(args, tc.f.JobName[0])
+		}
+		if len(tc.f.Status) > 0 {
+			q += ` AND m.status = $2`
+			args = append(args, string(tc.f.Status[0]))
+		}
+		rows, err := s.Pool().Query(ctx, q+` ORDER BY m.failed_at DESC, m.id DESC`, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) < tc.want {
+			t.Fatalf("%s: %d matches in the seed, want at least %d", tc.name, len(want), tc.want)
+		}
+		var got []string
+		f := tc.f
+		f.Limit = 50
+		for page := 0; ; page++ {
+			p, err := s.ListMessages(ctx, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range p.Messages {
+				got = append(got, m.ID)
+			}
+			if p.Next == nil || page > 3 { // the first pages are enough for the frequent ones
+				break
+			}
+			f.After = p.Next
+		}
+		if len(got) > len(want) || !slices.Equal(got, want[:len(got)]) || (len(got) < len(want) && len(got) < 250) {
+			t.Errorf("%s: listed %d messages, want the first of %d in order\ngot  %.5q\nwant %.5q", tc.name, len(got), len(want), got, want)
+		}
+	}
 }
