@@ -31,8 +31,12 @@
 // CountByQueue, OldestQuarantined, QueueStats, Groups and stratified
 // samples read it when the filter allows, so their cost does not grow
 // with the number of messages; other filters aggregate the matching
-// messages. quarantine_recount() rebuilds it after rows were written
-// behind the store's back.
+// messages. inflow_hours (queue, hour, owner -> messages collected in
+// that UTC hour) is kept by InsertBatch too, after failure_groups; the
+// inflow Histogram reads its whole hours (migration 0006). age_samples
+// hold the oldest quarantined age per queue and owner, sampled once a
+// minute (age_history.go). quarantine_recount() rebuilds the counters
+// after rows were written behind the store's back.
 //
 // Sample reads an arc of a random rank column (sample.go and package
 // store/internal/sampling). Text search (Filter.Text, defined by package
