@@ -94,8 +94,9 @@ func searchMsg(reason string) *quarantine.Message {
 }
 
 // TestSearchStrategiesAgree walks every page of text searches that take
-// each of listText's ways (the first window, the probe whose hits are the
-// answer, windows after a probe found the term frequent, the whole index)
+// each of listText's ways (the first window, more windows, the probe
+// whose hits are the answer, windows after a probe found the term
+// frequent, then the whole index)
 // on 20,000 seeded messages, and checks each answer against the
 // documents tested one by one.
 func TestSearchStrategiesAgree(t *testing.T) {
@@ -124,8 +125,8 @@ func TestSearchStrategiesAgree(t *testing.T) {
 		{"rare, probe", quarantine.Filter{Text: `"idem-1234"`}, 1},
 		{"prefix, probe", quarantine.Filter{Text: "idem-123"}, 11},
 		{"punctuation, probe", quarantine.Filter{Text: " sku-5 "}, 1},
-		{"1%, probe", quarantine.Filter{Text: "failure 7:"}, 150},
-		{"1% in a queue, probe then filter", quarantine.Filter{Text: "failure 7:", Queue: []string{"queue-08"}}, 1},
+		{"1%, windows", quarantine.Filter{Text: "failure 7:"}, 150},
+		{"1% in a queue", quarantine.Filter{Text: "failure 7:", Queue: []string{"queue-08"}}, 1},
 		{"frequent but not among the candidates, windows then index", quarantine.Filter{Text: "job-3", JobName: []string{"job-4"}}, 0},
 		{"frequent in a status", quarantine.Filter{Text: "job-3", Status: []quarantine.Status{quarantine.StatusQuarantined}}, 1000},
 		{"none", quarantine.Filter{Text: "no such text"}, 0},

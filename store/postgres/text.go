@@ -210,6 +210,14 @@ func (s *Store) listText(ctx context.Context, f *quarantine.Filter) ([]*quaranti
 		if !indexed {
 			continue
 		}
+		// Another window when the matches so far say it is likely to fill
+		// the page (a term in about 1% of the messages, or more than a
+		// probe's worth); the probe, then the index, when the term is
+		// rarer.
+		likely := len(out) > 0 && (want-len(out))*scanned/len(out) <= textWindowsMore*textWindow
+		if more--; likely || more >= 0 {
+			continue
+		}
 		if !probed {
 			probed = true
 			ids, complete, err := s.probe(ctx, &g)
@@ -224,18 +232,13 @@ func (s *Store) listText(ctx context.Context, f *quarantine.Filter) ([]*quaranti
 			more = textWindowsMore
 			continue
 		}
-		// Another window when the matches so far say it is likely to fill
-		// the page (a term in about 1% of the messages); the index when
-		// the term is rarer.
-		if more--; more < 0 && (len(out) == 0 || (want-len(out))*scanned/len(out) > textWindowsMore*textWindow) {
-			g.Limit = want - len(out) - 1
-			q, args := indexedQuery(&g)
-			msgs, err := s.queryMessages(ctx, q, args)
-			if err != nil {
-				return nil, err
-			}
-			return append(out, msgs...), nil
+		g.Limit = want - len(out) - 1
+		q, args = indexedQuery(&g)
+		msgs, err = s.queryMessages(ctx, q, args)
+		if err != nil {
+			return nil, err
 		}
+		return append(out, msgs...), nil
 	}
 }
 
