@@ -19,7 +19,11 @@
 // and kept by a trigger on status changes (migration 0003), so Groups,
 // CountByQueue, QueueStats and stratified samples read a few rows per
 // group when the filter allows, and group the matching messages
-// otherwise. Sample works as in the PostgreSQL store: exact for small
+// otherwise. inflow_hours (queue, hour, owner -> messages collected in
+// that UTC hour) is folded in by InsertBatch as well (inflow.go): the
+// inflow Histogram reads its whole hours. age_samples hold the oldest
+// quarantined age per queue and owner, sampled once a minute
+// (age_history.go, migration 0008). Sample works as in the PostgreSQL store: exact for small
 // sets, an arc of a random rank column for large ones (see
 // store/internal/sampling). The retention purge leaves an empty blob where
 // the payload was (the schema keeps exactly one of the two payload columns
