@@ -36,17 +36,31 @@ func TestAgeSamplerSamplesAndPrunes(t *testing.T) {
 	if a.Steps() != 182 {
 		t.Fatalf("Steps = %d, want 182", a.Steps())
 	}
-	h, err := s.AgeHistory(ctx, quarantine.AgeHistoryRequest{Edges: []time.Time{now.Add(-time.Hour), clock.Add(-2*time.Hour - time.Minute), clock}})
+	h, err := s.AgeHistory(ctx, quarantine.AgeHistoryRequest{From: now.Add(-time.Hour), To: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Pruned once an hour (at the first step, then at +60, +120 and +180
-	// minutes): the last prune, at +180, deleted what was before +60;
-	// every minute since is there.
-	if h.Samples[1] != 121 || h.Samples[0] != 0 {
-		t.Fatalf("samples %v: want 121 within the last 2 h 1 m and none older", h.Samples)
+	// minutes): the last prune, at +180, deleted the steps before the
+	// one holding +60; every minute since is there, 15 a step.
+	keep := clock.Add(-2 * time.Hour).Truncate(quarantine.AgeHistoryStep)
+	var kept, older int64
+	for i, st := range h.Steps {
+		switch {
+		case st.Before(keep):
+			older += h.Samples[i]
+		case st.Add(quarantine.AgeHistoryStep).Before(clock):
+			if h.Samples[i] != 15 {
+				t.Fatalf("step %v has %d samples, want one a minute", st, h.Samples[i])
+			}
+			kept += h.Samples[i]
+		}
 	}
-	if len(h.Queues) != 1 || h.Queues[0].Oldest[1] != 4*time.Hour+30*time.Second {
+	if older != 0 || kept == 0 {
+		t.Fatalf("samples %v: want none before %v", h.Samples, keep)
+	}
+	last := len(h.Steps) - 1
+	if len(h.Queues) != 1 || h.Queues[0].Oldest[last] != 4*time.Hour+30*time.Second {
 		t.Fatalf("history %+v: want orders' oldest at 4 h 30 s", h.Queues)
 	}
 }

@@ -317,21 +317,24 @@ type Alarms interface {
 }
 
 // AgeHistory is the sampled age of each queue's oldest quarantined
-// message over time (the overview's chart of dead-letter age).
+// message over time (the overview's chart of dead-letter age), kept by
+// quarter of an hour (quarantine.AgeHistoryStep).
 type AgeHistory interface {
-	// SampleAges records, for each queue and owner with quarantined
-	// messages, the failed_at of the oldest and their number, taken at
-	// now, unless the minute of now (truncated) is already sampled: at
-	// most one sample a minute, however many instances call it. The
-	// counts are the kept ones (no scan of messages). Errors:
-	// EUNAVAILABLE, EINTERNAL.
+	// SampleAges samples, for each queue and owner with quarantined
+	// messages, the age at now of the oldest and their number, and folds
+	// them into the step holding now (the largest of its samples, per
+	// queue and owner and per queue over its owners), unless the minute
+	// of now is already sampled: at most one sample a minute, however
+	// many instances call it. The counts are the kept ones (no scan of
+	// messages). Errors: EUNAVAILABLE, EINTERNAL.
 	SampleAges(ctx context.Context, now time.Time) (quarantine.AgeSampleResult, error)
 
-	// AgeHistory returns the samples in r.Edges, by bucket and queue (see
+	// AgeHistory returns the steps of r, by step and queue (see
 	// quarantine.AgeHistoryRequest). EINVALID naming the field.
 	AgeHistory(ctx context.Context, r quarantine.AgeHistoryRequest) (quarantine.AgeHistory, error)
 
-	// PruneAgeSamples deletes the samples taken before before and returns
-	// how many sample minutes it deleted.
+	// PruneAgeSamples deletes the steps before the one holding before,
+	// and the sampled minutes before before, and returns how many
+	// sampled minutes it deleted.
 	PruneAgeSamples(ctx context.Context, before time.Time) (int64, error)
 }

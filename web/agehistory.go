@@ -1,6 +1,7 @@
 package web
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,25 +17,14 @@ import (
 // numbers and our own words only: no queue name enters the SVG (the table
 // below it names them, as text).
 
-// historyStep is the width of one point of the age history.
-const historyStep = 15 * time.Minute
+// historySteps is the number of steps of the age history: a day.
+const historySteps = 96
 
-// historyEdges are the edges of the age history before now: quarter
-// hours on the clock, the last bucket ending at now, 96 buckets.
-func historyEdges(now time.Time) []time.Time {
-	top := now.Truncate(historyStep)
-	n := 96
-	if top.Before(now) {
-		n = 95
-	}
-	edges := make([]time.Time, 0, 97)
-	for i := n; i >= 0; i-- {
-		edges = append(edges, top.Add(-time.Duration(i)*historyStep))
-	}
-	if top.Before(now) {
-		edges = append(edges, now)
-	}
-	return edges
+// historyRequest is the age history of the day before now: the step
+// holding the last microsecond before now (so far) and the 95 before it.
+func historyRequest(now time.Time, owners []string) quarantine.AgeHistoryRequest {
+	last := now.Add(-time.Microsecond)
+	return quarantine.AgeHistoryRequest{Owners: owners, From: last.Add(-(historySteps - 1) * quarantine.AgeHistoryStep), To: last}
 }
 
 // hourlyEdges are the edges of the inflow sparklines: whole hours on the
@@ -96,11 +86,13 @@ type historyRow struct {
 	age      time.Duration
 }
 
-// ageHistoryChart draws h (bucketed by edges). maxAge is the max_age of
-// a queue's alarm (0: none).
-func ageHistoryChart(h quarantine.AgeHistory, edges []time.Time, maxAge func(queue string) time.Duration) (lineChart, []historyRow) {
+// ageHistoryChart draws h, whose last step holds now. maxAge is the
+// max_age of a queue's alarm (0: none).
+func ageHistoryChart(h quarantine.AgeHistory, now time.Time, maxAge func(queue string) time.Duration) (lineChart, []historyRow) {
 	const left, top, plotH, step, bottom = 48, 8, 120, 6, 24
-	nb := len(edges) - 1
+	nb := len(h.Steps)
+	// Bucket b is [edges[b], edges[b+1]), the last one up to now.
+	edges := append(slices.Clone(h.Steps), now)
 	oldest := make([]time.Duration, nb)
 	holder := make([]string, nb)
 	waiting := make([]int64, nb)

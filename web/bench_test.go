@@ -167,28 +167,33 @@ func pct(ds []time.Duration, p int) time.Duration {
 
 // seedAgeHistory fills the age history of the week before benchNow as
 // the sampler would have: a sample a minute of each of the seed's 20
-// queues (its owner team-(k%5)), once per schema.
+// queues (its owner team-(k%5)), folded by quarter of an hour, once per
+// schema.
 func seedAgeHistory(b *testing.B, s *postgres.Store) {
 	b.Helper()
 	ctx := context.Background()
 	from := benchNow.Add(-quarantine.DefaultAgeHistoryKeep)
 	var have int64
-	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM age_sample_runs WHERE minute > $1 AND minute <= $2`, from, benchNow).Scan(&have); err != nil {
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM age_steps WHERE step >= $1 AND step < $2`, from, benchNow).Scan(&have); err != nil {
 		b.Fatal(err)
 	}
-	if have >= int64(quarantine.DefaultAgeHistoryKeep/time.Minute) {
+	if have >= int64(quarantine.DefaultAgeHistoryKeep/quarantine.AgeHistoryStep) {
 		return
 	}
 	for _, q := range []string{
 		`INSERT INTO age_sample_runs (minute, sampled_at)
-			SELECT t, t + interval '1 second' FROM generate_series($1::timestamptz + interval '1 minute', $2::timestamptz, interval '1 minute') t
+			SELECT t, t + interval '1 second' FROM generate_series($1::timestamptz, $2::timestamptz - interval '1 minute', interval '1 minute') t
 			ON CONFLICT DO NOTHING`,
-		`INSERT INTO age_samples (sampled_at, queue, owner, oldest_failed_at, waiting)
-			SELECT t + interval '1 second', 'queue-' || lpad(k::text, 2, '0'), 'team-' || (k % 5),
-				timestamptz '2025-05-02 00:00:00+00' + k * interval '1 hour' + (t - $1::timestamptz) / 2, 35000
-			FROM generate_series($1::timestamptz + interval '1 minute', $2::timestamptz, interval '1 minute') t, generate_series(0, 19) k
+		`INSERT INTO age_steps (step, samples)
+			SELECT t, 15 FROM generate_series($1::timestamptz, $2::timestamptz - interval '15 minutes', interval '15 minutes') t
 			ON CONFLICT DO NOTHING`,
-		`VACUUM ANALYZE age_samples`, `VACUUM ANALYZE age_sample_runs`,
+		`INSERT INTO age_step_queues (step, all_owners, queue, owner, age_us, waiting)
+			SELECT t, a, 'queue-' || lpad(k::text, 2, '0'), CASE WHEN a THEN '' ELSE 'team-' || (k % 5) END,
+				(extract(epoch FROM t - timestamptz '2025-05-02 00:00:00+00' - k * interval '1 hour') * 1000000)::bigint, 35000
+			FROM generate_series($1::timestamptz, $2::timestamptz - interval '15 minutes', interval '15 minutes') t,
+				generate_series(0, 19) k, (VALUES (true), (false)) o(a)
+			ON CONFLICT DO NOTHING`,
+		`VACUUM ANALYZE age_steps`, `VACUUM ANALYZE age_step_queues`,
 	} {
 		args := []any{from, benchNow}
 		if strings.HasPrefix(q, "VACUUM") {
@@ -254,12 +259,8 @@ func BenchmarkPages(b *testing.B) {
 	for _, d := range []time.Duration{24 * 60, 12 * 60, 6 * 60, 3 * 60, 60, 30, 15, 5, 0} {
 		ages = append(ages, benchNow.Add(-d*time.Minute))
 	}
-	quarter := benchNow.Truncate(15 * time.Minute)
-	var history []time.Time
-	for i := 95; i >= 0; i-- {
-		history = append(history, quarter.Add(-time.Duration(i)*15*time.Minute))
-	}
-	history = append(history, benchNow)
+	last := benchNow.Add(-time.Microsecond)
+	history := quarantine.AgeHistoryRequest{From: last.Add(-95 * quarantine.AgeHistoryStep), To: last}
 	queue := quarantine.Filter{Queue: []string{"queue-03"}, Status: []quarantine.Status{quarantine.StatusQuarantined}, Limit: 50}
 	pages := []benchPage{
 		{"overview", "/overview", func(ctx context.Context) error {
@@ -280,7 +281,7 @@ func BenchmarkPages(b *testing.B) {
 			if _, err := s.AlarmStates(ctx); err != nil {
 				return err
 			}
-			_, err := s.AgeHistory(ctx, quarantine.AgeHistoryRequest{Edges: history})
+			_, err := s.AgeHistory(ctx, history)
 			return err
 		}},
 		{"messages", "/messages", func(ctx context.Context) error {

@@ -172,8 +172,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	c.Age, c.AgeRows = ageChart(ageCounts, over)
 
-	histEdges := historyEdges(now)
-	hist, err := h.cfg.Store.AgeHistory(ctx, quarantine.AgeHistoryRequest{Owners: f.Owner, Edges: histEdges})
+	hist, err := h.cfg.Store.AgeHistory(ctx, historyRequest(now, f.Owner))
 	if err != nil {
 		h.fail(w, r, s, err)
 		return
@@ -182,7 +181,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	for _, row := range c.Queues {
 		maxAges[row.Queue] = row.MaxAge
 	}
-	c.History, c.HistRows = ageHistoryChart(hist, histEdges, func(q string) time.Duration {
+	c.History, c.HistRows = ageHistoryChart(hist, now, func(q string) time.Duration {
 		if m, ok := maxAges[q]; ok {
 			return m
 		}

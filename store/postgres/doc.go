@@ -33,9 +33,11 @@
 // with the number of messages; other filters aggregate the matching
 // messages. inflow_hours (queue, hour, owner -> messages collected in
 // that UTC hour) is kept by InsertBatch too, after failure_groups; the
-// inflow Histogram reads its whole hours (migration 0006). age_samples
-// hold the oldest quarantined age per queue and owner, sampled once a
-// minute (age_history.go). quarantine_recount() rebuilds the counters
+// inflow Histogram reads its whole hours (migration 0006).
+// age_step_queues holds the largest age of the oldest quarantined message
+// and waiting count per queue and owner (and per queue) in each quarter
+// of an hour, sampled once a minute (age_history.go, migration 0008).
+// quarantine_recount() rebuilds the counters
 // after rows were written behind the store's back.
 //
 // Sample reads an arc of a random rank column (sample.go and package

@@ -21,9 +21,11 @@
 // group when the filter allows, and group the matching messages
 // otherwise. inflow_hours (queue, hour, owner -> messages collected in
 // that UTC hour) is folded in by InsertBatch as well (inflow.go): the
-// inflow Histogram reads its whole hours. age_samples hold the oldest
-// quarantined age per queue and owner, sampled once a minute
-// (age_history.go, migration 0008). Sample works as in the PostgreSQL store: exact for small
+// inflow Histogram reads its whole hours (migration 0008).
+// age_step_queues holds the largest age of the oldest quarantined message
+// and waiting count per queue and owner (and per queue) in each quarter
+// of an hour, sampled once a minute (age_history.go, migration 0010).
+// Sample works as in the PostgreSQL store: exact for small
 // sets, an arc of a random rank column for large ones (see
 // store/internal/sampling). The retention purge leaves an empty blob where
 // the payload was (the schema keeps exactly one of the two payload columns

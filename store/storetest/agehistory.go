@@ -8,33 +8,33 @@ import (
 	"github.com/quarantine-dev/quarantine"
 )
 
-// AgeHistory: SampleAges writes one sample per queue and owner with
-// quarantined messages, at most once a minute; AgeHistory returns, per
-// bucket of sample time (lo, hi], the number of samples and per queue the
-// largest oldest age and waiting count (summed over the queue's owners
-// within a sample, or of the given owners only); PruneAgeSamples deletes
-// the samples before a time.
+// AgeHistory: SampleAges samples each queue and owner with quarantined
+// messages at most once a minute and folds the sample into its quarter of
+// an hour; AgeHistory returns per step the number of samples and per
+// queue the largest oldest age and waiting count (over all owners, or of
+// the given owners: the largest age, their largest waiting counts
+// summed); PruneAgeSamples deletes the steps before a time.
 func testAgeHistory(t *testing.T, h Harness) {
 	s := h.Open(t)
 	ctx := t.Context()
-	t0 := baseTime.Add(10 * time.Hour).Truncate(time.Minute).Add(15 * time.Second) // 15 s into a minute
-	at := func(d time.Duration) time.Time { return t0.Add(d).Truncate(time.Microsecond) }
+	step := quarantine.AgeHistoryStep
+	q0 := baseTime.Add(10 * time.Hour).Truncate(step) // a step's start
+	at := func(d time.Duration) time.Time { return q0.Add(d) }
 
-	edges := []time.Time{at(-time.Hour), at(time.Hour)}
-	got, err := s.AgeHistory(ctx, quarantine.AgeHistoryRequest{Edges: edges})
+	got, err := s.AgeHistory(ctx, quarantine.AgeHistoryRequest{From: at(-time.Hour), To: at(time.Hour)})
 	wantOK(t, err, "AgeHistory")
-	if !slices.Equal(got.Samples, []int64{0}) || len(got.Queues) != 0 || got.Queues == nil {
-		t.Fatalf("a new store's age history = %+v, want one empty bucket and no queue", got)
+	if len(got.Steps) != 9 || !got.Steps[0].Equal(at(-time.Hour)) || got.Samples[4] != 0 || len(got.Queues) != 0 || got.Queues == nil {
+		t.Fatalf("a new store's age history = %+v, want 9 empty steps from %v and no queue", got, at(-time.Hour))
 	}
-	res, err := s.SampleAges(ctx, t0)
+	res, err := s.SampleAges(ctx, at(75*time.Second))
 	wantOK(t, err, "SampleAges")
 	if !res.Taken || res.Queues != 0 {
 		t.Fatalf("sampling an empty store = %+v, want taken with no queue", res)
 	}
 
-	// orders: team-a, oldest failed 2 h before t0 (then discarded: the
+	// orders: team-a, oldest failed 2 h before q0 (then discarded: the
 	// next oldest is 1 h before). billing: team-a and team-b, oldest
-	// team-b's at 3 h. reports: discarded only.
+	// team-b's at 3 h (then replayed). reports: discarded only.
 	o1 := newMsg(withQueue("orders"), withFailedAt(at(-2*time.Hour)))
 	o2 := newMsg(withQueue("orders"), withFailedAt(at(-time.Hour)))
 	o3 := newMsg(withQueue("orders"), withFailedAt(at(-10*time.Minute)))
@@ -45,119 +45,101 @@ func testAgeHistory(t *testing.T, h Harness) {
 	insert(t, s, o1, o2, o3, b1, b2, b3, r1)
 	setStatus(t, h, s, quarantine.StatusDiscarded, r1)
 
-	// The minute of t0 is taken already: nothing is written, whatever the
-	// store holds now.
-	res, err = s.SampleAges(ctx, t0.Add(40*time.Second))
-	wantOK(t, err, "SampleAges")
-	if res.Taken || res.Queues != 0 {
-		t.Fatalf("a second sample in one minute = %+v, want nothing taken", res)
+	// The minute of the first sample is taken: nothing is written,
+	// whatever the store holds now.
+	if res, err = s.SampleAges(ctx, at(100*time.Second)); err != nil || res.Taken || res.Queues != 0 {
+		t.Fatalf("a second sample in one minute = %+v, %v; want nothing taken", res, err)
 	}
-	res, err = s.SampleAges(ctx, at(time.Minute))
-	wantOK(t, err, "SampleAges")
-	if !res.Taken || res.Queues != 3 { // orders/team-a, billing/team-a, billing/team-b
-		t.Fatalf("SampleAges = %+v, want 3 (queue, owner) rows", res)
+	sample := func(d time.Duration, queues int) {
+		t.Helper()
+		res, err := s.SampleAges(ctx, at(d))
+		if err != nil || !res.Taken || res.Queues != queues {
+			t.Fatalf("SampleAges at q0+%v = %+v, %v; want %d (queue, owner) pairs", d, res, err, queues)
+		}
 	}
+	sample(2*time.Minute, 3) // orders/team-a, billing/team-a, billing/team-b
 	setStatus(t, h, s, quarantine.StatusDiscarded, o1)
-	if res, err = s.SampleAges(ctx, at(2*time.Minute)); err != nil || !res.Taken || res.Queues != 3 {
-		t.Fatalf("SampleAges = %+v, %v; want 3 rows", res, err)
-	}
+	sample(3*time.Minute, 3)
 	setStatus(t, h, s, quarantine.StatusReplayed, b1)
-	if res, err = s.SampleAges(ctx, at(3*time.Minute)); err != nil || !res.Taken || res.Queues != 2 {
-		t.Fatalf("SampleAges = %+v, %v; want 2 rows (billing's team-b has none waiting)", res, err)
-	}
+	sample(16*time.Minute, 2) // the next step; billing's team-b has none waiting
 
-	type want struct {
-		samples []int64
-		queues  map[string][2][]int64 // oldest (s), waiting per bucket
+	type queueWant struct {
+		oldest  []time.Duration
+		waiting []int64
 	}
-	sec := func(d time.Duration) int64 { return int64(d / time.Second) }
-	cases := []struct {
-		name string
-		r    quarantine.AgeHistoryRequest
-		want want
-	}{
-		{"each minute, on the edges", quarantine.AgeHistoryRequest{Edges: []time.Time{at(0), at(time.Minute), at(2 * time.Minute), at(3 * time.Minute)}},
-			want{[]int64{1, 1, 1}, map[string][2][]int64{
-				"orders":  {{sec(2*time.Hour + time.Minute), sec(time.Hour + 2*time.Minute), sec(time.Hour + 3*time.Minute)}, {3, 2, 2}},
-				"billing": {{sec(3*time.Hour + time.Minute), sec(3*time.Hour + 2*time.Minute), sec(33 * time.Minute)}, {3, 3, 2}},
-			}}},
-		{"one bucket holds every sample", quarantine.AgeHistoryRequest{Edges: []time.Time{at(-time.Minute), at(time.Hour)}},
-			want{[]int64{4}, map[string][2][]int64{
-				"orders":  {{sec(2*time.Hour + time.Minute)}, {3}},
-				"billing": {{sec(3*time.Hour + 2*time.Minute)}, {3}},
-			}}},
-		{"a scoped view", quarantine.AgeHistoryRequest{Owners: []string{"team-b"},
-			Edges: []time.Time{at(30 * time.Second), at(90 * time.Second), at(4 * time.Minute)}},
-			want{[]int64{1, 2}, map[string][2][]int64{
-				"billing": {{sec(3*time.Hour + time.Minute), sec(3*time.Hour + 2*time.Minute)}, {1, 1}},
-			}}},
-		{"just after the samples", quarantine.AgeHistoryRequest{Edges: []time.Time{at(3 * time.Minute), at(time.Hour)}},
-			want{[]int64{0}, map[string][2][]int64{}}},
-	}
-	check := func(name string, r quarantine.AgeHistoryRequest, w want) {
+	hm := func(h, m int) time.Duration { return time.Duration(h)*time.Hour + time.Duration(m)*time.Minute }
+	check := func(name string, r quarantine.AgeHistoryRequest, samples []int64, want map[string]queueWant) {
 		t.Helper()
 		got, err := s.AgeHistory(ctx, r)
 		wantOK(t, err, "AgeHistory "+name)
-		if !slices.Equal(got.Samples, w.samples) {
-			t.Fatalf("%s: samples per bucket = %v, want %v", name, got.Samples, w.samples)
+		if !slices.Equal(got.Samples, samples) || len(got.Steps) != len(samples) {
+			t.Fatalf("%s: samples per step = %v (%d steps), want %v", name, got.Samples, len(got.Steps), samples)
+		}
+		for i, st := range got.Steps {
+			if !st.Equal(r.From.Truncate(step).Add(time.Duration(i) * step)) {
+				t.Fatalf("%s: step %d starts at %v", name, i, st)
+			}
 		}
 		var names []string
 		for _, q := range got.Queues {
 			names = append(names, q.Queue)
-			wq, ok := w.queues[q.Queue]
+			w, ok := want[q.Queue]
 			if !ok {
 				t.Fatalf("%s: unexpected queue %q: %+v", name, q.Queue, q)
 			}
-			oldest := make([]int64, len(q.Oldest))
-			for i, d := range q.Oldest {
-				oldest[i] = sec(d)
-				if d%time.Microsecond != 0 {
-					t.Fatalf("%s: %s oldest %v is not whole microseconds", name, q.Queue, d)
-				}
-			}
-			if !slices.Equal(oldest, wq[0]) || !slices.Equal(q.Waiting, wq[1]) {
-				t.Fatalf("%s: %s oldest %v s, waiting %v; want %v s, %v", name, q.Queue, oldest, q.Waiting, wq[0], wq[1])
+			if !slices.Equal(q.Oldest, w.oldest) || !slices.Equal(q.Waiting, w.waiting) {
+				t.Fatalf("%s: %s oldest %v, waiting %v; want %v, %v", name, q.Queue, q.Oldest, q.Waiting, w.oldest, w.waiting)
 			}
 		}
-		if len(names) != len(w.queues) || !slices.IsSorted(names) {
-			t.Fatalf("%s: queues %v, want the %d of %v by name", name, names, len(w.queues), w.queues)
+		if len(names) != len(want) || !slices.IsSorted(names) {
+			t.Fatalf("%s: queues %v, want the %d of %v by name", name, names, len(want), want)
 		}
 	}
-	for _, c := range cases {
-		check(c.name, c.r, c.want)
-	}
-	// An age is exact to the microsecond: sampled_at - failed_at.
-	got, err = s.AgeHistory(ctx, quarantine.AgeHistoryRequest{Edges: []time.Time{at(0), at(time.Minute)}})
-	wantOK(t, err, "AgeHistory")
-	if len(got.Queues) != 2 || got.Queues[1].Oldest[0] != 2*time.Hour+time.Minute {
-		t.Fatalf("orders' oldest at t0+1m = %+v, want exactly 2h1m", got.Queues)
-	}
+	// Ages are exact: sampled_at - failed_at.
+	check("all owners", quarantine.AgeHistoryRequest{From: at(-time.Hour), To: at(30*time.Minute + time.Second)},
+		[]int64{0, 0, 0, 0, 3, 1, 0}, map[string]queueWant{
+			"orders":  {[]time.Duration{0, 0, 0, 0, hm(2, 2), hm(1, 16), 0}, []int64{0, 0, 0, 0, 3, 2, 0}},
+			"billing": {[]time.Duration{0, 0, 0, 0, hm(3, 3), hm(0, 46), 0}, []int64{0, 0, 0, 0, 3, 2, 0}},
+		})
+	check("one owner", quarantine.AgeHistoryRequest{Owners: []string{"team-b"}, From: at(time.Minute), To: at(20 * time.Minute)},
+		[]int64{3, 1}, map[string]queueWant{
+			"billing": {[]time.Duration{hm(3, 3), 0}, []int64{1, 0}},
+		})
+	check("two owners", quarantine.AgeHistoryRequest{Owners: []string{"team-a", "team-b"}, From: at(0), To: at(15 * time.Minute)},
+		[]int64{3, 1}, map[string]queueWant{
+			"orders":  {[]time.Duration{hm(2, 2), hm(1, 16)}, []int64{3, 2}},
+			"billing": {[]time.Duration{hm(3, 3), hm(0, 46)}, []int64{3, 2}}, // team-a's largest 2 + team-b's 1
+		})
+	check("one step", quarantine.AgeHistoryRequest{From: at(15 * time.Minute), To: at(29 * time.Minute)},
+		[]int64{1}, map[string]queueWant{
+			"orders":  {[]time.Duration{hm(1, 16)}, []int64{2}},
+			"billing": {[]time.Duration{hm(0, 46)}, []int64{2}},
+		})
 
-	// Pruning before the third sample deletes the first two minutes
-	// (t0's, of the empty store, and t0+1m's).
-	n, err := s.PruneAgeSamples(ctx, at(2*time.Minute))
+	// Pruning before q0+15m30s deletes the first step and the three
+	// minutes sampled before.
+	n, err := s.PruneAgeSamples(ctx, at(15*time.Minute+30*time.Second))
 	wantOK(t, err, "PruneAgeSamples")
-	if n != 2 {
-		t.Fatalf("PruneAgeSamples = %d, want 2 sample minutes", n)
+	if n != 3 {
+		t.Fatalf("PruneAgeSamples = %d, want 3 sample minutes", n)
 	}
-	check("after the prune", quarantine.AgeHistoryRequest{Edges: []time.Time{at(-time.Hour), at(90 * time.Second), at(time.Hour)}},
-		want{[]int64{0, 2}, map[string][2][]int64{
-			"orders":  {{0, sec(time.Hour + 3*time.Minute)}, {0, 2}},
-			"billing": {{0, sec(3*time.Hour + 2*time.Minute)}, {0, 3}},
-		}})
+	check("after the prune", quarantine.AgeHistoryRequest{From: at(0), To: at(15 * time.Minute)},
+		[]int64{0, 1}, map[string]queueWant{
+			"orders":  {[]time.Duration{0, hm(1, 16)}, []int64{0, 2}},
+			"billing": {[]time.Duration{0, hm(0, 46)}, []int64{0, 2}},
+		})
 	// A pruned minute is not taken any more: it may be sampled again.
-	if res, err := s.SampleAges(ctx, t0); err != nil || !res.Taken {
-		t.Fatalf("SampleAges of a pruned minute = %+v, %v; want taken", res, err)
-	}
+	sample(75*time.Second, 2)
 
 	for _, r := range []quarantine.AgeHistoryRequest{
-		{Edges: edges[:1]},
-		{Edges: []time.Time{at(time.Hour), at(0)}},
-		{Edges: []time.Time{at(0), at(0).Add(999)}},
-		{Edges: make([]time.Time, quarantine.MaxHistogramBuckets+2)},
-		{Edges: edges, Owners: []string{"bad\x00owner"}},
+		{From: at(time.Hour), To: at(0)},
+		{From: at(0), To: at(quarantine.MaxAgeHistorySteps * step)},
+		{From: at(0), To: at(time.Hour), Owners: []string{"bad\x00owner"}},
 	} {
 		_, err := s.AgeHistory(ctx, r)
 		wantCode(t, err, quarantine.EINVALID)
+	}
+	if _, err := s.AgeHistory(ctx, quarantine.AgeHistoryRequest{From: at(0), To: at((quarantine.MaxAgeHistorySteps - 1) * step)}); err != nil {
+		t.Fatalf("a week of steps: %v", err)
 	}
 }
