@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,10 +61,10 @@ func (s *Store) SampleAges(ctx context.Context, now time.Time) (quarantine.AgeSa
 
 // AgeHistory reads the steps of r in one snapshot: a range of age_steps'
 // key, and a range of age_step_queues' (step, all_owners, queue, owner)
-// INCLUDE (age_us, waiting), index-only: one row per queue and step
-// without owners, or per queue, owner and step of r.Owners (folded here:
-// the largest age, the waiting counts summed). Errors: EINVALID naming
-// the field, EUNAVAILABLE, EINTERNAL.
+// INCLUDE (age_us, waiting), index-only and in its order (no sort): one
+// row per queue and step without owners, or per queue, owner and step of
+// r.Owners (folded here: the largest age, the waiting counts summed).
+// Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
 func (s *Store) AgeHistory(ctx context.Context, r quarantine.AgeHistoryRequest) (quarantine.AgeHistory, error) {
 	if err := r.Validate(); err != nil {
 		return quarantine.AgeHistory{}, err
@@ -93,22 +95,27 @@ func (s *Store) AgeHistory(ctx context.Context, r quarantine.AgeHistoryRequest) 
 			cond = " AND NOT a.all_owners" + ownerCond(w, "a.owner", r.Owners)
 		}
 		rows, err = tx.Query(ctx, `SELECT a.queue, a.step, a.age_us, a.waiting FROM age_step_queues a
-			WHERE a.step >= `+lo+` AND a.step <= `+hi+cond+` ORDER BY a.queue, a.step`, w.args...)
+			WHERE a.step >= `+lo+` AND a.step <= `+hi+cond+` ORDER BY a.step, a.queue`, w.args...)
 		if err != nil {
 			return err
 		}
 		var queue string
 		var age, waiting int64
+		byQueue := map[string]int{}
 		_, err = pgx.ForEachRow(rows, []any{&queue, &step, &age, &waiting}, func() error {
-			if len(out.Queues) == 0 || out.Queues[len(out.Queues)-1].Queue != queue {
+			qi, ok := byQueue[queue]
+			if !ok {
+				qi = len(out.Queues)
+				byQueue[queue] = qi
 				out.Queues = append(out.Queues, quarantine.QueueAgeHistory{Queue: queue,
 					Oldest: make([]time.Duration, len(steps)), Waiting: make([]int64, len(steps))})
 			}
-			q, i := &out.Queues[len(out.Queues)-1], index(step)
+			q, i := &out.Queues[qi], index(step)
 			q.Oldest[i] = max(q.Oldest[i], time.Duration(age)*time.Microsecond)
 			q.Waiting[i] += waiting
 			return nil
 		})
+		slices.SortFunc(out.Queues, func(a, b quarantine.QueueAgeHistory) int { return strings.Compare(a.Queue, b.Queue) })
 		return err
 	})
 	if err != nil {
