@@ -77,8 +77,15 @@ type benchServer struct {
 // loginBench creates an admin token on s and logs in to h with it.
 func loginBench(b *testing.B, s *postgres.Store, h http.Handler) *benchServer {
 	b.Helper()
+	return loginBenchAs(b, s, h, quarantine.RoleAdmin)
+}
+
+// loginBenchAs creates a token of role scoped to owners (none: every
+// owner) on s and logs in to h with it.
+func loginBenchAs(b *testing.B, s *postgres.Store, h http.Handler, role quarantine.Role, owners ...string) *benchServer {
+	b.Helper()
 	secret, hash := quarantine.NewTokenSecret()
-	tok := &quarantine.Token{Name: "bench-" + quarantine.NewID(time.Now()), Role: quarantine.RoleAdmin, SecretHash: hash}
+	tok := &quarantine.Token{Name: "bench-" + quarantine.NewID(time.Now()), Role: role, Owners: owners, SecretHash: hash}
 	if err := s.CreateToken(context.Background(), tok, "bench"); err != nil {
 		b.Fatal(err)
 	}
@@ -306,4 +313,32 @@ func BenchmarkPages(b *testing.B) {
 		}},
 	}
 	measurePages(b, bs, fmt.Sprintf("%d messages, %d audit events", rows, benchAuditEvents), calls, pages)
+
+	// A viewer of one team sees its 4 queues: QueueStats finds their
+	// oldest messages of its owner.
+	team := []string{"team-3"}
+	var teamQueues []string
+	for k := 3; k < 20; k += 5 {
+		teamQueues = append(teamQueues, fmt.Sprintf("queue-%02d", k))
+	}
+	scoped := history
+	scoped.Owners = team
+	measurePages(b, loginBenchAs(b, s, h, quarantine.RoleViewer, team...), "the overview of a viewer of team-3", calls, []benchPage{
+		{"overview-team", "/overview", func(ctx context.Context) error {
+			if _, err := s.QueueStats(ctx, quarantine.Filter{Owner: team}, benchNow); err != nil {
+				return err
+			}
+			for _, r := range []quarantine.HistogramRequest{{Kind: quarantine.HistogramInflow, Queues: teamQueues, Owners: team, Edges: hourly},
+				{Kind: quarantine.HistogramWaiting, Queues: teamQueues, Owners: team, Edges: ages}} {
+				if _, err := s.Histogram(ctx, r); err != nil {
+					return err
+				}
+			}
+			if _, err := s.AlarmStates(ctx); err != nil {
+				return err
+			}
+			_, err := s.AgeHistory(ctx, scoped)
+			return err
+		}},
+	})
 }
