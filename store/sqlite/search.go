@@ -4,21 +4,20 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
-// The search index (migration 0006): triggers queue the IDs of new and
-// changed messages in search_pending; the indexer takes them in queue
-// order, folds each message's reason, job name and current payload text
+// The search index (migration 0006): InsertBatch queues the IDs of new
+// messages in search_pending (queueSearch, one statement per batch),
+// triggers those of changed ones; the indexer takes them in queue order,
+// folds each message's reason, job name and current payload text
 // (search.Doc) into search_docs and indexes it in search_fts (FTS5,
 // trigram tokenizer). Folding and the FTS5 insertions are off the ingest
-// path: an insert only writes one narrow row to search_pending.
+// path: an insert only writes one narrow row per message to search_pending.
 //
 // The background indexer (search.Run) polls every search.Poll and works
 // until the queue is empty, so a message is searchable within about a
@@ -114,6 +113,30 @@ func indexOne(ctx context.Context, tx *sql.Tx, id string) error {
 	return err
 }
 
+// queueSearch queues the new messages msgs[idx] for the index in tx,
+// the insert's transaction: one statement for the batch. (Migration
+// 0009 dropped the row trigger that did it: a trigger makes each INSERT
+// of a message write two tables, so SQLite gave each one a statement
+// journal, a copy of every page of messages and its indexes that the
+// INSERT changed.)
+func queueSearch(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message, idx []int) error {
+	at := micros(time.Now())
+	switch len(idx) {
+	case 0:
+		return nil
+	case 1:
+		_, err := tx.ExecContext(ctx, `INSERT INTO search_pending (message_id, queued_at) VALUES (?, ?)`, msgs[idx[0]].ID, at)
+		return err
+	}
+	ids := make([]string, len(idx))
+	for j, i := range idx {
+		ids[j] = msgs[i].ID
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO search_pending (message_id, queued_at)
+		SELECT value, ? FROM json_each(?) ORDER BY key`, at, jsonArray(ids))
+	return err
+}
+
 // SearchLag returns how long the oldest message waiting for the search
 // index has waited (0 when none waits). Errors: EUNAVAILABLE, EINTERNAL.
 func (s *Store) SearchLag(ctx context.Context) (time.Duration, error) {
@@ -158,46 +181,22 @@ func filterText(f *quarantine.Filter) string {
 	return f.Text
 }
 
-// indexer is the background loop of IndexSearch.
-type indexer struct {
-	off    bool // WithoutSearchIndexer
-	cancel context.CancelFunc
-	done   sync.WaitGroup
-	pacer  search.Pacer
-}
+// indexer is the store's background search indexer.
+type indexer = search.Indexer
 
 // WithoutSearchIndexer opens the store without its background search
 // indexer: messages are then indexed only by IndexSearch and by the
 // searches that find a short queue (tests of the lag use it).
 func WithoutSearchIndexer() Option {
-	return func(s *Store) { s.idx = &indexer{off: true} }
+	return func(s *Store) { s.idx = search.Off() }
 }
 
-// startIndexer runs IndexSearch in the background, paced by
-// search.Run (ingest goes first), until stopIndexer.
-func (s *Store) startIndexer() {
-	if s.idx != nil && s.idx.off {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.idx = &indexer{cancel: cancel}
-	s.idx.done.Add(1)
-	go func() {
-		defer s.idx.done.Done()
-		search.Run(ctx, &s.idx.pacer, s.IndexSearch, func(err error) {
-			if !unmigrated(err) {
-				slog.Warn("search indexer", "component", "store", "err", err)
-			}
-		})
-	}()
-}
+// startIndexer runs IndexSearch in the background, paced by search.Run
+// (ingest goes first), until stopIndexer.
+func (s *Store) startIndexer() { s.idx = search.Start(s.idx, s.IndexSearch, unmigrated) }
 
 // inserted tells the indexer that messages were just inserted.
-func (s *Store) inserted() {
-	if s.idx != nil {
-		s.idx.pacer.Inserted(time.Now())
-	}
-}
+func (s *Store) inserted() { s.idx.Inserted() }
 
 // unmigrated reports whether err says the search tables are missing: the
 // store was opened before Migrate.
@@ -211,9 +210,4 @@ func unmigrated(err error) bool {
 }
 
 // stopIndexer stops the background loop and waits for it.
-func (s *Store) stopIndexer() {
-	if s.idx != nil && !s.idx.off {
-		s.idx.cancel()
-		s.idx.done.Wait()
-	}
-}
+func (s *Store) stopIndexer() { s.idx.Stop() }

@@ -1,0 +1,12 @@
+-- 0009: InsertBatch queues new messages for the search index itself
+-- (search.go, queueSearch: one statement per batch) instead of the row
+-- trigger of 0006.
+--
+-- With an AFTER INSERT trigger, every INSERT of a message writes two
+-- tables, so SQLite runs it under a statement journal: before the INSERT
+-- changes a page of messages or of any of its indexes, it copies the page
+-- there, in case the statement must be undone alone. That cost ingest
+-- more than half of its throughput at batches of 100 and 1000
+-- (BenchmarkInsert100k). Edits and purges are still queued by the
+-- triggers of 0006 (rare, one row each).
+DROP TRIGGER search_queue_inserted;
