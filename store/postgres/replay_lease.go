@@ -111,41 +111,61 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 			return err
 		}
 		slices.SortFunc(out, func(a, b quarantine.ReplayLease) int { return a.Item.Seq - b.Item.Seq })
-		ids := make([]string, len(out))
-		for i, l := range out {
-			ids[i] = l.Item.MessageID
-		}
-		rows, err = tx.Query(ctx, leaseMessagesSQL, ids)
-		if err != nil {
-			return err
-		}
-		msgs := map[string]*quarantine.Message{}
-		var mr messageRow
-		var bin []byte
-		var txt *string
-		if _, err := pgx.ForEachRow(rows, append(mr.dest(), &bin, &txt), func() error {
-			m, err := mr.message()
-			if err != nil {
-				return err
-			}
-			m.Payload = joinPayload(bin, txt)
-			msgs[m.ID] = m
-			mr, bin, txt = messageRow{}, nil, nil
-			return nil
-		}); err != nil {
-			return err
-		}
-		for i := range out {
-			if out[i].Message = msgs[out[i].Item.MessageID]; out[i].Message == nil {
-				return quarantine.Errorf(quarantine.EINTERNAL, "replay item %d names a missing message", out[i].Item.Seq)
-			}
-		}
 		return nil
 	})
 	if err != nil {
 		return nil, 0, err
 	}
+	if len(out) == 0 {
+		return out, wait, nil
+	}
+	// The messages are read after the lease commits, outside its
+	// transaction: the items' and buckets' locks are held shorter. What is
+	// read is at least as new as the lease (a payload edited since is the
+	// one published, and recorded as such).
+	if err := leasedMessages(ctx, s.pool, out); err != nil {
+		err = translate(err, "read leased messages")
+		if rerr := s.ReleaseReplayItems(context.WithoutCancel(ctx), out); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return nil, 0, err
+	}
 	return out, wait, nil
+}
+
+// leasedMessages sets the message of each lease. EINTERNAL when one is
+// missing (an item always names a stored message).
+func leasedMessages(ctx context.Context, q querier, out []quarantine.ReplayLease) error {
+	ids := make([]string, len(out))
+	for i, l := range out {
+		ids[i] = l.Item.MessageID
+	}
+	rows, err := q.Query(ctx, leaseMessagesSQL, ids)
+	if err != nil {
+		return err
+	}
+	msgs := make(map[string]*quarantine.Message, len(out))
+	var mr messageRow
+	var bin []byte
+	var txt *string
+	if _, err := pgx.ForEachRow(rows, append(mr.dest(), &bin, &txt), func() error {
+		m, err := mr.message()
+		if err != nil {
+			return err
+		}
+		m.Payload = joinPayload(bin, txt)
+		msgs[m.ID] = m
+		mr, bin, txt = messageRow{}, nil, nil
+		return nil
+	}); err != nil {
+		return err
+	}
+	for i := range out {
+		if out[i].Message = msgs[out[i].Item.MessageID]; out[i].Message == nil {
+			return quarantine.Errorf(quarantine.EINTERNAL, "replay item %d names a missing message", out[i].Item.Seq)
+		}
+	}
+	return nil
 }
 
 // pickFree locks up to n free pending items of a batch and returns their

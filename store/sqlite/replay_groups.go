@@ -43,14 +43,20 @@ const moveWhere = `
 // status from, whose bounds and example are then recounted from the
 // messages still in them (the queue-and-status index, once per group).
 func moveStatus(ctx context.Context, tx *sql.Tx, ids string, from, to, set string, now int64) error {
+	_, err := moveStatusN(ctx, tx, ids, from, to, set, now)
+	return err
+}
+
+// moveStatusN is moveStatus returning how many messages moved.
+func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set string, now int64) (int, error) {
 	if _, err := tx.ExecContext(ctx, `UPDATE status_moves SET counted = 1 WHERE id = 1`); err != nil {
-		return err
+		return 0, err
 	}
 	rows, err := tx.QueryContext(ctx, `UPDATE messages SET status = :to, updated_at = :now`+set+moveWhere+`
 		RETURNING fingerprint, queue, owner, job_name, failure_class, reason, failed_at, id`,
 		sql.Named("ids", ids), sql.Named("from", from), sql.Named("to", to), sql.Named("now", now))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	type key struct{ f, q, o string }
 	byKey := map[key]*movedGroup{}
@@ -61,7 +67,7 @@ func moveStatus(ctx context.Context, tx *sql.Tx, ids string, from, to, set strin
 		var id string
 		if err := rows.Scan(&m.F, &m.Q, &m.O, &m.Job, &m.Class, &m.Reason, &at, &id); err != nil {
 			rows.Close()
-			return err
+			return 0, err
 		}
 		g := byKey[key{m.F, m.Q, m.O}]
 		if g == nil {
@@ -79,17 +85,21 @@ func moveStatus(ctx context.Context, tx *sql.Tx, ids string, from, to, set strin
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE status_moves SET counted = 0 WHERE id = 1`); err != nil {
-		return err
+		return 0, err
+	}
+	n := 0
+	for _, g := range groups {
+		n += g.N
 	}
 	if len(groups) == 0 {
-		return nil
+		return 0, nil
 	}
 	gj, err := json.Marshal(groups)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	const moved = `SELECT j.value->>'f' AS f, j.value->>'q' AS q, j.value->>'o' AS o, j.value->>'j' AS job,
 		j.value->>'c' AS class, j.value->>'r' AS reason, j.value->>'n' AS k, j.value->>'first' AS first,
@@ -107,13 +117,13 @@ func moveStatus(ctx context.Context, tx *sql.Tx, ids string, from, to, set strin
 				OR (excluded.last_failed_at = last_failed_at AND excluded.example_id > example_id)
 				THEN excluded.example_id ELSE example_id END`,
 		sql.Named("groups", string(gj)), sql.Named("to", to)); err != nil {
-		return fmt.Errorf("add to the failure groups: %w", err)
+		return 0, fmt.Errorf("add to the failure groups: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE failure_groups SET n = failure_groups.n - d.k FROM (`+moved+`) AS d
 		WHERE failure_groups.fingerprint = d.f AND failure_groups.queue = d.q AND failure_groups.owner = d.o
 			AND failure_groups.status = :from`,
 		sql.Named("groups", string(gj)), sql.Named("from", from)); err != nil {
-		return fmt.Errorf("take from the failure groups: %w", err)
+		return 0, fmt.Errorf("take from the failure groups: %w", err)
 	}
 	const in = `FROM messages m WHERE m.queue = g.queue AND m.status = g.status AND m.fingerprint = g.fingerprint
 		AND m.owner = g.owner`
@@ -124,5 +134,5 @@ func moveStatus(ctx context.Context, tx *sql.Tx, ids string, from, to, set strin
 		WHERE (g.fingerprint, g.queue, g.owner, g.status) IN (SELECT j.value->>'f', j.value->>'q', j.value->>'o', :from
 			FROM json_each(:groups) j) AND g.n > 0`,
 		sql.Named("from", from), sql.Named("groups", string(gj)))
-	return err
+	return n, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"slices"
 	"time"
 
@@ -102,9 +103,30 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 			out = append(out, l)
 		}
 		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(out) == 0 {
+		return out, wait, nil
+	}
+	// The messages are read after the lease, on a reader: the writer is
+	// free meanwhile. What is read is at least as new as the lease (a
+	// payload edited since is the one published, and recorded as such).
+	if err := s.leasedMessages(ctx, out); err != nil {
+		if rerr := s.ReleaseReplayItems(context.WithoutCancel(ctx), out); rerr != nil {
+			err = errors.Join(err, rerr)
 		}
+		return nil, 0, err
+	}
+	return out, wait, nil
+}
+
+// leasedMessages sets the message of each lease, read in one snapshot.
+// EINTERNAL when one is missing (an item always names a stored message).
+func (s *Store) leasedMessages(ctx context.Context, out []quarantine.ReplayLease) error {
+	return s.read(ctx, "read leased messages", func(tx *sql.Tx) error {
 		msgs, err := getMessages(ctx, tx, out)
 		if err != nil {
 			return err
@@ -116,10 +138,6 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, 0, err
-	}
-	return out, wait, nil
 }
 
 // ReleaseReplayItems gives leased items back when their fence still
@@ -297,11 +315,16 @@ func moveRecorded(ctx context.Context, tx *sql.Tx, rs []resultRow, now time.Time
 	}
 	if len(published) > 0 {
 		ids := jsonArray(published)
-		if err := moveStatus(ctx, tx, ids, "replaying", "replayed", ", replay_count = replay_count + 1", micros(now)); err != nil {
+		moved, err := moveStatusN(ctx, tx, ids, "replaying", "replayed", ", replay_count = replay_count + 1", micros(now))
+		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, lateRecordSQL, micros(now), ids); err != nil {
-			return err
+		// Usually every one was replaying; look for the others only when
+		// some were not.
+		if moved < len(published) {
+			if _, err := tx.ExecContext(ctx, lateRecordSQL, micros(now), ids); err != nil {
+				return err
+			}
 		}
 	}
 	if len(other) > 0 {
