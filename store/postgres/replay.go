@@ -215,7 +215,8 @@ func getBatch(ctx context.Context, q querier, id, lock string) (*quarantine.Repl
 	return b, fillCounts(ctx, q, []*quarantine.ReplayBatch{b})
 }
 
-// fillCounts sets the counts by outcome of bs, grouped from their items.
+// fillCounts sets the counts by outcome of bs, summed from the deltas the
+// triggers of replay_items append (migration 0009).
 func fillCounts(ctx context.Context, q querier, bs []*quarantine.ReplayBatch) error {
 	if len(bs) == 0 {
 		return nil
@@ -226,7 +227,7 @@ func fillCounts(ctx context.Context, q querier, bs []*quarantine.ReplayBatch) er
 		byID[b.ID], ids[i] = b, b.ID
 		b.Counts = replays.ZeroCounts()
 	}
-	rows, err := q.Query(ctx, `SELECT batch_id, outcome, count(*) FROM replay_items
+	rows, err := q.Query(ctx, `SELECT batch_id, outcome, sum(n)::bigint FROM replay_counts
 		WHERE batch_id = ANY($1::text[]) GROUP BY batch_id, outcome`, ids)
 	if err != nil {
 		return err

@@ -184,7 +184,7 @@ func cancelItems(ctx context.Context, tx pgx.Tx, batchID string, release bool, n
 // when it did nothing).
 func completeIfDone(ctx context.Context, tx pgx.Tx, id string, now time.Time) (*quarantine.AuditEvent, error) {
 	var pending bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM replay_items WHERE batch_id = $1 AND outcome = 'pending')`, id).Scan(&pending); err != nil || pending {
+	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(n), 0) > 0 FROM replay_counts WHERE batch_id = $1 AND outcome = 'pending'`, id).Scan(&pending); err != nil || pending {
 		return nil, err
 	}
 	b, err := getBatch(ctx, tx, id, "")
