@@ -41,11 +41,14 @@ func (w *worker) run(ctx context.Context) {
 	st := w.e.cfg.Store
 	var b *quarantine.ReplayBatch
 	var readAt time.Time
+	tokenWake := false // woken when the tokens are due: lease first
 	for ctx.Err() == nil {
 		// The batch (its state and counts) is read again at most every
-		// refresh while items keep coming, and at once when they stop.
+		// refresh while items keep coming, and at once when they stop;
+		// not between a wait for tokens and the lease they are for (the
+		// lease checks the state itself).
 		fresh := false
-		if b == nil || time.Since(readAt) >= refresh {
+		if b == nil || time.Since(readAt) >= refresh && !tokenWake {
 			nb, err := st.GetReplay(ctx, w.id)
 			if err != nil {
 				if quarantine.ErrorCode(err) == quarantine.ENOTFOUND {
@@ -110,9 +113,12 @@ func (w *worker) run(ctx context.Context) {
 			sleep(ctx, w.e.cfg.Poll)
 			continue
 		}
+		tokenWake = false
 		if len(leases) == 0 && tokWait > 0 {
-			// Items are there, tokens not yet.
-			sleep(ctx, min(tokWait, w.e.cfg.Poll))
+			// Items are there, tokens not yet: wait for a whole chunk's
+			// (tokWait is until the first), so that chunks stay whole.
+			sleep(ctx, min(tokWait+chunkTime(b), refresh))
+			tokenWake = true
 			continue
 		}
 		if len(leases) == 0 {
@@ -137,12 +143,25 @@ func (w *worker) run(ctx context.Context) {
 const refresh = time.Second
 
 // chunk is how many items to lease at once: what the batch may publish in
-// about a fifth of a second, within its burst.
+// about a fifth of a second, within half its burst (when that is at least
+// one). A worker waits for a chunk's tokens while the rate buckets, never
+// full then, keep counting: a lease that comes late loses nothing of the
+// rate. (With a burst of one the bucket is full once it holds the one
+// token, and the lease's delay is lost.)
 func chunk(b *quarantine.ReplayBatch) int {
 	n := int(b.Rate / 5)
 	n = max(n, 1)
-	n = min(n, max(b.Burst, 1), MaxChunk)
+	n = min(n, max(b.Burst/2, 1), MaxChunk)
 	return n
+}
+
+// chunkTime is how long the rate of b takes to grant a chunk's tokens
+// after the first.
+func chunkTime(b *quarantine.ReplayBatch) time.Duration {
+	if b.Rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(chunk(b)-1) / b.Rate * float64(time.Second))
 }
 
 // breaker pauses b when its re-failure ratio passed the threshold; true
