@@ -146,7 +146,7 @@ func insertReplay(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch, it
 		return err
 	}
 	// One statement for every item: rows of [seq, message, queue, outcome,
-	// reason, key, updated_at].
+	// reason, key, updated_at], parsed once (JSONB), not once per field.
 	rows := make([][]any, len(items))
 	for i, it := range items {
 		rows[i] = []any{it.Seq, it.MessageID, it.Queue, string(it.Outcome), it.Reason, it.IdempotencyKey, micros(it.UpdatedAt)}
@@ -158,7 +158,7 @@ func insertReplay(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch, it
 	_, err = tx.ExecContext(ctx, `INSERT INTO replay_items (batch_id, seq, message_id, queue, outcome,
 		reason, idempotency_key, updated_at)
 		SELECT ?, j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4, j.value->>5, j.value->>6
-		FROM json_each(?) j`, b.ID, string(rj))
+		FROM jsonb_each(jsonb(?)) j`, b.ID, string(rj))
 	return err
 }
 

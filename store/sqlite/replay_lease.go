@@ -256,7 +256,8 @@ type recordKey struct {
 	fence          int64
 }
 
-// recordItems writes the results to their items, in one statement, and
+// recordItems writes the results to their items, in one statement (the
+// rows parsed once, as JSONB, not once per field), and
 // returns the (batch, message, fence) of each item it wrote: those whose fence
 // is current and which are pending, or which were cancelled while their
 // lease was live and whose result is a publish. An item that noted an
@@ -272,7 +273,7 @@ func recordItems(ctx context.Context, tx *sql.Tx, rs []resultRow, now time.Time)
 		dropped_headers = r.x, published_at = r.a, updated_at = ?1, lease_owner = '', lease_expires_at = NULL
 		FROM (SELECT j.value->>'b' AS b, j.value->>'m' AS m, j.value->>'f' AS f, j.value->>'o' AS o,
 			j.value->>'p' AS p, j.value->>'r' AS r, j.value->>'d' AS d, j.value->>'v' AS v, j.value->>'h' AS h,
-			json(j.value->'x') AS x, j.value->>'a' AS a FROM json_each(?2) j) AS r
+			json(j.value->'x') AS x, j.value->>'a' AS a FROM jsonb_each(jsonb(?2)) j) AS r
 		WHERE replay_items.message_id = r.m AND replay_items.batch_id = r.b AND replay_items.fence = r.f
 			AND (replay_items.outcome = 'pending' OR r.p AND replay_items.outcome = 'skipped'
 				AND replay_items.reason = 'cancelled' AND replay_items.lease_owner <> '')
