@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
@@ -51,7 +53,10 @@ type sampleReader struct {
 	col string
 }
 
-var _ sampling.Reader = sampleReader{}
+var (
+	_ sampling.Reader    = sampleReader{}
+	_ sampling.GroupArcs = sampleReader{}
+)
 
 // and adds cond to the WHERE clause w made by where.
 func and(w, cond string) string {
@@ -62,6 +67,12 @@ func and(w, cond string) string {
 }
 
 func (r sampleReader) ArcPart(ctx context.Context, key string, wrapped bool, off int64, k int) ([]sampling.Ranked, error) {
+	q, args := r.arcQuery(key, wrapped, off, k)
+	return r.queryRanked(ctx, q, args)
+}
+
+// arcQuery is the SQL of ArcPart.
+func (r sampleReader) arcQuery(key string, wrapped bool, off int64, k int) (string, []any) {
 	w, args := where(r.f, false)
 	if key != "" {
 		w = and(w, "m."+r.col+" = ?")
@@ -73,8 +84,46 @@ func (r sampleReader) ArcPart(ctx context.Context, key string, wrapped bool, off
 	}
 	w = and(w, "m.sample_rank "+op+" ?")
 	args = append(args, off, k)
-	rows, err := r.tx.QueryContext(ctx, "SELECT "+messageColumns+", m.sample_rank FROM messages m"+w+
-		" ORDER BY m.sample_rank, m.id LIMIT ?", args...)
+	return "SELECT " + messageColumns + ", m.sample_rank FROM messages m" + w +
+		" ORDER BY m.sample_rank, m.id LIMIT ?", args
+}
+
+// groupArcsAtOnce is how many groups' arcs one compound query reads
+// (SQLite allows 500 terms in a compound SELECT and 32766 bound values).
+const groupArcsAtOnce = 100
+
+// GroupArcParts reads the groups' parts in compound queries (UNION ALL of
+// each group's ArcPart, each through the index of its key), sparing a
+// statement per group.
+func (r sampleReader) GroupArcParts(ctx context.Context, want map[string]int, wrapped bool, off int64) ([]sampling.Ranked, error) {
+	keys := make([]string, 0, len(want))
+	for key := range want {
+		keys = append(keys, key)
+	}
+	slices.Sort(keys)
+	var out []sampling.Ranked
+	for part := range slices.Chunk(keys, groupArcsAtOnce) {
+		var q strings.Builder
+		var args []any
+		for i, key := range part {
+			sub, a := r.arcQuery(key, wrapped, off, want[key])
+			if i > 0 {
+				q.WriteString(" UNION ALL ")
+			}
+			q.WriteString("SELECT * FROM (" + sub + ")")
+			args = append(args, a...)
+		}
+		rs, err := r.queryRanked(ctx, q.String(), args)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
+}
+
+func (r sampleReader) queryRanked(ctx context.Context, q string, args []any) ([]sampling.Ranked, error) {
+	rows, err := r.tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
