@@ -63,3 +63,41 @@ func PlanEdit(e quarantine.PayloadEdit, cur Current) (EditPlan, error) {
 	})
 	return p, nil
 }
+
+// EditTx is what a store does inside its edit transaction: read the
+// current row (locked, where the store locks rows), write the new payload
+// version and the message's new state, append the audit event, and read
+// the message back.
+type EditTx struct {
+	// Current reads the message's row; ENOTFOUND when there is none.
+	Current func() (Current, error)
+	// Write stores the payload as version p.Version (its row in
+	// payload_versions) and moves the message to it (hash, version, size,
+	// content type, updated now).
+	Write func(p EditPlan, payload []byte) error
+	// Audit appends the event in the same transaction.
+	Audit func(ev *quarantine.AuditEvent) error
+	// Get reads the message as stored now.
+	Get func() (*quarantine.Message, error)
+}
+
+// Edit runs e inside a store's transaction: the current row, the rules
+// (PlanEdit), the writes and the audit event, in that order. It returns
+// the edited message.
+func Edit(e quarantine.PayloadEdit, tx EditTx) (*quarantine.Message, error) {
+	cur, err := tx.Current()
+	if err != nil {
+		return nil, err
+	}
+	p, err := PlanEdit(e, cur)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Write(p, e.Payload); err != nil {
+		return nil, err
+	}
+	if err := tx.Audit(&p.Event); err != nil {
+		return nil, err
+	}
+	return tx.Get()
+}

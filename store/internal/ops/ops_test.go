@@ -123,3 +123,38 @@ func TestDiscardRefusesTooBroadAFilter(t *testing.T) {
 		t.Fatalf("limits %v, want one selection of MaxBulk+1", limits)
 	}
 }
+
+func TestEditWritesOnlyWhatThePlanAllows(t *testing.T) {
+	t.Parallel()
+	id := quarantine.NewID(time.Now())
+	old := []byte(`{"a":1}`)
+	e := quarantine.PayloadEdit{MessageID: id, IfMatch: quarantine.PayloadHash(old), Payload: []byte(`{"a":2}`), Reason: "fix", Actor: "bob"}
+	var steps []string
+	tx := func(st quarantine.Status) EditTx {
+		return EditTx{
+			Current: func() (Current, error) {
+				steps = append(steps, "current")
+				return Current{Status: st, SHA256: quarantine.PayloadHash(old), Version: 3, ContentType: "application/json"}, nil
+			},
+			Write: func(p EditPlan, payload []byte) error {
+				steps = append(steps, "write")
+				if p.Version != 4 || p.PrevSHA256 != e.IfMatch || string(payload) != string(e.Payload) {
+					t.Errorf("plan %+v, payload %s", p, payload)
+				}
+				return nil
+			},
+			Audit: func(ev *quarantine.AuditEvent) error { steps = append(steps, "audit:"+ev.Action); return nil },
+			Get:   func() (*quarantine.Message, error) { steps = append(steps, "get"); return &quarantine.Message{ID: id}, nil },
+		}
+	}
+	if _, err := Edit(e, tx(quarantine.StatusQuarantined)); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(steps, ","); got != "current,write,audit:"+quarantine.ActionEdit+",get" {
+		t.Fatalf("steps %s", got)
+	}
+	steps = nil
+	if _, err := Edit(e, tx(quarantine.StatusReplaying)); quarantine.ErrorCode(err) != quarantine.ECONFLICT || len(steps) != 1 {
+		t.Fatalf("an edit while replaying: %v after %v, want ECONFLICT before any write", err, steps)
+	}
+}
