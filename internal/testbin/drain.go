@@ -88,10 +88,12 @@ func CPU(pid int) time.Duration {
 // its log holds started (the collector consumes: start-up is not timed),
 // then until count() reaches n, and returns how long that took and the
 // CPU the process used meanwhile. The process is killed before it
-// returns.
+// returns. With EnvCPUProfile set, it writes a CPU profile of the drain
+// (see EnvCPUProfile).
 func Drain(tb testing.TB, bin, config, started string, n int, count func() int, args ...string) (took, cpu time.Duration) {
 	tb.Helper()
-	p := Serve(tb, bin, config, args...)
+	prof, env := newProfiler(tb, bin)
+	p := serve(tb, bin, config, env, args...)
 	defer p.Kill()
 	var start time.Time
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -103,6 +105,7 @@ func Drain(tb testing.TB, bin, config, started string, n int, count func() int, 
 			tb.Fatalf("the collector did not start (no %q in its log):\n%s", started, p.Output())
 		}
 	}
+	prof.toggle(tb, p)
 	cpu0 := CPU(p.Cmd.Process.Pid)
 	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
 		if count() >= n {
@@ -112,5 +115,8 @@ func Drain(tb testing.TB, bin, config, started string, n int, count func() int, 
 			tb.Fatalf("the binary stored %d of %d:\n%s", count(), n, p.Output())
 		}
 	}
-	return time.Since(start), CPU(p.Cmd.Process.Pid) - cpu0
+	took, cpu = time.Since(start), CPU(p.Cmd.Process.Pid)-cpu0
+	prof.toggle(tb, p)
+	prof.wait(tb)
+	return took, cpu
 }

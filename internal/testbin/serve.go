@@ -36,8 +36,15 @@ var (
 // otherwise. The process is killed when the test ends.
 func Serve(tb testing.TB, bin, config string, args ...string) *Process {
 	tb.Helper()
+	return serve(tb, bin, config, nil, args...)
+}
+
+// serve is Serve with an environment (nil: this process's).
+func serve(tb testing.TB, bin, config string, env []string, args ...string) *Process {
+	tb.Helper()
 	p := &Process{out: &syncBuffer{}, done: make(chan error, 1)}
 	p.Cmd = exec.Command(bin, append([]string{"serve", "--config", config}, args...)...)
+	p.Cmd.Env = env
 	p.Cmd.Stdout, p.Cmd.Stderr = p.out, p.out
 	if err := p.Cmd.Start(); err != nil {
 		tb.Fatal(err)

@@ -23,8 +23,9 @@ var (
 )
 
 // Path returns $QUARANTINE_TEST_BINARY, or builds ./cmd/quarantine once
-// per test process into a temporary directory (Remove deletes it). A
-// binary that does not build fails the test.
+// per test process into a temporary directory (Remove deletes it), with
+// the profiling hook when EnvCPUProfile is set. A binary that does not
+// build fails the test.
 func Path(tb testing.TB) string {
 	tb.Helper()
 	if p := os.Getenv(EnvBinary); p != "" {
@@ -42,7 +43,15 @@ func Path(tb testing.TB) string {
 			return
 		}
 		built = filepath.Join(dir, "quarantine")
-		cmd := exec.Command("go", "build", "-o", built, "./cmd/quarantine")
+		args := []string{"build", "-o", built}
+		if os.Getenv(EnvCPUProfile) != "" {
+			var overlay string
+			if overlay, err = Overlay(dir, filepath.Join(root, "cmd", "quarantine")); err != nil {
+				return
+			}
+			args = append(args, "-overlay", overlay)
+		}
+		cmd := exec.Command("go", append(args, "./cmd/quarantine")...)
 		cmd.Dir = root
 		if out, berr := cmd.CombinedOutput(); berr != nil {
 			err = fmt.Errorf("go build ./cmd/quarantine: %v\n%s", berr, out)
