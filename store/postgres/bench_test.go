@@ -2,10 +2,21 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
+	"github.com/quarantine-dev/quarantine/internal/procstat"
 	"github.com/quarantine-dev/quarantine/store/postgres"
 	"github.com/quarantine-dev/quarantine/store/storetest"
 )
@@ -63,4 +74,106 @@ func BenchmarkInsert100k(b *testing.B) {
 func BenchmarkOperations(b *testing.B) {
 	s := benchStore(b, benchRows(b))
 	storetest.BenchOperations(b, s)
+}
+
+// EnvBenchDropIndexes names indexes (comma-separated) that
+// BenchmarkInsertDrain drops from its fresh schema before it inserts:
+// what an index costs ingest is the difference with a run that keeps it.
+const EnvBenchDropIndexes = "QUARANTINE_BENCH_DROP_INDEXES"
+
+// drainMessages returns n messages as a RabbitMQ collector decodes 1 KiB
+// native dead letters (x-death headers, a key from a header), numbered
+// from first.
+func drainMessages(run string, first, n int) []*quarantine.Message {
+	failed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	pad := strings.Repeat("x", 880)
+	msgs := make([]*quarantine.Message, n)
+	for j := range msgs {
+		i := first + j
+		key := fmt.Sprintf("order:%s:%d", run, i)
+		msgs[j] = &quarantine.Message{
+			Source: "bench-drain", SourceKind: quarantine.SourceRabbitMQ, Queue: "work-" + run,
+			MessageID: fmt.Sprintf("%s-%d", run, i), IdempotencyKey: key, KeyRule: "header:x-idempotency-key",
+			DedupeKey:    fmt.Sprintf("mid:%s-%d/xdeath:1:%d", run, i, failed.Unix()),
+			FailureClass: quarantine.ClassExpired, Reason: "expired in queue work-" + run + " (RabbitMQ dead-lettered it, count 1)",
+			Attempts: 1, FailedAt: failed.Add(time.Duration(i) * time.Microsecond), ContentType: "application/json",
+			Payload: fmt.Appendf(nil, `{"run":%q,"order_id":%d,"customer":"cust-%06d","amount_cents":%d,"currency":"EUR","note":%q}`,
+				run, i, i%5000, 100+i%9000, pad),
+			Headers: map[string]string{
+				"x-death":                `[{"count":1,"exchange":"","queue":"work-` + run + `","reason":"expired","routing-keys":["work-` + run + `"],"time":"2026-01-02T03:04:05Z"}]`,
+				"x-first-death-exchange": "", "x-first-death-queue": "work-" + run, "x-first-death-reason": "expired",
+				"x-last-death-exchange": "", "x-last-death-queue": "work-" + run, "x-last-death-reason": "expired",
+				"x-idempotency-key": key,
+			},
+			Owner: "",
+		}
+	}
+	return msgs
+}
+
+// BenchmarkInsertDrain measures the store as a collector drives it:
+// DefaultCommits writers, each inserting batches of DefaultBatchSize 1 KiB
+// native dead letters (collect's defaults), QUARANTINE_BENCH_MSGS
+// messages (default 20000) per round in QUARANTINE_BENCH_ROUNDS rounds
+// (default 5) into one fresh schema with synchronous_commit on. It
+// reports the median rate and PostgreSQL's CPU per message. It answers
+// what the binary's benchmark cannot: the store's cost alone, without the
+// broker and the decoder, and (with QUARANTINE_BENCH_DROP_INDEXES) what
+// each index costs.
+//
+//	go test -run '^$' -bench InsertDrain -benchtime=1x ./store/postgres/
+func BenchmarkInsertDrain(b *testing.B) {
+	n := storetest.EnvCount(b, "QUARANTINE_BENCH_MSGS", 20000)
+	rounds := 5
+	if v, err := strconv.Atoi(os.Getenv("QUARANTINE_BENCH_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	s := openURL(b, pgtest.URL(b)+"&synchronous_commit=on")
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if v := strings.TrimSpace(os.Getenv(EnvBenchDropIndexes)); v != "" {
+		for _, idx := range strings.Split(v, ",") {
+			if _, err := s.Pool().Exec(ctx, "DROP INDEX "+pgx.Identifier{strings.TrimSpace(idx)}.Sanitize()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	batch, writers := collect.DefaultBatchSize, collect.DefaultCommits
+	var rates []float64
+	var db time.Duration
+	for b.Loop() {
+		for r := range rounds {
+			run := fmt.Sprintf("%d-%d", time.Now().UnixNano(), r)
+			batches := make(chan []*quarantine.Message, n/batch+1)
+			for i := 0; i < n; i += batch {
+				batches <- drainMessages(run, i, min(batch, n-i))
+			}
+			close(batches)
+			before, _ := procstat.CPU("postgres")
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range writers {
+				wg.Go(func() {
+					for msgs := range batches {
+						if _, err := s.InsertBatch(ctx, msgs); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			took := time.Since(start)
+			after, _ := procstat.CPU("postgres")
+			db += after - before
+			rates = append(rates, float64(n)/took.Seconds())
+			b.Logf("round %d: %.0f msg/s", r, float64(n)/took.Seconds())
+		}
+	}
+	slices.Sort(rates)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(rates[len(rates)/2], "msgs/s")
+	b.ReportMetric(float64(db.Microseconds())/float64(len(rates)*n), "db_cpu_µs/msg")
 }

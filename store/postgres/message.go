@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 
@@ -248,10 +250,13 @@ func messageArrays(msgs []*quarantine.Message, idx []int) []any {
 }
 
 // splitPayload decides where a payload is stored: as text when it is
-// valid UTF-8 without NUL (searchable), as bytes otherwise.
+// valid UTF-8 without NUL (searchable), as bytes otherwise. The text
+// shares p's bytes instead of copying them (a kilobyte a message on the
+// collectors' path): use it only as an argument of the statement that
+// stores it, while p does not change.
 func splitPayload(p []byte) (bin []byte, txt *string) {
 	if utf8.Valid(p) && !containsNUL(p) {
-		s := string(p)
+		s := unsafe.String(unsafe.SliceData(p), len(p))
 		return nil, &s
 	}
 	return p, nil
@@ -268,23 +273,68 @@ func joinPayload(bin []byte, txt *string) []byte {
 	return bin
 }
 
-func containsNUL(p []byte) bool {
-	for _, b := range p {
-		if b == 0 {
-			return true
-		}
-	}
-	return false
-}
+func containsNUL(p []byte) bool { return bytes.IndexByte(p, 0) >= 0 }
 
 func mk(n int) []string { return make([]string, n) }
 
+// encodeHeaders returns h as JSON, as json.Marshal writes it (keys
+// sorted, HTML characters escaped).
 func encodeHeaders(h map[string]string) string {
 	if len(h) == 0 {
 		return "{}"
 	}
+	if b, ok := appendHeaders(make([]byte, 0, 64*len(h)), h); ok {
+		return string(b)
+	}
 	b, _ := json.Marshal(h) // a map of strings always marshals
 	return string(b)
+}
+
+// appendHeaders is encodeHeaders without reflection, for the headers
+// brokers usually give (x-death included): it gives up (ok false) on a
+// name or value holding anything but printable ASCII other than <, > and
+// &, whose escapes it leaves to json.Marshal.
+func appendHeaders(b []byte, h map[string]string) ([]byte, bool) {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	b = append(b, '{')
+	for i, k := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = appendPlainString(b, k); !ok {
+			return nil, false
+		}
+		b = append(b, ':')
+		if b, ok = appendPlainString(b, h[k]); !ok {
+			return nil, false
+		}
+	}
+	return append(b, '}'), true
+}
+
+// appendPlainString appends s as a JSON string when it holds only
+// printable ASCII other than <, > and & (quotes and backslashes are
+// escaped as encoding/json escapes them).
+func appendPlainString(b []byte, s string) ([]byte, bool) {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c >= 0x7f || c == '<' || c == '>' || c == '&':
+			return nil, false
+		case c == '"' || c == '\\':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', c)
+			start = i + 1
+		}
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"'), true
 }
 
 func encodeFlags(f []string) string {
