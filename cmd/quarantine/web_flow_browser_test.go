@@ -120,8 +120,10 @@ replay: {canary: 1, observe: 500ms, poll: 50ms, incident_rate: 1000}
 	// Filter the messages by queue.
 	b.Do(chromedp.Navigate(base+"/messages"), chromedp.WaitVisible(chromedp.ID("messages")))
 	b.Do(chromedp.SendKeys(chromedp.CSS(`form.filters input[name="queue"]`), "orders"),
-		chromedp.Submit(chromedp.CSS(`form.filters input[name="queue"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-id="`+hostileID+`"]`)))
+		chromedp.Submit(chromedp.CSS(`form.filters input[name="queue"]`)))
+	// The unfiltered page holds the row too: wait for the filtered one.
+	b.WaitFor(`new URLSearchParams(location.search).get("queue") === "orders" && document.readyState === "complete"`)
+	b.Do(chromedp.WaitVisible(chromedp.CSS(`tr[data-id="` + hostileID + `"]`)))
 	if n := browsertest.Run(b, chromedp.Evaluate[int](`document.querySelectorAll("#messages tbody tr").length`)); n != 3 {
 		t.Fatalf("the filter shows %d rows, want the 3 of orders", n)
 	}

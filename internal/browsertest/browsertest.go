@@ -141,6 +141,27 @@ func (b *Browser) Eval(js string) string {
 	return Run(b, chromedp.Evaluate[string](js))
 }
 
+// WaitFor waits, within the timeout, until the JavaScript expression js
+// is true on the page (the page that a click or a submit loads, say: an
+// element of the old page would satisfy a selector too early).
+func (b *Browser) WaitFor(js string) {
+	b.T.Helper()
+	deadline := time.Now().Add(b.Timeout)
+	for {
+		ctx, cancel := context.WithTimeout(b.Ctx, b.Timeout)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { try { return !!(`+js+`) } catch (e) { return false } })()`))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.T.Fatalf("waited %v for %s (last error: %v)", b.Timeout, js, err)
+		}
+		// Poll again on the next animation frame of the page.
+		_ = chromedp.Do(b.Ctx, chromedp.Evaluate[chromedp.Void](`new Promise(r => requestAnimationFrame(() => r()))`, chromedp.EvalAwaitPromise))
+	}
+}
+
 // Screenshot saves the page as NAME.png in Shots.
 func (b *Browser) Screenshot(name string) {
 	b.T.Helper()
