@@ -20,6 +20,9 @@ const (
 	LostStreamRecreated = "stream_recreated" // the sequence holds a newer message: the stream was made anew
 )
 
+// getConcurrency bounds the originals fetched at once by stream sequence.
+const getConcurrency = 32
+
 // maxHandled bounds the memory of the sequences this process stored.
 const maxHandled = 1 << 18
 
@@ -135,16 +138,31 @@ func (s *Source) resolve(ctx context.Context, l *link, msgs []jetstream.Msg) ([]
 			firstErr = err
 		}
 	}
-	for _, m := range msgs {
-		in := toStreamMsg(m)
-		a, perr := parseAdvisory(in.Data, cfg.Stream, cfg.Consumer)
+	// The originals are fetched at once (one round trip each, which in
+	// turn would bound the drain to a few thousand a second), then
+	// handled in the advisories' order.
+	type fetched struct {
+		in   streamMsg
+		a    advisory
+		perr error
+		raw  *jetstream.RawStreamMsg
+		err  error
+	}
+	fs := make([]fetched, len(msgs))
+	parallel(len(msgs), getConcurrency, func(i int) error {
+		f := &fs[i]
+		f.in = toStreamMsg(msgs[i])
+		if f.a, f.perr = parseAdvisory(f.in.Data, cfg.Stream, cfg.Consumer); f.perr == nil {
+			f.raw, f.err = getMsg(ctx, l.worker, f.a.StreamSeq)
+		}
+		return nil
+	})
+	for i, m := range msgs {
+		in, a, perr, raw, err := fs[i].in, fs[i].a, fs[i].perr, fs[i].raw, fs[i].err
 		if perr != nil {
 			ds = append(ds, collect.Delivery{Message: decodeBadAdvisory(s.name, in, perr), Handle: handle{msg: m}})
 			continue
 		}
-		gctx, cancel := context.WithTimeout(ctx, apiTimeout)
-		raw, err := l.worker.GetMsg(gctx, a.StreamSeq)
-		cancel()
 		switch {
 		case err == nil && !a.Timestamp.IsZero() && raw.Time.After(a.Timestamp):
 			keep(s.lost(ctx, m, a, LostStreamRecreated, "the sequence now holds a message stored after the advisory"))

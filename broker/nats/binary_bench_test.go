@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
@@ -34,108 +36,309 @@ func publishEnvelopes1K(b *testing.B, js jetstream.JetStream, subject, queue str
 	}
 }
 
+// deadLetters1K makes a work-queue stream of jobs whose worker consumer
+// ("worker") gives up after one delivery, creates its capture stream (as
+// the collector's first start does, so that the advisories wait for the
+// collector), publishes n jobs of about 1 KiB with an idempotency header
+// and fails each once (nak), and waits until the capture stream holds
+// the n MaxDeliver advisories. It returns the worker stream; the jobs'
+// queue in the quarantine is its subject, stream+".jobs".
+func deadLetters1K(b *testing.B, js jetstream.JetStream, url string, n int) string {
+	b.Helper()
+	ctx := context.Background()
+	stream := uniq("BENCH_JOBS")
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+		b.Fatal(err)
+	}
+	c, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+		Durable: "worker", AckPolicy: jetstream.AckExplicitPolicy, MaxDeliver: 1,
+		FilterSubject: stream + ".jobs", AckWait: 30 * time.Second, MaxAckPending: 20000,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	src, err := NewSource("bench", Config{URL: url, Advisories: &AdvisoryConfig{Stream: stream, Consumer: "worker"}}, quietLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := src.ensureCapture(ctx, js); err != nil {
+		b.Fatal(err)
+	}
+	_ = src.Close()
+	pad := strings.Repeat("x", 880)
+	for i := range n {
+		msg := &nats.Msg{Subject: stream + ".jobs", Header: nats.Header{"X-Idempotency-Key": {fmt.Sprintf("order:%s:%d", stream, i)}},
+			Data: fmt.Appendf(nil, `{"run":%q,"order_id":%d,"customer":"cust-%06d","amount_cents":%d,"currency":"EUR","note":%q}`,
+				stream, i, i%5000, 100+i%9000, pad)}
+		if _, err := js.PublishMsgAsync(msg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(60 * time.Second):
+		b.Fatal("publishing did not complete")
+	}
+	// The failing worker: every job is nak'ed once, the consumer gives up.
+	// It keeps pulling until every advisory is out: the server sees that
+	// a nak'ed job has had its deliveries when it would deliver it again.
+	capture := captureStreamName(stream, "worker")
+	captured := func() uint64 {
+		st, err := js.Stream(ctx, capture)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return st.CachedInfo().State.Msgs
+	}
+	for deadline := time.Now().Add(120 * time.Second); captured() < uint64(n); {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d advisories captured of %d", captured(), n)
+		}
+		batch, err := c.Fetch(500, jetstream.FetchMaxWait(100*time.Millisecond))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			if err := m.Nak(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return stream
+}
+
+// bareAdvisoryDrain does what a bare client of MaxDeliver advisories must
+// do for each given-up job, without decoding or storing it: pull the
+// advisories from the capture stream in batches of benchBatch, get each
+// original by its stream sequence, double-ack the advisory and delete the
+// original (the collector's delete_after_store), at the collector's
+// concurrency.
+func bareAdvisoryDrain(b *testing.B, js jetstream.JetStream, stream string, n int) {
+	b.Helper()
+	ctx := context.Background()
+	worker, err := js.Stream(ctx, stream)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := js.CreateOrUpdateConsumer(ctx, captureStreamName(stream, "worker"), jetstream.ConsumerConfig{
+		Durable: "bare", AckPolicy: jetstream.AckExplicitPolicy, AckWait: DefaultAckWait,
+		MaxDeliver: -1, MaxAckPending: maxAckPending,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for got := 0; got < n; {
+		batch, err := c.Fetch(benchBatch, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		errs := parallel(len(msgs), ackConcurrency, func(i int) error {
+			a, err := parseAdvisory(msgs[i].Data(), stream, "worker")
+			if err != nil {
+				return err
+			}
+			if _, err := worker.GetMsg(ctx, a.StreamSeq); err != nil {
+				return err
+			}
+			if err := msgs[i].DoubleAck(ctx); err != nil {
+				return err
+			}
+			return worker.DeleteMsg(ctx, a.StreamSeq)
+		})
+		if _, first := countErrors(errs); first != nil {
+			b.Fatal(first)
+		}
+		got += len(msgs)
+	}
+}
+
+// natsBenchKind is one kind of message BenchmarkBinaryVsBareDrain drains:
+// fill makes a fresh stream of n messages and returns it, the queue they
+// are recorded under and the collector's YAML keys besides name, kind and
+// url; bare drains it without a store; clean deletes what fill made.
+type natsBenchKind struct {
+	name  string
+	fill  func(b *testing.B, js jetstream.JetStream, url string, n int) (stream, queue, keys string)
+	bare  func(b *testing.B, js jetstream.JetStream, stream string, n int)
+	clean func(js jetstream.JetStream, stream string)
+}
+
+var natsBenchKinds = []natsBenchKind{
+	{name: "envelope",
+		fill: func(b *testing.B, js jetstream.JetStream, _ string, n int) (string, string, string) {
+			stream, queue := uniq("BENCH_BIN"), uniq("billing")
+			if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}}); err != nil {
+				b.Fatal(err)
+			}
+			publishEnvelopes1K(b, js, stream+".jobs", queue, n)
+			return stream, queue, fmt.Sprintf("    stream: %s\n", stream)
+		},
+		bare: bareDrain,
+		clean: func(js jetstream.JetStream, stream string) {
+			_ = js.DeleteStream(context.Background(), stream)
+		}},
+	{name: "native",
+		fill: func(b *testing.B, js jetstream.JetStream, url string, n int) (string, string, string) {
+			stream := deadLetters1K(b, js, url, n)
+			return stream, stream + ".jobs", fmt.Sprintf("    advisories:\n      stream: %s\n      consumer: worker\n    delete_after_store: true\n", stream)
+		},
+		bare: bareAdvisoryDrain,
+		clean: func(js jetstream.JetStream, stream string) {
+			_ = js.DeleteStream(context.Background(), stream)
+			_ = js.DeleteStream(context.Background(), captureStreamName(stream, "worker"))
+		}},
+}
+
 // BenchmarkBinaryVsBareDrain runs the built quarantine binary as a user
-// runs it (`quarantine serve` with one NATS collector on a failure stream
-// and the default batch size, linger and commits) against a bare drain of
-// the same stream (pull batches of 500, double ack each message), on
-// canonical envelopes of about 1 KiB. In each of QUARANTINE_BENCH_ROUNDS
-// rounds (default 3) it fills a fresh stream with QUARANTINE_BENCH_MSGS
-// (default 20000) before each drain: bare, then the binary on PostgreSQL
-// (synchronous_commit on) and on SQLite. The binary is timed from its
-// connecting until every message is stored. It reports median rates, the
-// median per-round ratios to the bare drain and the CPU per message of
-// nats-server, PostgreSQL and the binary.
+// runs it (`quarantine serve` with one NATS collector and the default
+// batch size, linger and commits) against a bare drain of the same
+// messages, on two kinds of message:
+//
+//   - envelope: canonical failure envelopes of about 1 KiB on a failure
+//     stream (mode a); the bare drain pulls batches of 500 and double-acks
+//     each message, the way the Source does;
+//   - native: jobs of about 1 KiB that a worker consumer gave up on
+//     (MaxDeliver 1), whose advisories wait in the capture stream (mode b,
+//     delete_after_store as the example configuration has it); the bare
+//     drain pulls the advisories, gets each original, double-acks the
+//     advisory and deletes the original.
+//
+// In each of QUARANTINE_BENCH_ROUNDS rounds (default 5) and for each kind
+// it fills a fresh stream with QUARANTINE_BENCH_MSGS messages (default
+// 20000) before each drain: bare, then the binary on PostgreSQL
+// (synchronous_commit on) and on SQLite (QUARANTINE_BENCH_STORES narrows
+// the stores, QUARANTINE_BENCH_KINDS the kinds). The binary is timed from
+// its connecting until every message is stored; its start-up is not. It
+// reports median rates, the median per-round ratios to the bare drain and
+// the CPU per message of nats-server, PostgreSQL and the binary.
 //
 //	go test -run '^$' -bench BinaryVsBareDrain -benchtime=1x ./broker/nats/
 func BenchmarkBinaryVsBareDrain(b *testing.B) {
 	n := benchMsgs(b)
-	rounds := 3
+	rounds := 5
 	if s := os.Getenv("QUARANTINE_BENCH_ROUNDS"); s != "" {
-		fmt.Sscan(s, &rounds)
+		if _, err := fmt.Sscan(s, &rounds); err != nil || rounds < 1 {
+			b.Fatalf("QUARANTINE_BENCH_ROUNDS=%q is not a positive count", s)
+		}
+	}
+	stores := envList("QUARANTINE_BENCH_STORES", "postgres", "sqlite")
+	kinds := map[string]bool{}
+	for _, k := range envList("QUARANTINE_BENCH_KINDS", "envelope", "native") {
+		kinds[k] = true
 	}
 	url := realURL(b)
 	_, js := jsClient(b, url)
 	bin := testbin.Path(b)
-	databases := map[string]string{
-		"postgres": pgtest.URL(b) + "&synchronous_commit=on",
-		"sqlite":   "sqlite:" + filepath.Join(b.TempDir(), "q.db"),
+	databases := map[string]string{}
+	counters := map[string]func(string) int{}
+	for _, s := range stores {
+		switch s {
+		case "postgres":
+			databases[s] = pgtest.URL(b) + "&synchronous_commit=on"
+		case "sqlite":
+			databases[s] = "sqlite:" + filepath.Join(b.TempDir(), "q.db")
+		default:
+			b.Fatalf("QUARANTINE_BENCH_STORES: unknown store %q", s)
+		}
+		counters[s] = testbin.StoredCounter(b, databases[s])
 	}
 	type drain struct {
+		kind             natsBenchKind
 		name             string
 		rates            []float64
 		broker, db, self time.Duration
-		run              func(stream, queue string, r int) time.Duration
+		run              func(stream, queue, keys string, r int) time.Duration
 	}
 	var drains []*drain
-	bare := &drain{name: "bare"}
-	bare.run = func(stream, _ string, _ int) time.Duration {
-		start := time.Now()
-		bareDrain(b, js, stream, n)
-		return time.Since(start)
-	}
-	drains = append(drains, bare)
-	for _, s := range []string{"postgres", "sqlite"} {
-		count := testbin.StoredCounter(b, databases[s])
-		migrate := s == "postgres"
-		d := &drain{name: s}
-		d.run = func(stream, queue string, r int) time.Duration {
-			config := filepath.Join(b.TempDir(), "quarantine.yaml")
-			yaml := fmt.Sprintf("database: %q\nlisten: 127.0.0.1:0\ncollectors:\n  - name: bench-%d\n    kind: nats\n    url: %q\n    stream: %s\n",
-				databases[s], r, url, stream)
-			if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
-				b.Fatal(err)
-			}
-			var args []string
-			if migrate {
-				args, migrate = []string{"--migrate"}, false
-			}
-			took, cpu := testbin.Drain(b, bin, config, "connected to NATS", n, func() int { return count(queue) }, args...)
-			d.self += cpu
-			return took
+	migrated := map[string]bool{}
+	for _, k := range natsBenchKinds {
+		if !kinds[k.name] {
+			continue
 		}
-		drains = append(drains, d)
+		drains = append(drains, &drain{kind: k, name: "bare", run: func(stream, _, _ string, _ int) time.Duration {
+			start := time.Now()
+			k.bare(b, js, stream, n)
+			return time.Since(start)
+		}})
+		for _, s := range stores {
+			d := &drain{kind: k, name: s}
+			d.run = func(stream, queue, keys string, r int) time.Duration {
+				config := filepath.Join(b.TempDir(), "quarantine.yaml")
+				// The one idempotency rule a user of native dead letters writes.
+				yaml := fmt.Sprintf("database: %q\nlisten: 127.0.0.1:0\nidempotency:\n  - queues: [\"*\"]\n    header: x-idempotency-key\ncollectors:\n  - name: bench-%s-%d\n    kind: nats\n    url: %q\n%s",
+					databases[s], k.name, r, url, keys)
+				if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+					b.Fatal(err)
+				}
+				var args []string
+				if s == "postgres" && !migrated[s] {
+					args, migrated[s] = []string{"--migrate"}, true
+				}
+				took, cpu := testbin.Drain(b, bin, config, "connected to NATS", n, func() int { return counters[s](queue) }, args...)
+				d.self += cpu
+				return took
+			}
+			drains = append(drains, d)
+		}
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for r := range rounds {
 			for _, d := range drains {
 				b.StopTimer()
-				stream, queue := uniq("BENCH_BIN"), uniq("billing")
-				newStream(b, js, jetstream.StreamConfig{Name: stream})
-				publishEnvelopes1K(b, js, stream+".jobs", queue, n)
+				stream, queue, keys := d.kind.fill(b, js, url, n)
 				procstat.Quiet("nats-server", 0.05, 250*time.Millisecond, 20*time.Second)
 				before := procstat.Read("nats-server")
 				b.StartTimer()
-				took := d.run(stream, queue, r)
+				took := d.run(stream, queue, keys, r)
 				b.StopTimer()
 				used := procstat.Read("nats-server").Sub(before)
 				d.broker += used.Broker
 				d.db += used.DB
-				if d == bare {
+				if d.name == "bare" {
 					d.self += used.Self
 				}
+				d.kind.clean(js, stream)
 				d.rates = append(d.rates, float64(n)/took.Seconds())
-				b.Logf("round %d: %s %.0f msg/s", r, d.name, float64(n)/took.Seconds())
+				b.Logf("round %d: %s %s %.0f msg/s", r, d.kind.name, d.name, float64(n)/took.Seconds())
 			}
 		}
 	}
 	b.ReportMetric(0, "ns/op")
 	msgs := float64(n * rounds * b.N)
+	var bare *drain
 	for _, d := range drains {
-		b.ReportMetric(medianOf(d.rates), d.name+"_msgs/s")
+		if d.name == "bare" {
+			bare = d
+		}
+		key := d.kind.name + "_" + d.name
+		b.ReportMetric(medianOf(d.rates), key+"_msgs/s")
 		if d != bare {
 			ratios := make([]float64, len(d.rates))
 			for k := range d.rates {
 				ratios[k] = d.rates[k] / bare.rates[k]
 			}
-			b.ReportMetric(medianOf(ratios), d.name+"_ratio")
+			b.ReportMetric(medianOf(ratios), key+"_ratio")
 		}
-		b.ReportMetric(float64(d.broker.Microseconds())/msgs, d.name+"_broker_cpu_µs/msg")
+		b.ReportMetric(float64(d.broker.Microseconds())/msgs, key+"_broker_cpu_µs/msg")
 		if d.name == "postgres" {
-			b.ReportMetric(float64(d.db.Microseconds())/msgs, d.name+"_db_cpu_µs/msg")
+			b.ReportMetric(float64(d.db.Microseconds())/msgs, key+"_db_cpu_µs/msg")
 		}
-		b.ReportMetric(float64(d.self.Microseconds())/msgs, d.name+"_self_cpu_µs/msg")
+		b.ReportMetric(float64(d.self.Microseconds())/msgs, key+"_self_cpu_µs/msg")
 	}
+}
+
+// envList returns the comma-separated list in the variable name, or def.
+func envList(name string, def ...string) []string {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return def
+	}
+	return strings.Split(v, ",")
 }
 
 // medianOf returns the median of xs (0 for none).

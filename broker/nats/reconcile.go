@@ -12,8 +12,14 @@ import (
 
 // Bounds of one reconciliation pass.
 const (
-	maxReconcile     = 100000 // candidates taken per pass; the next pass finds the rest
-	maxCaptureToScan = 100000 // a larger advisory backlog defers reconciliation
+	maxReconcile = 100000 // candidates taken per pass; the next pass finds the rest
+	// maxCaptureToScan defers reconciliation while more advisories than
+	// this wait in the capture stream: a pass reads each of them, one
+	// round trip each, before the advisories are drained (20,000 waiting
+	// at a start held the drain for seconds), and the advisories it would
+	// wait for are collected first anyway. The next pass comes within
+	// ReconcileEvery.
+	maxCaptureToScan = 1000
 )
 
 // errDeferred says that reconciliation waits for the advisory backlog.
@@ -110,6 +116,10 @@ func (s *Source) reconcile(ctx context.Context, l *link) error {
 		s.adv.mu.Unlock()
 	}()
 	for seq := from; seq <= limit && len(found) < maxReconcile; {
+		if waiting[seq] { // its advisory waits: not a candidate, no need to read it
+			scanned, seq = seq, seq+1
+			continue
+		}
 		raw, err := getMsg(ctx, l.worker, seq, jetstream.WithGetMsgSubject(next))
 		if isNotFound(err) {
 			scanned = limit
@@ -242,11 +252,20 @@ func (s *Source) takeReconciled(ctx context.Context, l *link, limit int) ([]coll
 	cfg := s.cfg.Advisories
 	cs := s.adv.takePending(limit)
 	ds := make([]collect.Delivery, 0, len(cs))
+	raws := make([]*jetstream.RawStreamMsg, len(cs))
+	errs := parallel(len(cs), getConcurrency, func(i int) error {
+		if s.adv.wasHandled(cs[i].seq) {
+			return nil
+		}
+		var err error
+		raws[i], err = getMsg(ctx, l.worker, cs[i].seq)
+		return err
+	})
 	for i, c := range cs {
 		if s.adv.wasHandled(c.seq) {
 			continue
 		}
-		raw, err := getMsg(ctx, l.worker, c.seq)
+		raw, err := raws[i], errs[i]
 		if isNotFound(err) {
 			continue // acknowledged or deleted since: not ours to report
 		}
