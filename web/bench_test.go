@@ -180,11 +180,14 @@ func seedAgeHistory(b *testing.B, s *postgres.Store) {
 	b.Helper()
 	ctx := context.Background()
 	from := benchNow.Add(-quarantine.DefaultAgeHistoryKeep)
+	// The rows of the queues, not the steps: a schema migrated from
+	// per-minute samples has its steps counted, but no queue row.
 	var have int64
-	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM age_steps WHERE step >= $1 AND step < $2`, from, benchNow).Scan(&have); err != nil {
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM age_step_queues WHERE step >= $1 AND step < $2 AND all_owners`,
+		from, benchNow).Scan(&have); err != nil {
 		b.Fatal(err)
 	}
-	if have >= int64(quarantine.DefaultAgeHistoryKeep/quarantine.AgeHistoryStep) {
+	if have >= 20*int64(quarantine.DefaultAgeHistoryKeep/quarantine.AgeHistoryStep) {
 		return
 	}
 	for _, q := range []string{
