@@ -143,14 +143,13 @@ func (w *worker) run(ctx context.Context) {
 const refresh = time.Second
 
 // chunk is how many items to lease at once: what the batch may publish in
-// about 20 ms (a record of the chunk, which a lease due meanwhile waits
-// for on SQLite, stays short), within half its burst (when that is at
-// least one). A worker waits for a chunk's tokens while the rate buckets,
-// never full then, keep counting: a lease that comes late loses nothing of
-// the rate. (With a burst of one the bucket is full once it holds the one
+// about a fifth of a second, within half its burst (when that is at least
+// one). A worker waits for a chunk's tokens while the rate buckets, never
+// full then, keep counting: a lease that comes late loses nothing of the
+// rate. (With a burst of one the bucket is full once it holds the one
 // token, and the lease's delay is lost.)
 func chunk(b *quarantine.ReplayBatch) int {
-	n := int(b.Rate / 50)
+	n := int(b.Rate / 5)
 	n = max(n, 1)
 	n = min(n, max(b.Burst/2, 1), MaxChunk)
 	return n
