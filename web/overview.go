@@ -76,28 +76,49 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	for i, st := range stats {
 		queues[i] = st.Queue
 	}
-	var inflow, ages []quarantine.QueueHistogram
 	hourly := hourlyEdges(now)
 	edges := ageEdges(now)
+	// The waiting ones by age are the page's largest read (a range of the
+	// last day's quarantined messages of each queue): it runs alongside
+	// the other reads, on its own connection.
+	var ages []quarantine.QueueHistogram
+	var agesErr error
+	agesDone := make(chan struct{})
+	go func() {
+		defer close(agesDone)
+		for lo := 0; lo < len(queues); lo += quarantine.MaxHistogramQueues {
+			ag, err := h.cfg.Store.Histogram(ctx, quarantine.HistogramRequest{Kind: quarantine.HistogramWaiting,
+				Queues: queues[lo:min(lo+quarantine.MaxHistogramQueues, len(queues))], Owners: f.Owner, Edges: edges})
+			if err != nil {
+				agesErr = err
+				return
+			}
+			ages = append(ages, ag...)
+		}
+	}()
+	defer func() { <-agesDone }()
+	var inflow []quarantine.QueueHistogram
 	for lo := 0; lo < len(queues); lo += quarantine.MaxHistogramQueues {
-		chunk := queues[lo:min(lo+quarantine.MaxHistogramQueues, len(queues))]
 		in, err := h.cfg.Store.Histogram(ctx, quarantine.HistogramRequest{Kind: quarantine.HistogramInflow,
-			Queues: chunk, Owners: f.Owner, Edges: hourly})
+			Queues: queues[lo:min(lo+quarantine.MaxHistogramQueues, len(queues))], Owners: f.Owner, Edges: hourly})
 		if err != nil {
 			h.fail(w, r, s, err)
 			return
 		}
-		ag, err := h.cfg.Store.Histogram(ctx, quarantine.HistogramRequest{Kind: quarantine.HistogramWaiting,
-			Queues: chunk, Owners: f.Owner, Edges: edges})
-		if err != nil {
-			h.fail(w, r, s, err)
-			return
-		}
-		inflow, ages = append(inflow, in...), append(ages, ag...)
+		inflow = append(inflow, in...)
 	}
 	states, err := h.cfg.Store.AlarmStates(ctx)
 	if err != nil {
 		h.fail(w, r, s, err)
+		return
+	}
+	hist, err := h.cfg.Store.AgeHistory(ctx, historyRequest(now, f.Owner))
+	if err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
+	if <-agesDone; agesErr != nil {
+		h.fail(w, r, s, agesErr)
 		return
 	}
 	firing := map[string][]quarantine.AlarmState{}
@@ -172,11 +193,6 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	c.Age, c.AgeRows = ageChart(ageCounts, over)
 
-	hist, err := h.cfg.Store.AgeHistory(ctx, historyRequest(now, f.Owner))
-	if err != nil {
-		h.fail(w, r, s, err)
-		return
-	}
 	maxAges := make(map[string]time.Duration, len(c.Queues))
 	for _, row := range c.Queues {
 		maxAges[row.Queue] = row.MaxAge
