@@ -144,7 +144,10 @@ func TestEditWritesOnlyWhatThePlanAllows(t *testing.T) {
 				return nil
 			},
 			Audit: func(ev *quarantine.AuditEvent) error { steps = append(steps, "audit:"+ev.Action); return nil },
-			Get:   func() (*quarantine.Message, error) { steps = append(steps, "get"); return &quarantine.Message{ID: id}, nil },
+			Get: func() (*quarantine.Message, error) {
+				steps = append(steps, "get")
+				return &quarantine.Message{ID: id}, nil
+			},
 		}
 	}
 	if _, err := Edit(e, tx(quarantine.StatusQuarantined)); err != nil {
