@@ -32,9 +32,20 @@ func WithClock(now func() time.Time) Option {
 	return func(s *Store) { s.now = now }
 }
 
+// IdleInTransactionTimeout is the server's idle_in_transaction_session_timeout
+// for the store's connections unless the URL sets it: a session that sits
+// inside a transaction for longer, without a statement running, is ended
+// by the server and its locks are released. The store's transactions never
+// wait on anything but the database, so only a process that stopped
+// (SIGSTOP, a debugger, a VM paused, a network partition) reaches it; without
+// it, such a process holding the audit chain's head or a destination's rate
+// bucket would stall every other instance until its TCP connection died.
+const IdleInTransactionTimeout = "10s"
+
 // Open connects to the database at url (a postgres:// URL or a key=value
-// DSN; runtime parameters such as search_path are passed to the server)
-// and checks that it answers. It does not migrate: call Migrate.
+// DSN; runtime parameters such as search_path are passed to the server,
+// and IdleInTransactionTimeout applies unless url sets
+// idle_in_transaction_session_timeout) and checks that it answers. It does not migrate: call Migrate.
 //
 // Errors: EINVALID for a URL that does not parse, EUNAVAILABLE when the
 // database cannot be reached.
@@ -45,6 +56,9 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "quarantine"
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = IdleInTransactionTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

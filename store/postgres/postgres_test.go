@@ -184,3 +184,41 @@ func TestClock(t *testing.T) {
 		t.Fatalf("collected %v failed %v (%v), want %v", got.CollectedAt, got.FailedAt, err, want)
 	}
 }
+
+// A process that stops inside a transaction (SIGSTOP, a paused VM, a
+// partition) holds its locks; the server ends its session after
+// IdleInTransactionTimeout, so the others go on, and the stopped one's
+// transaction cannot commit when it wakes.
+func TestStoppedTransactionDoesNotBlockOthers(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	s := openURL(t, u)
+	if err := s.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	stopped := openURL(t, u)
+	var setting string
+	if err := stopped.Pool().QueryRow(t.Context(), "SHOW idle_in_transaction_session_timeout").Scan(&setting); err != nil || setting != postgres.IdleInTransactionTimeout {
+		t.Fatalf("idle_in_transaction_session_timeout = %q, %v; want %s", setting, err, postgres.IdleInTransactionTimeout)
+	}
+	tx, err := stopped.Pool().Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	// The audit chain's head: every audited action of every instance
+	// takes this lock.
+	if _, err := tx.Exec(t.Context(), "SELECT seq FROM audit_head WHERE id = 1 FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := s.AppendAudit(ctx, quarantine.NewAuditEvent("alice", "x", "y", nil)); err != nil {
+		t.Fatalf("an audit append behind a stopped transaction: %v after %s", err, time.Since(start))
+	}
+	t.Logf("the append waited %s for the stopped transaction", time.Since(start).Round(time.Millisecond))
+	if _, err := tx.Exec(t.Context(), "UPDATE audit_head SET seq = seq WHERE id = 1"); err == nil {
+		t.Fatal("the stopped transaction could still write after the server ended its session")
+	}
+}
