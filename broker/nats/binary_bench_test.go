@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,9 +224,9 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 			b.Fatalf("QUARANTINE_BENCH_ROUNDS=%q is not a positive count", s)
 		}
 	}
-	stores := envList("QUARANTINE_BENCH_STORES", "postgres", "sqlite")
+	stores := testbin.EnvList("QUARANTINE_BENCH_STORES", "postgres", "sqlite")
 	kinds := map[string]bool{}
-	for _, k := range envList("QUARANTINE_BENCH_KINDS", "envelope", "native") {
+	for _, k := range testbin.EnvList("QUARANTINE_BENCH_KINDS", "envelope", "native") {
 		kinds[k] = true
 	}
 	url := realURL(b)
@@ -247,11 +246,9 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 		counters[s] = testbin.StoredCounter(b, databases[s])
 	}
 	type drain struct {
-		kind             natsBenchKind
-		name             string
-		rates            []float64
-		broker, db, self time.Duration
-		run              func(stream, queue, keys string, r int) time.Duration
+		testbin.Drained
+		kind natsBenchKind
+		run  func(stream, queue, keys string, r int) time.Duration
 	}
 	var drains []*drain
 	migrated := map[string]bool{}
@@ -259,13 +256,13 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 		if !kinds[k.name] {
 			continue
 		}
-		drains = append(drains, &drain{kind: k, name: "bare", run: func(stream, _, _ string, _ int) time.Duration {
+		drains = append(drains, &drain{Drained: testbin.Drained{Kind: k.name, Name: "bare"}, kind: k, run: func(stream, _, _ string, _ int) time.Duration {
 			start := time.Now()
 			k.bare(b, js, stream, n)
 			return time.Since(start)
 		}})
 		for _, s := range stores {
-			d := &drain{kind: k, name: s}
+			d := &drain{Drained: testbin.Drained{Kind: k.name, Name: s}, kind: k}
 			d.run = func(stream, queue, keys string, r int) time.Duration {
 				config := filepath.Join(b.TempDir(), "quarantine.yaml")
 				// The one idempotency rule a user of native dead letters writes.
@@ -279,7 +276,7 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 					args, migrated[s] = []string{"--migrate"}, true
 				}
 				took, cpu := testbin.Drain(b, bin, config, "connected to NATS", n, func() int { return counters[s](queue) }, args...)
-				d.self += cpu
+				d.Self += cpu
 				return took
 			}
 			drains = append(drains, d)
@@ -297,59 +294,20 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 				took := d.run(stream, queue, keys, r)
 				b.StopTimer()
 				used := procstat.Read("nats-server").Sub(before)
-				d.broker += used.Broker
-				d.db += used.DB
-				if d.name == "bare" {
-					d.self += used.Self
+				d.Broker += used.Broker
+				d.DB += used.DB
+				if d.Name == "bare" {
+					d.Self += used.Self
 				}
 				d.kind.clean(js, stream)
-				d.rates = append(d.rates, float64(n)/took.Seconds())
-				b.Logf("round %d: %s %s %.0f msg/s", r, d.kind.name, d.name, float64(n)/took.Seconds())
+				d.Rates = append(d.Rates, float64(n)/took.Seconds())
+				b.Logf("round %d: %s %s %.0f msg/s", r, d.Kind, d.Name, float64(n)/took.Seconds())
 			}
 		}
 	}
-	b.ReportMetric(0, "ns/op")
-	msgs := float64(n * rounds * b.N)
-	var bare *drain
-	for _, d := range drains {
-		if d.name == "bare" {
-			bare = d
-		}
-		key := d.kind.name + "_" + d.name
-		b.ReportMetric(medianOf(d.rates), key+"_msgs/s")
-		if d != bare {
-			ratios := make([]float64, len(d.rates))
-			for k := range d.rates {
-				ratios[k] = d.rates[k] / bare.rates[k]
-			}
-			b.ReportMetric(medianOf(ratios), key+"_ratio")
-		}
-		b.ReportMetric(float64(d.broker.Microseconds())/msgs, key+"_broker_cpu_µs/msg")
-		if d.name == "postgres" {
-			b.ReportMetric(float64(d.db.Microseconds())/msgs, key+"_db_cpu_µs/msg")
-		}
-		b.ReportMetric(float64(d.self.Microseconds())/msgs, key+"_self_cpu_µs/msg")
+	ds := make([]*testbin.Drained, len(drains))
+	for i, d := range drains {
+		ds[i] = &d.Drained
 	}
-}
-
-// envList returns the comma-separated list in the variable name, or def.
-func envList(name string, def ...string) []string {
-	v := strings.TrimSpace(os.Getenv(name))
-	if v == "" {
-		return def
-	}
-	return strings.Split(v, ",")
-}
-
-// medianOf returns the median of xs (0 for none).
-func medianOf(xs []float64) float64 {
-	s := slices.Clone(xs)
-	if len(s) == 0 {
-		return 0
-	}
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	testbin.ReportDrains(b, ds, float64(n*rounds*b.N))
 }

@@ -131,14 +131,6 @@ func roundOrder[D any](drains []D, r int, key func(D) (kind string, bare bool)) 
 	return out
 }
 
-func envList(name string, def ...string) []string {
-	v := strings.TrimSpace(os.Getenv(name))
-	if v == "" {
-		return def
-	}
-	return strings.Split(v, ",")
-}
-
 // BenchmarkBinaryVsBareDrain runs the built quarantine binary as a user
 // runs it (`quarantine serve` with one RabbitMQ collector and the default
 // batch size, linger, commits and prefetch) against a bare amqp091 drain
@@ -169,14 +161,14 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 	rounds := envInt(EnvBenchRounds, 5)
 	batch := collect.DefaultBatchSize
 	prefetch := (collect.DefaultCommits + 1) * batch
-	stores := envList(EnvBenchStores, "postgres", "sqlite")
+	stores := testbin.EnvList(EnvBenchStores, "postgres", "sqlite")
 	kinds := map[string]bool{}
-	for _, k := range envList(EnvBenchKinds, "envelope", "native") {
+	for _, k := range testbin.EnvList(EnvBenchKinds, "envelope", "native") {
 		kinds[k] = true
 	}
 	type binary struct{ name, path string }
 	var bins []binary
-	for _, nv := range envList(EnvBenchBinaries) {
+	for _, nv := range testbin.EnvList(EnvBenchBinaries) {
 		name, path, ok := strings.Cut(nv, "=")
 		if !ok {
 			b.Fatalf("%s: %q is not NAME=PATH", EnvBenchBinaries, nv)
@@ -206,18 +198,15 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 	}
 
 	type drain struct {
-		kind, name string
-		run        func(dlq, queue string, r int) (time.Duration, time.Duration)
-		rates      []float64
-		broker, db time.Duration
-		self       time.Duration
+		testbin.Drained
+		run func(dlq, queue string, r int) (time.Duration, time.Duration)
 	}
 	var drains []*drain
 	for _, k := range benchKinds {
 		if !kinds[k.name] {
 			continue
 		}
-		drains = append(drains, &drain{kind: k.name, name: "bare", run: func(q, _ string, _ int) (time.Duration, time.Duration) {
+		drains = append(drains, &drain{Drained: testbin.Drained{Kind: k.name, Name: "bare"}, run: func(q, _ string, _ int) (time.Duration, time.Duration) {
 			before := procstat.Read("beam.smp")
 			took := bareDrain(b, q, n, prefetch, batch)
 			return took, procstat.Read("beam.smp").Sub(before).Self
@@ -229,7 +218,7 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 				if len(bins) > 1 {
 					name += "_" + bin.name
 				}
-				drains = append(drains, &drain{kind: k.name, name: name, run: func(dlq, q string, r int) (time.Duration, time.Duration) {
+				drains = append(drains, &drain{Drained: testbin.Drained{Kind: k.name, Name: name}, run: func(dlq, q string, r int) (time.Duration, time.Duration) {
 					took, cpu := binaryDrain(b, bin.path, databases[s+"/"+bin.name], migrate, fmt.Sprintf("bench-%s-%s-%d", k.name, bin.name, r), dlq, q, n, counters[s+"/"+bin.name])
 					migrate = false
 					return took, cpu
@@ -244,45 +233,28 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for r := range rounds {
-			for _, d := range roundOrder(drains, r, func(d *drain) (string, bool) { return d.kind, d.name == "bare" }) {
+			for _, d := range roundOrder(drains, r, func(d *drain) (string, bool) { return d.Kind, d.Name == "bare" }) {
 				b.StopTimer()
-				dlq, q := fills[d.kind].fill(tb, n, fmt.Sprintf("%s-%s-%d-%d-%d", d.kind, d.name, time.Now().UnixNano(), i, r))
+				dlq, q := fills[d.Kind].fill(tb, n, fmt.Sprintf("%s-%s-%d-%d-%d", d.Kind, d.Name, time.Now().UnixNano(), i, r))
 				procstat.Quiet("beam.smp", 0.05, 250*time.Millisecond, 20*time.Second)
 				before := procstat.Read("beam.smp")
 				b.StartTimer()
 				took, self := d.run(dlq, q, r)
 				b.StopTimer()
 				used := procstat.Read("beam.smp").Sub(before)
-				d.broker += used.Broker
-				d.db += used.DB
-				d.self += self
-				d.rates = append(d.rates, float64(n)/took.Seconds())
-				b.Logf("round %d: %s %s %.0f msg/s", r, d.kind, d.name, float64(n)/took.Seconds())
+				d.Broker += used.Broker
+				d.DB += used.DB
+				d.Self += self
+				d.Rates = append(d.Rates, float64(n)/took.Seconds())
+				b.Logf("round %d: %s %s %.0f msg/s", r, d.Kind, d.Name, float64(n)/took.Seconds())
 			}
 		}
 	}
-	b.ReportMetric(0, "ns/op")
-	var bare *drain
-	for _, d := range drains {
-		if d.name == "bare" {
-			bare = d
-		}
-		key := d.kind + "_" + d.name
-		b.ReportMetric(median(d.rates), key+"_msgs/s")
-		if d != bare {
-			ratios := make([]float64, len(d.rates))
-			for k := range d.rates {
-				ratios[k] = d.rates[k] / bare.rates[k]
-			}
-			b.ReportMetric(median(ratios), key+"_ratio")
-		}
-		msgs := float64(n * rounds * b.N)
-		b.ReportMetric(float64(d.broker.Microseconds())/msgs, key+"_broker_cpu_µs/msg")
-		if strings.HasPrefix(d.name, "postgres") {
-			b.ReportMetric(float64(d.db.Microseconds())/msgs, key+"_db_cpu_µs/msg")
-		}
-		b.ReportMetric(float64(d.self.Microseconds())/msgs, key+"_self_cpu_µs/msg")
+	ds := make([]*testbin.Drained, len(drains))
+	for i, d := range drains {
+		ds[i] = &d.Drained
 	}
+	testbin.ReportDrains(b, ds, float64(n*rounds*b.N))
 }
 
 // TestRoundOrderRotates checks that each kind's bare drain stays first

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -207,9 +206,9 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 			b.Fatalf("QUARANTINE_BENCH_ROUNDS=%q is not a positive count", s)
 		}
 	}
-	stores := envList("QUARANTINE_BENCH_STORES", "postgres", "sqlite")
+	stores := testbin.EnvList("QUARANTINE_BENCH_STORES", "postgres", "sqlite")
 	kinds := map[string]bool{}
-	for _, k := range envList("QUARANTINE_BENCH_KINDS", "envelope", "native") {
+	for _, k := range testbin.EnvList("QUARANTINE_BENCH_KINDS", "envelope", "native") {
 		kinds[k] = true
 	}
 	e := newEnv(b)
@@ -228,11 +227,9 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 		counters[s] = testbin.StoredCounter(b, databases[s])
 	}
 	type drain struct {
-		kind             sqsBenchKind
-		name             string
-		rates            []float64
-		broker, db, self time.Duration
-		run              func(dlq, queue string, r int) time.Duration
+		testbin.Drained
+		kind sqsBenchKind
+		run  func(dlq, queue string, r int) time.Duration
 	}
 	var drains []*drain
 	migrated := map[string]bool{}
@@ -240,11 +237,11 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 		if !kinds[k.name] {
 			continue
 		}
-		drains = append(drains, &drain{kind: k, name: "bare", run: func(dlq, _ string, _ int) time.Duration {
+		drains = append(drains, &drain{Drained: testbin.Drained{Kind: k.name, Name: "bare"}, kind: k, run: func(dlq, _ string, _ int) time.Duration {
 			return pipelinedBareDrain(b, e, dlq, n, DefaultReceivers)
 		}})
 		for _, s := range stores {
-			d := &drain{kind: k, name: s}
+			d := &drain{Drained: testbin.Drained{Kind: k.name, Name: s}, kind: k}
 			d.run = func(dlq, queue string, r int) time.Duration {
 				config := filepath.Join(b.TempDir(), "quarantine.yaml")
 				// The default configuration of one collector, and the one
@@ -271,7 +268,7 @@ collectors:
 					args, migrated[s] = []string{"--migrate"}, true
 				}
 				took, cpu := testbin.Drain(b, bin, config, "msg=receiving", n, func() int { return counters[s](queue) }, args...)
-				d.self += cpu
+				d.Self += cpu
 				return took
 			}
 			drains = append(drains, d)
@@ -289,59 +286,20 @@ collectors:
 				took := d.run(dlq, queue, r)
 				b.StopTimer()
 				used := procstat.Read("goaws").Sub(before)
-				d.broker += used.Broker
-				d.db += used.DB
-				if d.name == "bare" {
-					d.self += used.Self
+				d.Broker += used.Broker
+				d.DB += used.DB
+				if d.Name == "bare" {
+					d.Self += used.Self
 				}
 				deleteQueue(e, dlq)
-				d.rates = append(d.rates, float64(n)/took.Seconds())
-				b.Logf("round %d: %s %s %.0f msg/s", r, d.kind.name, d.name, float64(n)/took.Seconds())
+				d.Rates = append(d.Rates, float64(n)/took.Seconds())
+				b.Logf("round %d: %s %s %.0f msg/s", r, d.Kind, d.Name, float64(n)/took.Seconds())
 			}
 		}
 	}
-	b.ReportMetric(0, "ns/op")
-	msgs := float64(n * rounds * b.N)
-	var bare *drain
-	for _, d := range drains {
-		if d.name == "bare" {
-			bare = d
-		}
-		key := d.kind.name + "_" + d.name
-		b.ReportMetric(median(d.rates), key+"_msgs/s")
-		if d != bare {
-			ratios := make([]float64, len(d.rates))
-			for k := range d.rates {
-				ratios[k] = d.rates[k] / bare.rates[k]
-			}
-			b.ReportMetric(median(ratios), key+"_ratio")
-		}
-		b.ReportMetric(float64(d.broker.Microseconds())/msgs, key+"_broker_cpu_µs/msg")
-		if d.name == "postgres" {
-			b.ReportMetric(float64(d.db.Microseconds())/msgs, key+"_db_cpu_µs/msg")
-		}
-		b.ReportMetric(float64(d.self.Microseconds())/msgs, key+"_self_cpu_µs/msg")
+	ds := make([]*testbin.Drained, len(drains))
+	for i, d := range drains {
+		ds[i] = &d.Drained
 	}
-}
-
-// envList returns the comma-separated list in the variable name, or def.
-func envList(name string, def ...string) []string {
-	v := strings.TrimSpace(os.Getenv(name))
-	if v == "" {
-		return def
-	}
-	return strings.Split(v, ",")
-}
-
-// median returns the median of xs (0 for none).
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	if len(s) == 0 {
-		return 0
-	}
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	testbin.ReportDrains(b, ds, float64(n*rounds*b.N))
 }

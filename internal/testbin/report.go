@@ -1,0 +1,70 @@
+package testbin
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// EnvList returns the comma-separated list in the variable name, or def.
+func EnvList(name string, def ...string) []string {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return def
+	}
+	return strings.Split(v, ",")
+}
+
+// Median returns the median of xs (0 for none). One slow or fast round,
+// common on a shared machine, then moves nothing.
+func Median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	if len(s) == 0 {
+		return 0
+	}
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// Drained is what one drain of a binary-versus-bare benchmark measured
+// over its rounds: its rate in each round and the CPU the broker, the
+// database and the drainer itself used in all.
+type Drained struct {
+	Kind, Name       string
+	Rates            []float64 // msg/s, one per round
+	Broker, DB, Self time.Duration
+}
+
+// ReportDrains reports each drain's median rate, the median of its
+// per-round ratios to the bare drain of its kind (named "bare", which
+// comes before the others of its kind in ds), and its CPU per message
+// (msgs: messages drained by each drain in all rounds); the database's
+// only for drains into PostgreSQL (named "postgres…").
+func ReportDrains(b *testing.B, ds []*Drained, msgs float64) {
+	b.ReportMetric(0, "ns/op")
+	bare := map[string]*Drained{}
+	for _, d := range ds {
+		if d.Name == "bare" {
+			bare[d.Kind] = d
+		}
+		key := d.Kind + "_" + d.Name
+		b.ReportMetric(Median(d.Rates), key+"_msgs/s")
+		if base := bare[d.Kind]; base != nil && d != base {
+			ratios := make([]float64, len(d.Rates))
+			for k := range d.Rates {
+				ratios[k] = d.Rates[k] / base.Rates[k]
+			}
+			b.ReportMetric(Median(ratios), key+"_ratio")
+		}
+		b.ReportMetric(float64(d.Broker.Microseconds())/msgs, key+"_broker_cpu_µs/msg")
+		if strings.HasPrefix(d.Name, "postgres") {
+			b.ReportMetric(float64(d.DB.Microseconds())/msgs, key+"_db_cpu_µs/msg")
+		}
+		b.ReportMetric(float64(d.Self.Microseconds())/msgs, key+"_self_cpu_µs/msg")
+	}
+}
