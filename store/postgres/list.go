@@ -115,12 +115,46 @@ func strs[T ~string](vs []T) []string {
 
 // listQuery returns the SQL and arguments of one page of a validated
 // filter: limit+1 rows, so that a further row says there is a next page.
-func listQuery(f *quarantine.Filter) (string, []any) {
+func listQuery(f *quarantine.Filter) (string, []any) { return pageQuery(f, false) }
+
+// groupListMax is the number of messages up to which a list filtered by
+// fingerprint reads its groups' messages through their index and sorts
+// them, instead of walking every message newest first until the page is
+// full. The planner cannot tell a small group from a large one (its
+// statistics give every fingerprint about the average size), and the walk
+// costs a read of every newer message: at 1M messages a fingerprint with
+// no message took 4.9 s that way, a group of 3,333 takes 27 ms through its
+// index, cold.
+const groupListMax = 5000
+
+// pageQuery is listQuery; with fromGroups, the rows matching the filter
+// are read first (a materialized CTE, through the fingerprint index), then
+// sorted.
+func pageQuery(f *quarantine.Filter, fromGroups bool) (string, []any) {
 	w := filterWhere(f)
 	w.after(f.After)
+	if fromGroups {
+		q := "WITH m AS MATERIALIZED (SELECT " + messageColumns + " FROM messages m" + w.sql() +
+			") SELECT * FROM m ORDER BY m.failed_at DESC, m.id DESC LIMIT " + w.arg(f.Limit+1)
+		return q, w.args
+	}
 	q := "SELECT " + messageColumns + " FROM messages m" + w.sql() +
 		" ORDER BY m.failed_at DESC, m.id DESC LIMIT " + w.arg(f.Limit+1)
 	return q, w.args
+}
+
+// smallGroups reports whether the groups of fingerprints hold at most
+// groupListMax messages in all (failure_groups counts them per status).
+func (s *Store) smallGroups(ctx context.Context, fingerprints []string) (bool, error) {
+	if len(fingerprints) == 0 {
+		return false, nil
+	}
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(n), 0) FROM failure_groups WHERE fingerprint = ANY($1::text[])`, fingerprints).Scan(&n)
+	if err != nil {
+		return false, translate(err, "count the groups of a list")
+	}
+	return n <= groupListMax, nil
 }
 
 // ListMessages returns one page of messages, newest first; see
@@ -134,7 +168,11 @@ func (s *Store) ListMessages(ctx context.Context, f quarantine.Filter) (quaranti
 	if f.Text != "" {
 		msgs, err = s.listText(ctx, &f)
 	} else {
-		q, args := listQuery(&f)
+		var small bool
+		if small, err = s.smallGroups(ctx, f.Fingerprint); err != nil {
+			return quarantine.MessagePage{}, err
+		}
+		q, args := pageQuery(&f, small)
 		msgs, err = s.queryMessages(ctx, q, args)
 	}
 	if err != nil {

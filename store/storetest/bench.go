@@ -159,15 +159,42 @@ func BenchList(b *testing.B, s store.Store) {
 		}
 		return d
 	}
+	// A group's first page (the click from the groups view), for a
+	// seeded group and for a fingerprint without messages.
+	groups, err := s.Groups(ctx, quarantine.Filter{Limit: 1})
+	if err != nil || len(groups) == 0 {
+		b.Fatalf("Groups: %v, %v", groups, err)
+	}
+	var group, none []time.Duration
+	groupPage := func(fp string, want int) time.Duration {
+		t0 := time.Now()
+		p, err := s.ListMessages(ctx, quarantine.Filter{Limit: 50, Fingerprint: []string{fp}})
+		d := time.Since(t0)
+		if err != nil || len(p.Messages) < want || (want == 0) != (len(p.Messages) == 0) {
+			b.Fatalf("ListMessages of group %s: %d messages, %v; want %d or more", fp, len(p.Messages), err, want)
+		}
+		return d
+	}
+	wantGroup := int(min(groups[0].Count, 50))
 	// listSamples pairs per iteration, so that -benchtime=1x still gives
 	// a p99 worth reading.
 	const listSamples = 300
 	for b.Loop() {
-		for range listSamples {
+		for i := range listSamples {
 			first = append(first, page(nil))
 			deepDur = append(deepDur, page(deep))
+			if i%30 == 0 {
+				group = append(group, groupPage(groups[0].Fingerprint, wantGroup))
+				none = append(none, groupPage("0000000000000000000000000000000f", 0))
+			}
 		}
 	}
+	p50g, p99g := percentiles(group)
+	p50n, p99n := percentiles(none)
+	b.ReportMetric(p50g, "group-p50-µs")
+	b.ReportMetric(p99g, "group-p99-µs")
+	b.ReportMetric(p50n, "nogroup-p50-µs")
+	b.ReportMetric(p99n, "nogroup-p99-µs")
 	p50f, p99f := percentiles(first)
 	p50d, p99d := percentiles(deepDur)
 	b.ReportMetric(p50f, "first-p50-µs")
