@@ -23,7 +23,7 @@ import (
 // The background indexer (search.Run) polls every search.Poll and works
 // until the queue is empty, so a message is searchable within about a
 // second of its commit while ingest is calm. Ingest goes first: while
-// messages are being inserted the indexer does one small batch every
+// messages are being inserted the indexer does one batch of search.BusyBatch every
 // search.MaxDefer, so during a burst the index falls behind (SearchLag
 // says by how much) and catches up after it.
 // A search first indexes the queue itself when it holds at most

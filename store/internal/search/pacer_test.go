@@ -11,15 +11,16 @@ func TestPacerLetsIngestGoFirst(t *testing.T) {
 	if p.Defer(t0) {
 		t.Fatal("an idle store defers indexing")
 	}
-	p.Inserted(t0.Add(time.Second))
-	if !p.Defer(t0.Add(time.Second + Busy/2)) {
+	at := t0.Add(MaxDefer / 2)
+	p.Inserted(at)
+	if !p.Defer(at.Add(Busy / 2)) {
 		t.Fatal("indexing does not defer to an insert just made")
 	}
-	if p.Defer(t0.Add(time.Second + Busy)) {
+	if p.Defer(at.Add(Busy)) {
 		t.Fatal("indexing still defers once ingest has been quiet for Busy")
 	}
 	// Continuous ingest: deferred, but never longer than MaxDefer.
-	last := t0.Add(time.Second + Busy)
+	last := at.Add(Busy)
 	ran := 0
 	for at := last; at.Before(last.Add(3 * MaxDefer)); at = at.Add(Busy / 5) {
 		p.Inserted(at)
