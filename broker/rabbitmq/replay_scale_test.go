@@ -242,8 +242,13 @@ func TestReplayZombieProcess(t *testing.T) {
 			t.Errorf("key %s arrived %d times: more than one extra publish", k, c)
 		}
 	}
-	if len(ms) != n+stale {
-		t.Errorf("%d deliveries, want %d: %d published and %d published by a but not recorded", len(ms), n+stale, n, stale)
+	// The extra deliveries are a's publishes that were not recorded: at
+	// least those its log names, at most what it can hold at once (a
+	// chunk per worker, at most the burst in all). The log is a lower
+	// bound only: a publish whose record a could not even try (stopped
+	// between publish and record, then shut down) leaves no line.
+	if extra := len(ms) - n; extra < stale || extra > 8 {
+		t.Errorf("%d deliveries for %d messages: want between %d (a's unrecorded results in its log) and 8 (the burst) extra", len(ms), n, stale)
 	}
 	t.Logf("%d deliveries; the zombie's unrecorded results: %d", len(ms), stale)
 }
