@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/quarantine-dev/quarantine/internal/pgtest"
 	"github.com/quarantine-dev/quarantine/internal/procstat"
 	"github.com/quarantine-dev/quarantine/internal/testbin"
 )
@@ -218,31 +217,15 @@ var natsBenchKinds = []natsBenchKind{
 //	go test -run '^$' -bench BinaryVsBareDrain -benchtime=1x ./broker/nats/
 func BenchmarkBinaryVsBareDrain(b *testing.B) {
 	n := benchMsgs(b)
-	rounds := 5
-	if s := os.Getenv("QUARANTINE_BENCH_ROUNDS"); s != "" {
-		if _, err := fmt.Sscan(s, &rounds); err != nil || rounds < 1 {
-			b.Fatalf("QUARANTINE_BENCH_ROUNDS=%q is not a positive count", s)
-		}
-	}
-	stores := testbin.EnvList("QUARANTINE_BENCH_STORES", "postgres", "sqlite")
-	kinds := map[string]bool{}
-	for _, k := range testbin.EnvList("QUARANTINE_BENCH_KINDS", "envelope", "native") {
-		kinds[k] = true
-	}
+	rounds := testbin.BenchRounds(b)
+	stores, kinds := testbin.BenchStores()
 	url := realURL(b)
 	_, js := jsClient(b, url)
 	bin := testbin.Path(b)
 	databases := map[string]string{}
 	counters := map[string]func(string) int{}
 	for _, s := range stores {
-		switch s {
-		case "postgres":
-			databases[s] = pgtest.URL(b) + "&synchronous_commit=on"
-		case "sqlite":
-			databases[s] = "sqlite:" + filepath.Join(b.TempDir(), "q.db")
-		default:
-			b.Fatalf("QUARANTINE_BENCH_STORES: unknown store %q", s)
-		}
+		databases[s] = testbin.BenchDatabase(b, s)
 		counters[s] = testbin.StoredCounter(b, databases[s])
 	}
 	type drain struct {

@@ -11,7 +11,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/quarantine-dev/quarantine/collect"
-	"github.com/quarantine-dev/quarantine/internal/pgtest"
 	"github.com/quarantine-dev/quarantine/internal/procstat"
 	"github.com/quarantine-dev/quarantine/internal/testbin"
 )
@@ -185,14 +184,7 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 	for _, s := range stores {
 		for _, bin := range bins {
 			key := s + "/" + bin.name
-			switch s {
-			case "postgres":
-				databases[key] = pgtest.URL(b) + "&synchronous_commit=on"
-			case "sqlite":
-				databases[key] = "sqlite:" + filepath.Join(b.TempDir(), "q.db")
-			default:
-				b.Fatalf("%s: unknown store %q", EnvBenchStores, s)
-			}
+			databases[key] = testbin.BenchDatabase(b, s)
 			counters[key] = testbin.StoredCounter(b, databases[key])
 		}
 	}

@@ -1,11 +1,15 @@
 package testbin
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quarantine-dev/quarantine/internal/pgtest"
 )
 
 // EnvList returns the comma-separated list in the variable name, or def.
@@ -67,4 +71,41 @@ func ReportDrains(b *testing.B, ds []*Drained, msgs float64) {
 		}
 		b.ReportMetric(float64(d.Self.Microseconds())/msgs, key+"_self_cpu_µs/msg")
 	}
+}
+
+// BenchRounds returns QUARANTINE_BENCH_ROUNDS (default 5): the rounds of
+// a binary-versus-bare benchmark.
+func BenchRounds(tb testing.TB) int {
+	rounds := 5
+	if s := os.Getenv("QUARANTINE_BENCH_ROUNDS"); s != "" {
+		if _, err := fmt.Sscan(s, &rounds); err != nil || rounds < 1 {
+			tb.Fatalf("QUARANTINE_BENCH_ROUNDS=%q is not a positive count", s)
+		}
+	}
+	return rounds
+}
+
+// BenchStores returns QUARANTINE_BENCH_STORES (default postgres and
+// sqlite) and QUARANTINE_BENCH_KINDS (default envelope and native) as
+// a set.
+func BenchStores() (stores []string, kinds map[string]bool) {
+	kinds = map[string]bool{}
+	for _, k := range EnvList("QUARANTINE_BENCH_KINDS", "envelope", "native") {
+		kinds[k] = true
+	}
+	return EnvList("QUARANTINE_BENCH_STORES", "postgres", "sqlite"), kinds
+}
+
+// BenchDatabase returns a new, empty database of store ("postgres": a
+// schema of its own with synchronous_commit on, as in production;
+// "sqlite": a file in a temporary folder), dropped when tb ends.
+func BenchDatabase(tb testing.TB, store string) string {
+	switch store {
+	case "postgres":
+		return pgtest.URL(tb) + "&synchronous_commit=on"
+	case "sqlite":
+		return "sqlite:" + filepath.Join(tb.TempDir(), "q.db")
+	}
+	tb.Fatalf("QUARANTINE_BENCH_STORES: unknown store %q", store)
+	return ""
 }
