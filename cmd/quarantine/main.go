@@ -8,6 +8,7 @@ import (
 )
 
 func main() {
+	setGCPercent()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := Execute(ctx, NewMain(), os.Args[1:])
 	stop()
