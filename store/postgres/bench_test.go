@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,7 @@ import (
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
 	"github.com/quarantine-dev/quarantine/internal/procstat"
+	"github.com/quarantine-dev/quarantine/internal/testbin"
 	"github.com/quarantine-dev/quarantine/store/postgres"
 	"github.com/quarantine-dev/quarantine/store/storetest"
 )
@@ -81,6 +81,14 @@ func BenchmarkOperations(b *testing.B) {
 // what an index costs ingest is the difference with a run that keeps it.
 const EnvBenchDropIndexes = "QUARANTINE_BENCH_DROP_INDEXES"
 
+// EnvBenchArms names, for BenchmarkInsertDrain, several variants of the
+// schema measured in the same run, separated by "|": each is SQL run on
+// its own fresh schema after the migrations (empty: the schema as
+// migrated), for instance "|DROP INDEX messages_queue_idx". The rounds
+// take turns at the arms, so that what else the machine runs weighs on
+// each alike.
+const EnvBenchArms = "QUARANTINE_BENCH_ARMS"
+
 // drainMessages returns n messages as a RabbitMQ collector decodes 1 KiB
 // native dead letters (x-death headers, a key from a header), numbered
 // from first.
@@ -128,52 +136,81 @@ func BenchmarkInsertDrain(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("QUARANTINE_BENCH_ROUNDS")); err == nil && v > 0 {
 		rounds = v
 	}
-	s := openURL(b, pgtest.URL(b)+"&synchronous_commit=on")
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		b.Fatal(err)
+	type arm struct {
+		name  string
+		s     *postgres.Store
+		rates []float64
+		db    time.Duration
 	}
-	if v := strings.TrimSpace(os.Getenv(EnvBenchDropIndexes)); v != "" {
-		for _, idx := range strings.Split(v, ",") {
-			if _, err := s.Pool().Exec(ctx, "DROP INDEX "+pgx.Identifier{strings.TrimSpace(idx)}.Sanitize()); err != nil {
-				b.Fatal(err)
+	var setups []string
+	if v := os.Getenv(EnvBenchArms); v != "" {
+		setups = strings.Split(v, "|")
+	} else {
+		var drops []string
+		if v := strings.TrimSpace(os.Getenv(EnvBenchDropIndexes)); v != "" {
+			for _, idx := range strings.Split(v, ",") {
+				drops = append(drops, "DROP INDEX "+pgx.Identifier{strings.TrimSpace(idx)}.Sanitize())
 			}
+		}
+		setups = []string{strings.Join(drops, "; ")}
+	}
+	arms := make([]*arm, len(setups))
+	for i, setup := range setups {
+		s := openURL(b, pgtest.URL(b)+"&synchronous_commit=on")
+		if err := s.Migrate(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if strings.TrimSpace(setup) != "" {
+			if _, err := s.Pool().Exec(ctx, setup); err != nil {
+				b.Fatalf("arm %d: %s: %v", i, setup, err)
+			}
+		}
+		arms[i] = &arm{name: "arm" + strconv.Itoa(i), s: s}
+		if len(arms) == 1 {
+			arms[i].name = ""
 		}
 	}
 	batch, writers := collect.DefaultBatchSize, collect.DefaultCommits
-	var rates []float64
-	var db time.Duration
 	for b.Loop() {
 		for r := range rounds {
-			run := fmt.Sprintf("%d-%d", time.Now().UnixNano(), r)
-			batches := make(chan []*quarantine.Message, n/batch+1)
-			for i := 0; i < n; i += batch {
-				batches <- drainMessages(run, i, min(batch, n-i))
-			}
-			close(batches)
-			before, _ := procstat.CPU("postgres")
-			start := time.Now()
-			var wg sync.WaitGroup
-			for range writers {
-				wg.Go(func() {
-					for msgs := range batches {
-						if _, err := s.InsertBatch(ctx, msgs); err != nil {
-							b.Error(err)
-							return
+			for x := range arms {
+				a := arms[(x+r)%len(arms)]
+				run := fmt.Sprintf("%d-%d", time.Now().UnixNano(), r)
+				batches := make(chan []*quarantine.Message, n/batch+1)
+				for i := 0; i < n; i += batch {
+					batches <- drainMessages(run, i, min(batch, n-i))
+				}
+				close(batches)
+				before, _ := procstat.CPU("postgres")
+				start := time.Now()
+				var wg sync.WaitGroup
+				for range writers {
+					wg.Go(func() {
+						for msgs := range batches {
+							if _, err := a.s.InsertBatch(ctx, msgs); err != nil {
+								b.Error(err)
+								return
+							}
 						}
-					}
-				})
+					})
+				}
+				wg.Wait()
+				took := time.Since(start)
+				after, _ := procstat.CPU("postgres")
+				a.db += after - before
+				a.rates = append(a.rates, float64(n)/took.Seconds())
+				b.Logf("round %d %s: %.0f msg/s", r, a.name, float64(n)/took.Seconds())
 			}
-			wg.Wait()
-			took := time.Since(start)
-			after, _ := procstat.CPU("postgres")
-			db += after - before
-			rates = append(rates, float64(n)/took.Seconds())
-			b.Logf("round %d: %.0f msg/s", r, float64(n)/took.Seconds())
 		}
 	}
-	slices.Sort(rates)
 	b.ReportMetric(0, "ns/op")
-	b.ReportMetric(rates[len(rates)/2], "msgs/s")
-	b.ReportMetric(float64(db.Microseconds())/float64(len(rates)*n), "db_cpu_µs/msg")
+	for _, a := range arms {
+		prefix := a.name
+		if prefix != "" {
+			prefix += "_"
+		}
+		b.ReportMetric(testbin.Median(a.rates), prefix+"msgs/s")
+		b.ReportMetric(float64(a.db.Microseconds())/float64(len(a.rates)*n), prefix+"db_cpu_µs/msg")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"slices"
 	"sort"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -131,7 +133,10 @@ func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]
 		// One round trip: lock the replayed candidates, then insert.
 		batch := &pgx.Batch{}
 		locking := queueLockReplayed(batch, msgs, byOrder)
-		batch.Queue(insertMessages, messageArrays(msgs, unique)...)
+		presize(tx.Conn().TypeMap())
+		args, bytes := messageArrays(msgs, unique)
+		args[0] = presized{v: args[0].([]string), bytes: bytes}
+		batch.Queue(insertMessages, args...)
 		br := tx.SendBatch(ctx, batch)
 		replayed, err := readLockReplayed(br, locking)
 		if err != nil {
@@ -217,8 +222,10 @@ func lookupExisting(ctx context.Context, tx pgx.Tx, msgs []*quarantine.Message, 
 
 // messageArrays returns the 31 column arrays of insertMessages (28
 // columns of messages, the payload as bytes or text, then key_rule) for msgs[idx],
-// in idx order.
-func messageArrays(msgs []*quarantine.Message, idx []int) []any {
+// in idx order, and about how many bytes they take encoded.
+// Nullable columns are pgtype values rather than pointers, which pgx
+// encodes without reflection.
+func messageArrays(msgs []*quarantine.Message, idx []int) ([]any, int) {
 	n := len(idx)
 	var (
 		id, source, kind, queue, job, msgID, idem, schema = mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)
@@ -226,11 +233,14 @@ func messageArrays(msgs []*quarantine.Message, idx []int) []any {
 		status, owner, fp, refail, flags, dkey, krule     = mk(n), mk(n), mk(n), mk(n), mk(n), mk(n), mk(n)
 		attempts, version, replays                        = make([]int32, n), make([]int32, n), make([]int32, n)
 		size                                              = make([]int64, n)
-		enq, ffirst                                       = make([]*time.Time, n), make([]*time.Time, n)
+		enq, ffirst                                       = make(pgtype.FlatArray[pgtype.Timestamptz], n), make(pgtype.FlatArray[pgtype.Timestamptz], n)
 		failed, collected, updated                        = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
-		bin                                               = make([][]byte, n)
-		txt                                               = make([]*string, n)
+		bin                                               = make(pgtype.FlatArray[[]byte], n)
+		txt                                               = make(pgtype.FlatArray[pgtype.Text], n)
 	)
+	// Each element's length word and value: 4 bytes each for the 3 int4
+	// and 12 for the 5 timestamptz and the int8 columns, the text as it is.
+	bytes := 31*24 + n*(31*4+3*4+6*8)
 	for j, i := range idx {
 		m := msgs[i]
 		id[j], source[j], kind[j], queue[j], job[j] = m.ID, m.Source, string(m.SourceKind), m.Queue, m.JobName
@@ -238,15 +248,70 @@ func messageArrays(msgs []*quarantine.Message, idx []int) []any {
 		attempts[j], class[j], reason[j] = int32(m.Attempts), string(m.FailureClass), m.Reason
 		size[j], ctype[j], sha[j], version[j] = int64(m.PayloadSize), m.ContentType, m.PayloadSHA256, int32(m.PayloadVersion)
 		headers[j] = encodeHeaders(m.Headers)
-		enq[j], ffirst[j] = m.EnqueuedAt, m.FirstFailedAt
+		enq[j], ffirst[j] = timestamptz(m.EnqueuedAt), timestamptz(m.FirstFailedAt)
 		failed[j], collected[j], updated[j] = m.FailedAt, m.CollectedAt, m.UpdatedAt
 		status[j], owner[j], fp[j], replays[j] = string(m.Status), m.Owner, m.Fingerprint, int32(m.ReplayCount)
 		refail[j], flags[j], dkey[j], krule[j] = m.RefailOf, encodeFlags(m.Flags), m.DedupeKey, m.KeyRule
-		bin[j], txt[j] = splitPayload(m.Payload)
+		var t *string
+		bin[j], t = splitPayload(m.Payload)
+		if t != nil {
+			txt[j] = pgtype.Text{String: *t, Valid: true}
+		}
+		bytes += len(id[j]) + len(source[j]) + len(kind[j]) + len(queue[j]) + len(job[j]) + len(msgID[j]) +
+			len(idem[j]) + len(schema[j]) + len(class[j]) + len(reason[j]) + len(ctype[j]) + len(sha[j]) +
+			len(headers[j]) + len(status[j]) + len(owner[j]) + len(fp[j]) + len(refail[j]) + len(flags[j]) +
+			len(dkey[j]) + len(krule[j]) + len(m.Payload)
 	}
 	return []any{id, source, kind, queue, job, msgID, idem, schema, attempts, class, reason,
 		size, ctype, sha, version, headers, enq, ffirst, failed, collected, updated,
-		status, owner, fp, replays, refail, flags, dkey, bin, txt, krule}
+		status, owner, fp, replays, refail, flags, dkey, bin, txt, krule}, bytes
+}
+
+// presized is the first argument of insertMessages (a text array), whose
+// encoding first makes room in pgx's buffer for the encoding of all the
+// arguments, bytes. pgx starts each statement with a buffer of 256 bytes
+// and appends every array element to it: the 0.8 MB of a batch of 500
+// messages of 1 KiB was copied over and over as the buffer grew by a
+// quarter at a time. BenchmarkEncodeInsert (500 messages, same run):
+// 8.6 -> 3.2 ms and 4.9 -> 1.6 MB allocated per batch.
+type presized struct {
+	v     []string
+	bytes int
+}
+
+// presizePlan encodes a presized argument.
+type presizePlan struct{ next pgtype.EncodePlan }
+
+func (p *presizePlan) SetNext(next pgtype.EncodePlan) { p.next = next }
+
+func (p *presizePlan) Encode(value any, buf []byte) ([]byte, error) {
+	v := value.(presized)
+	return p.next.Encode(v.v, slices.Grow(buf, v.bytes))
+}
+
+// tryWrapPresized is the pgtype.TryWrapEncodePlanFunc of presized values.
+func tryWrapPresized(value any) (pgtype.WrappedEncodePlanNextSetter, any, bool) {
+	if v, ok := value.(presized); ok {
+		return &presizePlan{}, v.v, true
+	}
+	return nil, nil, false
+}
+
+// presize teaches m (a connection's type map) to encode presized
+// arguments, once.
+func presize(m *pgtype.Map) {
+	if fs := m.TryWrapEncodePlanFuncs; len(fs) > 0 && reflect.ValueOf(fs[0]).Pointer() == reflect.ValueOf(tryWrapPresized).Pointer() {
+		return
+	}
+	m.TryWrapEncodePlanFuncs = append([]pgtype.TryWrapEncodePlanFunc{tryWrapPresized}, m.TryWrapEncodePlanFuncs...)
+}
+
+// timestamptz is t as a nullable timestamptz (NULL for nil).
+func timestamptz(t *time.Time) pgtype.Timestamptz {
+	if t == nil {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: *t, Valid: true}
 }
 
 // splitPayload decides where a payload is stored: as text when it is
