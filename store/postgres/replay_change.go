@@ -160,12 +160,17 @@ func startItems(ctx context.Context, tx pgx.Tx, batchID string, now time.Time) e
 func cancelItems(ctx context.Context, tx pgx.Tx, batchID string, release bool, now time.Time) error {
 	// An item whose lease is live keeps it: the engine holding it may be
 	// publishing it now, and what it publishes is recorded.
-	rows, err := tx.Query(ctx, `UPDATE replay_items SET outcome = 'skipped', reason = 'cancelled',
-		fence = CASE WHEN lease_owner <> '' AND lease_expires_at > $2 THEN fence ELSE fence + 1 END,
-		lease_owner = CASE WHEN lease_owner <> '' AND lease_expires_at > $2 THEN lease_owner ELSE '' END,
-		lease_expires_at = CASE WHEN lease_owner <> '' AND lease_expires_at > $2 THEN lease_expires_at END,
+	// The items are locked in seq order first, the order a record locks
+	// its items in (a record does not lock the batch): a cancel and a
+	// record wait for each other, never both.
+	rows, err := tx.Query(ctx, `WITH c AS (SELECT seq FROM replay_items WHERE batch_id = $1 AND outcome = 'pending'
+			ORDER BY seq FOR UPDATE)
+		UPDATE replay_items i SET outcome = 'skipped', reason = 'cancelled',
+		fence = CASE WHEN i.lease_owner <> '' AND i.lease_expires_at > $2 THEN i.fence ELSE i.fence + 1 END,
+		lease_owner = CASE WHEN i.lease_owner <> '' AND i.lease_expires_at > $2 THEN i.lease_owner ELSE '' END,
+		lease_expires_at = CASE WHEN i.lease_owner <> '' AND i.lease_expires_at > $2 THEN i.lease_expires_at END,
 		updated_at = $2
-		WHERE batch_id = $1 AND outcome = 'pending' RETURNING message_id`, batchID, now)
+		FROM c WHERE i.batch_id = $1 AND i.seq = c.seq AND i.outcome = 'pending' RETURNING i.message_id`, batchID, now)
 	if err != nil {
 		return err
 	}
@@ -179,24 +184,37 @@ func cancelItems(ctx context.Context, tx pgx.Tx, batchID string, release bool, n
 	return err
 }
 
-// completeIfDone completes the running batch id (locked by the caller)
-// when none of its items is pending, returning the event to append (nil
-// when it did nothing).
-func completeIfDone(ctx context.Context, tx pgx.Tx, id string, now time.Time) (*quarantine.AuditEvent, error) {
+// completeIfDone completes batch id when it is running and none of its
+// items is pending, in a transaction of its own that locks the batch (a
+// cancel or a pause may be on its way); a pending count read first, not
+// locking anything, spares the lock while items are left.
+func (s *Store) completeIfDone(ctx context.Context, id string) error {
 	var pending bool
-	if err := tx.QueryRow(ctx, `SELECT coalesce(sum(n), 0) > 0 FROM replay_counts WHERE batch_id = $1 AND outcome = 'pending'`, id).Scan(&pending); err != nil || pending {
-		return nil, err
+	if err := s.pool.QueryRow(ctx, pendingLeftSQL, id).Scan(&pending); err != nil {
+		return translate(err, "complete a replay")
 	}
-	b, err := getBatch(ctx, tx, id, "")
-	if err != nil || b.State != quarantine.ReplayRunning || b.Counts[quarantine.ItemPending] > 0 {
-		return nil, err
+	if pending {
+		return nil
 	}
-	replays.Move(b, quarantine.ReplayCompleted, "", now)
-	if err := saveBatch(ctx, tx, b); err != nil {
-		return nil, err
-	}
-	return replays.CompleteEvent(b), nil
+	return s.inTx(ctx, "complete a replay", func(tx pgx.Tx) error {
+		b, err := getBatch(ctx, tx, id, lockClause)
+		if quarantine.ErrorCode(err) == quarantine.ENOTFOUND {
+			return nil
+		}
+		if err != nil || b.State != quarantine.ReplayRunning || b.Counts[quarantine.ItemPending] > 0 {
+			return err
+		}
+		now := s.clock()
+		replays.Move(b, quarantine.ReplayCompleted, "", now)
+		if err := saveBatch(ctx, tx, b); err != nil {
+			return err
+		}
+		return s.appendAudits(ctx, tx, []*quarantine.AuditEvent{replays.CompleteEvent(b)})
+	})
 }
+
+// pendingLeftSQL says whether items of a batch are pending.
+const pendingLeftSQL = `SELECT coalesce(sum(n), 0) > 0 FROM replay_counts WHERE batch_id = $1 AND outcome = 'pending'`
 
 // SetReplayCanary records the canary's verdict; see store.Replays.
 // Errors: EINVALID for an unknown verdict, ENOTFOUND, EUNAVAILABLE.

@@ -214,9 +214,15 @@ func (s *Store) ReleaseReplayItems(ctx context.Context, leases []quarantine.Repl
 }
 
 // RecordReplayResults records the outcomes of leased items in one
-// transaction, locking the batches (id order), then each item; see
-// store.Replays. Errors: EINVALID for a result that is not an outcome of
-// a publish, EUNAVAILABLE, EINTERNAL.
+// transaction, locking each item (key order), then their messages (id
+// order); see store.Replays. The batch row is not locked: records of one
+// batch (its engines' workers) do not wait for each other, and a cancel
+// or a start waits for the items a record holds, or the record for
+// theirs. Once the record committed, each batch whose items then have
+// no pending one completes, in a transaction of its own that locks the
+// batch first (two records finishing a batch at once: the later one
+// sees both). Errors: EINVALID for a result that is not an outcome of a
+// publish, EUNAVAILABLE, EINTERNAL.
 func (s *Store) RecordReplayResults(ctx context.Context, results []quarantine.ReplayResult) ([]int, error) {
 	var batches []string
 	for _, r := range results {
@@ -229,13 +235,11 @@ func (s *Store) RecordReplayResults(ctx context.Context, results []quarantine.Re
 	}
 	slices.Sort(batches)
 	var stale []int
+	recorded := false
 	err := s.inTx(ctx, "record replay results", func(tx pgx.Tx) error {
-		stale = nil
+		stale, recorded = nil, false
 		if len(batches) == 0 {
 			return nil
-		}
-		if _, err := tx.Exec(ctx, `SELECT id FROM replay_batches WHERE id = ANY($1::text[]) ORDER BY id `+lockClause, batches); err != nil {
-			return err
 		}
 		now := s.clock()
 		valid, err := lockResults(ctx, tx, results)
@@ -247,23 +251,18 @@ func (s *Store) RecordReplayResults(ctx context.Context, results []quarantine.Re
 				stale = append(stale, i)
 			}
 		}
-		if err := recordResults(ctx, tx, results, valid, now); err != nil {
-			return err
-		}
-		var events []*quarantine.AuditEvent
-		for _, id := range batches {
-			ev, err := completeIfDone(ctx, tx, id, now)
-			if err != nil && quarantine.ErrorCode(err) != quarantine.ENOTFOUND {
-				return err
-			}
-			if ev != nil {
-				events = append(events, ev)
-			}
-		}
-		return s.appendAudits(ctx, tx, events)
+		recorded = len(valid) > 0
+		return recordResults(ctx, tx, results, valid, now)
 	})
 	if err != nil {
 		return nil, err
+	}
+	if recorded {
+		for _, id := range batches {
+			if err := s.completeIfDone(ctx, id); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return stale, nil
 }
@@ -271,7 +270,11 @@ func (s *Store) RecordReplayResults(ctx context.Context, results []quarantine.Re
 // lockResults locks the items whose results may be recorded (their
 // fence is current and they are pending, or they were cancelled while
 // their lease was live and the result is a publish), in key order, and
-// returns their seqs by index into results.
+// returns their seqs by index into results. The items are found through
+// replay_items_message_idx: the batch is a filter (|| ''), or a planner
+// without statistics of a new batch's items ANDs in the batch's whole
+// range of another index (replay_items_outcome_idx, before 0010) for
+// every result (0.9 ms each, 436 ms for a chunk of 500).
 func lockResults(ctx context.Context, tx pgx.Tx, results []quarantine.ReplayResult) (map[int]int32, error) {
 	bs, ms := make([]string, len(results)), make([]string, len(results))
 	fs, ps := make([]int64, len(results)), make([]bool, len(results))
@@ -280,7 +283,7 @@ func lockResults(ctx context.Context, tx pgx.Tx, results []quarantine.ReplayResu
 	}
 	rows, err := tx.Query(ctx, `SELECT u.idx, i.seq
 		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bool[]) WITH ORDINALITY AS u(b, m, f, p, idx)
-		JOIN replay_items i ON i.batch_id = u.b AND i.message_id = u.m AND i.fence = u.f
+		JOIN replay_items i ON i.message_id = u.m AND i.batch_id || '' = u.b AND i.fence = u.f
 			AND (i.outcome = 'pending' OR u.p AND i.outcome = 'skipped' AND i.reason = 'cancelled' AND i.lease_owner <> '')
 		ORDER BY i.batch_id, i.seq FOR UPDATE OF i`, bs, ms, fs, ps)
 	if err != nil {
