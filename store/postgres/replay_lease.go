@@ -271,10 +271,10 @@ func (s *Store) RecordReplayResults(ctx context.Context, results []quarantine.Re
 // fence is current and they are pending, or they were cancelled while
 // their lease was live and the result is a publish), in key order, and
 // returns their seqs by index into results. The items are found through
-// replay_items_message_idx: the batch is a filter (|| ''), or a planner
-// without statistics of a new batch's items ANDs in the batch's whole
-// range of another index (replay_items_outcome_idx, before 0010) for
-// every result (0.9 ms each, 436 ms for a chunk of 500).
+// replay_items_message_idx, the batch id being a filter (concatenated
+// with an empty string): without statistics of a new batch's items the
+// planner ANDs in the batch's whole range of another index of the items
+// for every result (0.9 ms each, 436 ms for a chunk of 500).
 func lockResults(ctx context.Context, tx pgx.Tx, results []quarantine.ReplayResult) (map[int]int32, error) {
 	bs, ms := make([]string, len(results)), make([]string, len(results))
 	fs, ps := make([]int64, len(results)), make([]bool, len(results))
