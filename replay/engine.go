@@ -86,6 +86,17 @@ type Engine struct {
 	running map[string]bool      // batches a worker of this engine runs
 	held    map[string]time.Time // destinations that asked to wait (429, Retry-After), or are down, until then
 	wg      sync.WaitGroup
+	wake    chan struct{} // Wake: scan now rather than at the next Poll
+}
+
+// Wake makes Run look for runnable batches now instead of at its next
+// Poll: a batch created or started through this process starts at once.
+// It never blocks; wakes before the scan they ask for are one.
+func (e *Engine) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
 }
 
 // hold keeps every worker of this engine from publishing to the
@@ -150,14 +161,15 @@ func New(cfg Config) *Engine {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Engine{cfg: cfg, log: cfg.Logger.With("component", "replay"), running: map[string]bool{}, held: map[string]time.Time{}}
+	return &Engine{cfg: cfg, log: cfg.Logger.With("component", "replay"), running: map[string]bool{}, held: map[string]time.Time{},
+		wake: make(chan struct{}, 1)}
 }
 
 // Owner returns the owner token of this engine's leases.
 func (e *Engine) Owner() string { return e.cfg.Owner }
 
-// Run looks for running batches every Poll and runs each in a goroutine
-// of its own until ctx ends; it expires drafts past their expiry. It
+// Run looks for running batches every Poll (and at once after a Wake)
+// and runs each in a goroutine of its own until ctx ends; it expires drafts past their expiry. It
 // returns ctx's error once every worker has stopped (a worker stops after
 // the chunk it is publishing, giving back what it leased and did not
 // publish).
@@ -171,6 +183,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.wg.Wait()
 			return ctx.Err()
 		case <-t.C:
+		case <-e.wake:
 		}
 	}
 }

@@ -394,3 +394,22 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func TestReplayWakeStartsABatchBeforeThePoll(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(5)
+	// A poll that never comes within the test: only the first scan (at
+	// Run) and Wake make the engine look for batches.
+	e := f.engine(replay.Config{Poll: time.Hour})
+	f.obs.wait(t, 10*time.Second, "the engine's first scan", func(o observation) bool { return o.Scans >= 1 })
+	b := f.create(ids, fast())
+	e.Wake()
+	done := f.waitState(b.ID, 10*time.Second, quarantine.ReplayCompleted)
+	if done.Counts[quarantine.ItemPublished] != 5 || len(f.broker.Messages("orders")) != 5 {
+		t.Fatalf("counts %v, %d published, want 5", done.Counts, len(f.broker.Messages("orders")))
+	}
+	if o := f.obs.now(); o.Scans != 2 {
+		t.Errorf("%d scans, want 2 (the first and the woken one)", o.Scans)
+	}
+}

@@ -8,8 +8,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/broker/webhook"
 	"github.com/quarantine-dev/quarantine/replay"
+	"github.com/quarantine-dev/quarantine/store"
 )
 
 // runningReplays is the replay engine of one serve and the publishers it
@@ -18,6 +20,50 @@ type runningReplays struct {
 	cancel     context.CancelFunc
 	done       chan struct{}
 	publishers []replay.Publisher
+	engine     *replay.Engine
+}
+
+// wakingStore is the store as the API and the UI use it: a batch they
+// create, start or resume wakes this serve's engine, which starts it at
+// once instead of at its next poll.
+type wakingStore struct {
+	store.Store
+	engine *replay.Engine
+}
+
+func (w wakingStore) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error) {
+	b, err := w.Store.CreateReplay(ctx, r, keyRule)
+	if err == nil {
+		w.engine.Wake()
+	}
+	return b, err
+}
+
+func (w wakingStore) ChangeReplay(ctx context.Context, c quarantine.ReplayChange) (*quarantine.ReplayBatch, error) {
+	b, err := w.Store.ChangeReplay(ctx, c)
+	if err == nil {
+		w.engine.Wake()
+	}
+	return b, err
+}
+
+// MessageReplayItems passes the web's optional query through (a store
+// without it has no items to show, as the web treats it).
+func (w wakingStore) MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error) {
+	if mr, ok := w.Store.(interface {
+		MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error)
+	}); ok {
+		return mr.MessageReplayItems(ctx, id, limit)
+	}
+	return []quarantine.ReplayItem{}, nil
+}
+
+// wrap returns st waking the engine (st itself when none runs).
+func (rr *runningReplays) wrap(st store.Store) store.Store {
+	if rr == nil || rr.engine == nil {
+		return st
+	}
+	return wakingStore{Store: st, engine: rr.engine}
 }
 
 // routes builds the Router of the configuration: one publisher per
@@ -79,6 +125,7 @@ func (m *Main) startReplays(reg prometheus.Registerer, deps collectorDeps) error
 		Logger:  m.logger,
 		Metrics: replay.NewMetrics(reg),
 	})
+	rr.engine = eng
 	replay.RegisterBatchGauge(reg, m.store)
 	ctx, cancel := context.WithCancel(context.Background())
 	rr.cancel = cancel

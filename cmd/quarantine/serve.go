@@ -68,7 +68,7 @@ func (m *Main) runServe(ctx context.Context) error {
 	}
 
 	acfg := api.Config{
-		Store:           m.store,
+		Store:           m.replays.wrap(m.store),
 		Preparer:        prep,
 		Registry:        reg,
 		Owners:          m.Config.Owners,
