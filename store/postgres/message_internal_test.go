@@ -118,9 +118,9 @@ func encodeInsert(tb testing.TB, m *pgtype.Map, msgs []*quarantine.Message, pres
 	for i := range idx {
 		idx[i] = i
 	}
-	args, bytes := messageArrays(msgs, idx)
+	args, room := messageArrays(msgs, idx)
 	if presizeFirst {
-		args[0] = presized{v: args[0].([]string), bytes: bytes}
+		args[0] = presized{v: args[0].([]string), room: room}
 	}
 	buf := make([]byte, 0, 256)
 	for k, a := range args {
