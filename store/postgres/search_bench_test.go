@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
@@ -12,58 +11,21 @@ import (
 	"github.com/quarantine-dev/quarantine/store/storetest"
 )
 
-// seedSearchSQL writes the search documents of the seeded messages in one
-// statement, as the indexer would: the seed is ASCII, whose case folding
-// is lower() (seedSearch checks a few documents against search.Doc).
-const seedSearchSQL = `INSERT INTO search_docs (message_id, failed_at, doc)
-SELECT m.id, m.failed_at, lower(m.reason) || chr(31) || lower(m.job_name) || chr(31) || lower(coalesce(pv.payload_text, ''))
-FROM messages m
-LEFT JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
-WHERE NOT EXISTS (SELECT 1 FROM search_docs d WHERE d.message_id = m.id)
-ON CONFLICT (message_id) DO NOTHING`
-
-// seedSearch indexes the seeded messages of a bench schema for search in
-// set-based SQL (the indexer would fold a million payloads in Go, one
-// batch at a time), building the trigram index after the documents when
-// most are missing, then empties the queue and analyzes.
+// seedSearch makes sure the messages of a bench schema are indexed for
+// search: internal/pgseed writes the documents of a large seed with the
+// messages in set-based SQL (the indexer would fold a million payloads in
+// Go, one batch at a time), the indexer those of a small one. It checks a
+// few documents against what the indexer writes (search.Doc).
 func seedSearch(tb testing.TB, s *postgres.Store) {
 	tb.Helper()
 	ctx := context.Background()
-	var missing int64
-	err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM messages) - (SELECT count(*) FROM search_docs)`).Scan(&missing)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if missing > 0 {
-		t0 := time.Now()
-		conn, err := s.Pool().Acquire(ctx)
+	for {
+		n, err := s.IndexSearch(ctx, 1000)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		defer conn.Release()
-		exec := func(q string) {
-			tb.Helper()
-			if _, err := conn.Exec(ctx, q); err != nil {
-				tb.Fatalf("%.60s: %v", q, err)
-			}
-		}
-		exec(`SET maintenance_work_mem = '512MB'`)
-		// The queue first: the store's background indexer then has
-		// nothing left to write beside this statement.
-		exec(`DELETE FROM search_pending`)
-		rebuild := missing > 100_000
-		if rebuild {
-			exec(`DROP INDEX IF EXISTS search_docs_key_idx`)
-		}
-		exec(seedSearchSQL)
-		if rebuild {
-			exec(`CREATE INDEX search_docs_key_idx ON search_docs USING gin (key public.gin_trgm_ops)`)
-		}
-		tb.Logf("indexed %d seeded messages for search in %v", missing, time.Since(t0).Round(time.Second))
-	}
-	for _, q := range []string{`VACUUM ANALYZE search_docs`, `VACUUM ANALYZE search_pending`} {
-		if _, err := s.Pool().Exec(ctx, q); err != nil {
-			tb.Fatal(err)
+		if n == 0 {
+			break
 		}
 	}
 	rows, err := s.Pool().Query(ctx, `SELECT d.doc, m.reason, m.job_name, coalesce(pv.payload_text, '')
