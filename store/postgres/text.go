@@ -15,11 +15,12 @@ import (
 // Text search (Filter.Text) matches a message when the case folding of
 // the text is a substring of the folded reason, job name or current
 // payload text (package store/internal/search). It reads the documents
-// of search_docs (search.go keeps them), whose key (migration 0007: the
-// document with every character but letters and digits made 'q') is
-// under a pg_trgm GIN index: the key of the text, a substring of the key
-// of every document holding the text, is looked up there and the
-// document itself tested, so punctuation narrows the candidates.
+// of search_docs (search.go keeps them), whose key (migration 0011: the
+// document with each ASCII character but letters and digits made a
+// letter of its own) is under a pg_trgm GIN index: the key of the text,
+// a substring of the key of every document holding the text, is looked
+// up there and the document itself tested, so punctuation narrows the
+// candidates.
 //
 // A page of a list is found in steps, each bounded. First the newest
 // candidates (the messages matching the other filters, in list order)
@@ -72,11 +73,11 @@ func textCond(w *where, text string) string {
 
 // docMatch is the condition on search_docs d of a text with trigrams
 // whose LIKE pattern is the placeholder p: its key under the index (the
-// key is computed by the database from the folded text, by the function
-// of the generated column: the same characters are letters on both
-// sides), then the document itself.
+// key is computed by the database from the folded text, by search_key,
+// the function of the generated column), then the document itself. The
+// key maps every '%', '_' and backslash to a letter: it needs no escaping.
 func docMatch(w *where, text, p string) string {
-	return `d.key LIKE '%' || regexp_replace(` + w.arg(search.Fold(text)) + `::text, '[^[:alnum:]]', 'q', 'g') || '%' AND d.doc LIKE ` + p
+	return `d.key LIKE '%' || search_key(` + w.arg(search.Fold(text)) + `::text) || '%' AND d.doc LIKE ` + p
 }
 
 // textTested is the per-row condition on m for pattern p: one primary-key
