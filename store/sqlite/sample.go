@@ -16,8 +16,10 @@ import (
 // for the rules; this file holds the SQL. A set is read through
 // messages_sample (sample_rank, id) for arcs, messages_fingerprint_sample
 // for the arcs of fingerprints, and failure_groups for group sizes when
-// it answers the filter. All reads share one snapshot. Errors: EINVALID
-// naming the field, EUNAVAILABLE.
+// it answers the filter. The arc of a large uniform sample is read
+// outside a transaction (one statement, or two when the arc wraps,
+// as PostgreSQL's store does); the exact method and stratified samples
+// read in one snapshot. Errors: EINVALID naming the field, EUNAVAILABLE.
 func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quarantine.Message, error) {
 	f, err := sampling.Filter(&r)
 	if err != nil {
@@ -28,15 +30,20 @@ func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quar
 	}
 	lim := sampling.Limits{Exact: s.exact, SmallGroup: s.smallGroup}
 	var out []*quarantine.Message
+	if r.StratifyBy == quarantine.StratifyNone {
+		exact := func(fn func(sampling.Reader) error) error {
+			return s.read(ctx, "sample messages", func(tx *sql.Tx) error { return fn(sampleReader{q: tx, f: f}) })
+		}
+		out, err = sampling.Uniform(ctx, sampleReader{q: s.r, f: f}, exact, lim, r.Size, r.Seed)
+		if err != nil {
+			return nil, translate(err, "sample messages")
+		}
+		return sampling.Order(out), nil
+	}
 	err = s.read(ctx, "sample messages", func(tx *sql.Tx) error {
 		var err error
-		if r.StratifyBy == quarantine.StratifyNone {
-			rd := sampleReader{tx: tx, f: f}
-			out, err = sampling.Uniform(ctx, rd, func(fn func(sampling.Reader) error) error { return fn(rd) }, lim, r.Size, r.Seed)
-		} else {
-			col := sampling.Column(r.StratifyBy)
-			out, err = sampling.Stratified(ctx, sampleReader{tx: tx, f: f, col: col}, col, lim, r.Size, r.Seed)
-		}
+		col := sampling.Column(r.StratifyBy)
+		out, err = sampling.Stratified(ctx, sampleReader{q: tx, f: f, col: col}, col, lim, r.Size, r.Seed)
 		return err
 	})
 	if err != nil {
@@ -45,10 +52,16 @@ func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quar
 	return sampling.Order(out), nil
 }
 
+// querier is what a sampleReader reads through: the read connections,
+// or one read transaction.
+type querier interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
 // sampleReader reads the set of messages matching f (grouped by column
-// col) in one read transaction.
+// col) through q.
 type sampleReader struct {
-	tx  *sql.Tx
+	q   querier
 	f   quarantine.Filter
 	col string
 }
@@ -123,7 +136,7 @@ func (r sampleReader) GroupArcParts(ctx context.Context, want map[string]int, wr
 }
 
 func (r sampleReader) queryRanked(ctx context.Context, q string, args []any) ([]sampling.Ranked, error) {
-	rows, err := r.tx.QueryContext(ctx, q, args...)
+	rows, err := r.q.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -142,11 +155,11 @@ func (r sampleReader) queryRanked(ctx context.Context, q string, args []any) ([]
 
 func (r sampleReader) IDs(ctx context.Context, limit int) ([]string, error) {
 	w, args := where(r.f, false)
-	return queryStrings(ctx, r.tx, "SELECT m.id FROM messages m"+w+" LIMIT "+strconv.Itoa(limit), args)
+	return queryStrings(ctx, r.q, "SELECT m.id FROM messages m"+w+" LIMIT "+strconv.Itoa(limit), args)
 }
 
 func (r sampleReader) ByID(ctx context.Context, ids []string) ([]*quarantine.Message, error) {
-	return messagesByID(ctx, r.tx, ids)
+	return messagesByID(ctx, r.q, ids)
 }
 
 func (r sampleReader) Groups(ctx context.Context) ([]sampling.Group, error) {
@@ -159,7 +172,7 @@ func (r sampleReader) Groups(ctx context.Context) ([]sampling.Group, error) {
 		w, a := where(r.f, false)
 		q, args = "SELECT m."+r.col+", count(*) FROM messages m"+w+" GROUP BY 1", a
 	}
-	rows, err := r.tx.QueryContext(ctx, q, args...)
+	rows, err := r.q.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +194,7 @@ func (r sampleReader) Members(ctx context.Context, keys []string) ([]sampling.Me
 		w = and(w, "m."+r.col+" IN (SELECT value FROM json_each(?))")
 		args = append(args, jsonArray(keys))
 	}
-	rows, err := r.tx.QueryContext(ctx, "SELECT m.id, m."+r.col+" FROM messages m"+w, args...)
+	rows, err := r.q.QueryContext(ctx, "SELECT m.id, m."+r.col+" FROM messages m"+w, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +210,7 @@ func (r sampleReader) Members(ctx context.Context, keys []string) ([]sampling.Me
 	return out, rows.Err()
 }
 
-func queryStrings(ctx context.Context, tx *sql.Tx, q string, args []any) ([]string, error) {
+func queryStrings(ctx context.Context, tx querier, q string, args []any) ([]string, error) {
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -215,7 +228,7 @@ func queryStrings(ctx context.Context, tx *sql.Tx, q string, args []any) ([]stri
 }
 
 // messagesByID reads the messages with the given ids, without payloads.
-func messagesByID(ctx context.Context, tx *sql.Tx, ids []string) ([]*quarantine.Message, error) {
+func messagesByID(ctx context.Context, tx querier, ids []string) ([]*quarantine.Message, error) {
 	out := []*quarantine.Message{}
 	if len(ids) == 0 {
 		return out, nil
