@@ -283,14 +283,9 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 					d.Self += used.Self
 				}
 				d.kind.clean(js, stream)
-				d.Rates = append(d.Rates, float64(n)/took.Seconds())
-				b.Logf("round %d: %s %s %.0f msg/s", r, d.Kind, d.Name, float64(n)/took.Seconds())
+				d.Round(b, r, n, took)
 			}
 		}
 	}
-	ds := make([]*testbin.Drained, len(drains))
-	for i, d := range drains {
-		ds[i] = &d.Drained
-	}
-	testbin.ReportDrains(b, ds, float64(n*rounds*b.N))
+	testbin.ReportDrains(b, drains, float64(n*rounds*b.N))
 }

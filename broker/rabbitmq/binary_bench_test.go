@@ -237,16 +237,11 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 				d.Broker += used.Broker
 				d.DB += used.DB
 				d.Self += self
-				d.Rates = append(d.Rates, float64(n)/took.Seconds())
-				b.Logf("round %d: %s %s %.0f msg/s", r, d.Kind, d.Name, float64(n)/took.Seconds())
+				d.Round(b, r, n, took)
 			}
 		}
 	}
-	ds := make([]*testbin.Drained, len(drains))
-	for i, d := range drains {
-		ds[i] = &d.Drained
-	}
-	testbin.ReportDrains(b, ds, float64(n*rounds*b.N))
+	testbin.ReportDrains(b, drains, float64(n*rounds*b.N))
 }
 
 // TestRoundOrderRotates checks that each kind's bare drain stays first

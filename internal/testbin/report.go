@@ -44,12 +44,28 @@ type Drained struct {
 	Broker, DB, Self time.Duration
 }
 
+// Drain returns d itself, so that ReportDrains takes a benchmark's own
+// drain type that embeds a Drained.
+func (d *Drained) Drain() *Drained { return d }
+
+// Round records the rate of one round of d (n messages in took) and logs it.
+func (d *Drained) Round(b testing.TB, round, n int, took time.Duration) {
+	b.Helper()
+	rate := float64(n) / took.Seconds()
+	d.Rates = append(d.Rates, rate)
+	b.Logf("round %d: %s %s %.0f msg/s", round, d.Kind, d.Name, rate)
+}
+
 // ReportDrains reports each drain's median rate, the median of its
 // per-round ratios to the bare drain of its kind (named "bare", which
 // comes before the others of its kind in ds), and its CPU per message
 // (msgs: messages drained by each drain in all rounds); the database's
 // only for drains into PostgreSQL (named "postgres…").
-func ReportDrains(b *testing.B, ds []*Drained, msgs float64) {
+func ReportDrains[D interface{ Drain() *Drained }](b *testing.B, drains []D, msgs float64) {
+	ds := make([]*Drained, len(drains))
+	for i, d := range drains {
+		ds[i] = d.Drain()
+	}
 	b.ReportMetric(0, "ns/op")
 	bare := map[string]*Drained{}
 	for _, d := range ds {

@@ -189,21 +189,22 @@ func BenchList(b *testing.B, s store.Store) {
 			}
 		}
 	}
-	p50g, p99g := percentiles(group)
-	p50n, p99n := percentiles(none)
-	b.ReportMetric(p50g, "group-p50-µs")
-	b.ReportMetric(p99g, "group-p99-µs")
-	b.ReportMetric(p50n, "nogroup-p50-µs")
-	b.ReportMetric(p99n, "nogroup-p99-µs")
-	p50f, p99f := percentiles(first)
-	p50d, p99d := percentiles(deepDur)
-	b.ReportMetric(p50f, "first-p50-µs")
-	b.ReportMetric(p99f, "first-p99-µs")
-	b.ReportMetric(p50d, "deep-p50-µs")
-	b.ReportMetric(p99d, "deep-p99-µs")
+	reportPercentiles(b, "group", group)
+	reportPercentiles(b, "nogroup", none)
+	p50f := reportPercentiles(b, "first", first)
+	p50d := reportPercentiles(b, "deep", deepDur)
 	if p50f > 0 {
 		b.ReportMetric(p50d/p50f, "deep/first")
 	}
+}
+
+// reportPercentiles reports the p50 and p99 of ds as name-p50-µs and
+// name-p99-µs, and returns the p50.
+func reportPercentiles(b *testing.B, name string, ds []time.Duration) float64 {
+	p50, p99 := percentiles(ds)
+	b.ReportMetric(p50, name+"-p50-µs")
+	b.ReportMetric(p99, name+"-p99-µs")
+	return p50
 }
 
 // percentiles returns the p50 and p99 of ds in microseconds.
