@@ -19,14 +19,17 @@ const (
 
 // receiver long-polls the queue until ctx ends, handing each non-empty
 // batch (or each error) to Receive. It holds at most one batch: it polls
-// again only once Receive has taken the last one.
-func (s *Source) receiver(ctx context.Context) {
+// again only once Receive has taken the last one. Its ReceiveMessage
+// calls run under calls, which Close cancels only after a grace, so that
+// a poll in flight when ctx ends can finish; what a receiver holds when it
+// stops goes to pending, which Close releases once every poll has ended.
+func (s *Source) receiver(ctx, calls context.Context) {
 	defer s.wg.Done()
 	failures := 0
 	for ctx.Err() == nil {
-		msgs, err := s.receiveOnce(ctx)
+		msgs, err := s.receiveOnce(calls)
 		if ctx.Err() != nil {
-			s.release(msgs)
+			s.keep(msgs)
 			return
 		}
 		if err != nil {
@@ -39,10 +42,21 @@ func (s *Source) receiver(ctx context.Context) {
 		}
 		failures = 0
 		if len(msgs) > 0 && !s.hand(ctx, poll{msgs: msgs}) {
-			s.release(msgs)
+			s.keep(msgs)
 			return
 		}
 	}
+}
+
+// keep adds the batch a stopping receiver holds to pending, for Close to
+// release.
+func (s *Source) keep(msgs []held) {
+	if len(msgs) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.pending = append(s.pending, msgs...)
+	s.mu.Unlock()
 }
 
 // receiveOnce makes one ReceiveMessage call.

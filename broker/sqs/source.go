@@ -42,8 +42,9 @@ type Source struct {
 	mu      sync.Mutex
 	started bool
 	closed  bool
-	stop    context.CancelFunc
-	pending []held // received, not yet handed out
+	stop    context.CancelFunc // ends the receivers' loops
+	abort   context.CancelFunc // ends their ReceiveMessage calls in flight
+	pending []held             // received, not yet handed out
 	wg      sync.WaitGroup
 
 	// waiting counts the receivers holding a fetched batch that Receive
@@ -183,20 +184,30 @@ func (s *Source) start() error {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.stop = cancel
+	calls, abort := context.WithCancel(context.Background())
+	s.stop, s.abort = cancel, abort
 	s.started = true
 	for i := 0; i < s.cfg.Receivers; i++ {
 		s.wg.Add(1)
-		go s.receiver(ctx)
+		go s.receiver(ctx, calls)
 	}
 	s.log.Info("receiving", "queue_url", s.cfg.QueueURL, "receivers", s.cfg.Receivers)
 	return nil
 }
 
+// closeGrace bounds how long Close lets the receivers' ReceiveMessage
+// calls in flight end by themselves before it cancels them.
+const closeGrace = 5 * time.Second
+
 // Close stops the receivers and makes the messages they fetched but never
 // handed out visible again at once, so another collector can take them.
-// Delivered but unacknowledged messages reappear when their visibility
-// timeout ends. Close is idempotent.
+// It first lets the long polls in flight end (at most closeGrace; they
+// return at once when the queue holds messages, or after wait_time): a
+// poll cancelled from this side may still be served by SQS, and a message
+// it takes then (one Close has just released, say) reappears only after
+// its visibility timeout. Nothing is lost either way. Delivered but
+// unacknowledged messages reappear when their visibility timeout ends.
+// Close is idempotent.
 func (s *Source) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -205,12 +216,22 @@ func (s *Source) Close() error {
 	}
 	s.closed = true
 	close(s.done)
-	stop := s.stop
+	stop, abort := s.stop, s.abort
 	s.mu.Unlock()
 	if stop != nil {
 		stop()
+		ended := make(chan struct{})
+		go func() { s.wg.Wait(); close(ended) }()
+		t := time.NewTimer(closeGrace)
+		select {
+		case <-ended:
+		case <-t.C:
+		}
+		t.Stop()
+		abort()
+		<-ended
 	}
-	s.wg.Wait()
+	// Every poll has ended: none can take what is released now.
 	s.mu.Lock()
 	rest := s.pending
 	s.pending = nil
