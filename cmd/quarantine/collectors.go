@@ -229,21 +229,26 @@ func (m *Main) startCollectors(prep *collect.Preparer, metrics *collect.Metrics)
 }
 
 // stop ends every collector (each finishes its batch in flight) and
-// closes the sources.
+// closes the sources, side by side: a source may let its broker calls in
+// flight end first (an SQS long poll, up to a few seconds).
 func (rc *runningCollectors) stop() error {
 	if rc == nil {
 		return nil
 	}
 	rc.cancel()
 	rc.wg.Wait()
-	var errs []error
-	for _, s := range rc.sources {
-		if err := s.Close(); err != nil {
-			errs = append(errs, err)
-		}
+	errs := make([]error, len(rc.sources))
+	var wg sync.WaitGroup
+	for i, s := range rc.sources {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.Close()
+		}()
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("closing collectors: %v", errs)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("closing collectors: %w", err)
 	}
 	return nil
 }
