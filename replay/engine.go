@@ -28,15 +28,19 @@ type Store interface {
 	HoldReplayTokens(ctx context.Context, key string, until time.Time) error
 }
 
-// TokenLeaser is an optional capability of a Store: a lease that takes
+// TokenLeaser is an optional capability of a Store: a lease that reserves
 // the rate tokens of what it leases in its own transaction, saving the
-// engine one write per chunk. Both stores have it.
+// engine one write per chunk, and ahead of their refill, so that the
+// lease and the read of its messages happen while the tokens come. Both
+// stores have it.
 type TokenLeaser interface {
 	// LeaseReplayItemsWithin leases like LeaseReplayItems, but no more
-	// items than every one of buckets grants tokens for (taken as
-	// TakeReplayTokens takes them); with no token it leases nothing and
-	// returns how long until there is one.
-	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket) ([]quarantine.ReplayLease, time.Duration, error)
+	// items than every one of buckets grants tokens for, due at most
+	// ahead from now (the budget TakeReplayTokens takes from, drawn below
+	// empty by at most ahead × rate), and returns when they are due: the
+	// items must not be published before. With no token to reserve it
+	// leases nothing and returns how long until there is one.
+	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, ahead time.Duration) (leases []quarantine.ReplayLease, due time.Time, wait time.Duration, err error)
 }
 
 // SystemActor records what the engine does by itself (halts, breaker

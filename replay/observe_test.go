@@ -106,11 +106,11 @@ func (o *observed) LeaseReplayItems(ctx context.Context, batchID, owner string, 
 	return ls, err
 }
 
-func (o *observed) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket) ([]quarantine.ReplayLease, time.Duration, error) {
+func (o *observed) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
 	o.event(func(c *observation) { c.Leasing++ })
-	ls, wait, err := o.Store.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, buckets)
+	ls, due, wait, err := o.Store.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, buckets, ahead)
 	o.leased(ls)
-	return ls, wait, err
+	return ls, due, wait, err
 }
 
 // leased ends a lease call that returned ls.

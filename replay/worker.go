@@ -96,12 +96,13 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		var leases []quarantine.ReplayLease
+		var due time.Time
 		var tokWait time.Duration
 		var err error
 		paid := w.dest
 		tl, ok := st.(TokenLeaser)
 		if ok && paid != "" && w.e.heldFor(paid) == 0 {
-			leases, tokWait, err = tl.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, paid))
+			leases, due, tokWait, err = tl.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, paid), ahead(b))
 		} else {
 			paid = ""
 			leases, err = st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq)
@@ -115,8 +116,9 @@ func (w *worker) run(ctx context.Context) {
 		}
 		tokenWake = false
 		if len(leases) == 0 && tokWait > 0 {
-			// Items are there, tokens not yet: wait for a whole chunk's
-			// (tokWait is until the first), so that chunks stay whole.
+			// Items are there, tokens not yet: wait until a whole chunk's
+			// can be reserved (tokWait is until the first), so that
+			// chunks stay whole.
 			sleep(ctx, min(tokWait+chunkTime(b), refresh))
 			tokenWake = true
 			continue
@@ -132,7 +134,7 @@ func (w *worker) run(ctx context.Context) {
 			b = nil
 			continue
 		}
-		if retry := w.publish(ctx, b, leases, paid); retry > 0 {
+		if retry := w.publish(ctx, b, leases, paid, due); retry > 0 {
 			sleep(ctx, retry)
 			b = nil
 		}
@@ -144,15 +146,34 @@ const refresh = time.Second
 
 // chunk is how many items to lease at once: what the batch may publish in
 // about a fifth of a second, within half its burst (when that is at least
-// one). A worker waits for a chunk's tokens while the rate buckets, never
-// full then, keep counting: a lease that comes late loses nothing of the
-// rate. (With a burst of one the bucket is full once it holds the one
-// token, and the lease's delay is lost.)
+// one). A worker leases a chunk once its tokens can be reserved, ahead(b)
+// before they are due, and publishes it when they are: the lease and the
+// read of its messages overlap the wait, and the rate buckets, never full
+// meanwhile, keep counting, so that a lease that comes late loses nothing
+// of the rate either.
 func chunk(b *quarantine.ReplayBatch) int {
 	n := int(b.Rate / 5)
 	n = max(n, 1)
 	n = min(n, max(b.Burst/2, 1), MaxChunk)
 	return n
+}
+
+// maxAhead caps how long before their tokens are due a chunk is leased:
+// a chunk leased before a pause or a cancel is published at most that
+// long after it, and the tokens of a chunk leased and then not published
+// (a shutdown, a crash, a destination asking to wait) are lost, never
+// given back (that could let a later chunk above the rate): at most that
+// long of the rate.
+const maxAhead = 200 * time.Millisecond
+
+// ahead is how long before its tokens are due a chunk of b may be leased:
+// a chunk's time (a destination's shared bucket goes below empty by at
+// most a chunk), at most maxAhead.
+func ahead(b *quarantine.ReplayBatch) time.Duration {
+	if b.Rate <= 0 {
+		return 0
+	}
+	return min(time.Duration(float64(chunk(b))/b.Rate*float64(time.Second)), maxAhead)
 }
 
 // chunkTime is how long the rate of b takes to grant a chunk's tokens
@@ -269,11 +290,11 @@ type pending struct {
 
 // publish publishes leased items, destination by destination, within
 // the rate, recording after each broker answer so that a crash repeats
-// at most one chunk. The lease took the tokens of the items going to
-// destination paid ("": none). It returns how long to wait before the
-// next lease (after a broker outage or a destination asking to slow
-// down).
-func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases []quarantine.ReplayLease, paid string) time.Duration {
+// at most one chunk. The lease reserved the tokens of the items going to
+// destination paid ("": none), due at due: those are published then. It
+// returns how long to wait before the next lease (after a broker outage
+// or a destination asking to slow down).
+func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases []quarantine.ReplayLease, paid string, due time.Time) time.Duration {
 	st := w.e.cfg.Store
 	leasedAt := time.Now()
 	var failed []quarantine.ReplayResult
@@ -301,6 +322,11 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 	var wait time.Duration
 	for gi, label := range order {
 		rest := groups[label]
+		if label == paid {
+			// Not before the reserved tokens are due; a shutdown
+			// meanwhile gives the items back (below).
+			sleep(ctx, time.Until(due))
+		}
 		for len(rest) > 0 {
 			if h := w.e.heldFor(label); h > 0 && wait == 0 {
 				wait = h // the destination asked to wait (or is down): the rest goes back

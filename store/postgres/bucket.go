@@ -30,7 +30,7 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	var n int
 	var wait time.Duration
 	err = s.inTx(ctx, "take replay tokens", func(tx pgx.Tx) (err error) {
-		n, wait, err = takeTokens(ctx, tx, bs, want, s.clock())
+		n, _, wait, err = takeTokens(ctx, tx, bs, want, s.clock(), 0)
 		return err
 	})
 	if err != nil {
@@ -39,63 +39,58 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	return n, wait, nil
 }
 
-// takeTokens takes up to want tokens from every bucket of bs (validated,
-// in key order) at now, in tx: buckets seen for the first time are
-// inserted full, then every bucket row is locked in key order.
-func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, want int, now time.Time) (int, time.Duration, error) {
+// takeTokens reserves up to want tokens from every bucket of bs
+// (validated, in key order) at now, due at most ahead later (see
+// replays.Reserve), in tx: buckets seen for the first time are inserted
+// full, then every bucket row is locked in key order. It returns how
+// many and when they are due, or, when none, how long until one can be.
+func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, want int, now time.Time, ahead time.Duration) (int, time.Time, time.Duration, error) {
 	keys, full := mk(len(bs)), make([]float64, len(bs))
 	for i, b := range bs {
 		keys[i], full[i] = b.Key, replays.Capacity(b)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO replay_buckets (key, tokens, updated_at)
 		SELECT k, t, $3 FROM unnest($1::text[], $2::float8[]) AS u(k, t) ORDER BY k
-		ON CONFLICT (key) DO NOTHING`, keys, full, now); err != nil {
-		return 0, 0, err
+		ON CONFLICT (key) DO NOTHING`, keys, full, now.Truncate(time.Microsecond)); err != nil {
+		return 0, time.Time{}, 0, err
 	}
 	rows, err := tx.Query(ctx, `SELECT key, tokens, updated_at FROM replay_buckets
 		WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE`, keys)
 	if err != nil {
-		return 0, 0, err
+		return 0, time.Time{}, 0, err
 	}
-	type state struct {
-		tokens float64
-		at     time.Time
-	}
-	stored := map[string]state{}
+	stored := map[string]replays.Level{}
 	var k string
-	var st state
-	if _, err := pgx.ForEachRow(rows, []any{&k, &st.tokens, &st.at}, func() error {
-		stored[k] = st
+	var l replays.Level
+	if _, err := pgx.ForEachRow(rows, []any{&k, &l.Tokens, &l.At}, func() error {
+		stored[k] = l
 		return nil
 	}); err != nil {
-		return 0, 0, err
+		return 0, time.Time{}, 0, err
+	}
+	levels := make([]replays.Level, len(bs))
+	for i, b := range bs {
+		l, ok := stored[b.Key]
+		if !ok {
+			return 0, time.Time{}, 0, quarantine.Errorf(quarantine.EUNAVAILABLE, "a rate bucket was removed meanwhile; try again")
+		}
+		levels[i] = l
+	}
+	n, due, wait, next := replays.Reserve(bs, levels, want, now, ahead)
+	if n == 0 {
+		return 0, time.Time{}, wait, nil // nothing taken: the stored state refills to the same tokens later
 	}
 	tokens, stamps := make([]float64, len(bs)), make([]time.Time, len(bs))
-	for i, b := range bs {
-		st, ok := stored[b.Key]
-		if !ok {
-			return 0, 0, quarantine.Errorf(quarantine.EUNAVAILABLE, "a rate bucket was removed meanwhile; try again")
-		}
-		tokens[i] = replays.Refill(b, st.tokens, st.at, now)
-		stamps[i] = now
-		if st.at.After(now) { // another engine's clock is ahead: never refill twice
-			stamps[i] = st.at
-		}
-	}
-	n, wait := replays.Grant(bs, tokens, want)
-	if n == 0 {
-		return 0, wait, nil // nothing taken: the stored state refills to the same tokens later
-	}
-	for i := range tokens {
-		tokens[i] -= float64(n)
+	for i, l := range next {
+		tokens[i], stamps[i] = l.Tokens, l.At
 	}
 	_, err = tx.Exec(ctx, `UPDATE replay_buckets b SET tokens = u.t, updated_at = u.at
 		FROM unnest($1::text[], $2::float8[], $3::timestamptz[]) AS u(k, t, at) WHERE b.key = u.k`,
 		keys, tokens, stamps)
 	if err != nil {
-		return 0, 0, err
+		return 0, time.Time{}, 0, err
 	}
-	return n, wait, nil
+	return n, due, 0, nil
 }
 
 // HoldReplayTokens empties bucket key until until; see store.Replays.

@@ -49,32 +49,35 @@ WHERE m.id = ANY($1::text[])`
 // owner; see store.Replays. Errors: EINVALID for an empty owner,
 // EUNAVAILABLE, EINTERNAL.
 func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int) ([]quarantine.ReplayLease, error) {
-	out, _, err := s.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, nil)
+	out, _, _, err := s.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, nil, 0)
 	return out, err
 }
 
 // LeaseReplayItemsWithin leases like LeaseReplayItems, but no more items
-// than every one of buckets grants tokens for, taken in the same
-// transaction (as TakeReplayTokens would): the free items are locked
+// than every one of buckets grants tokens for, reserved in the same
+// transaction, due by ahead at the latest (replays.Reserve; TakeReplayTokens
+// shares the budget and takes with no ahead): the free items are locked
 // first (SKIP LOCKED), then the buckets, then as many items as there are
-// tokens are leased. With no token to take it leases nothing and returns
-// how long until there is one. No buckets: LeaseReplayItems. Errors:
-// EINVALID for an empty owner or a bad bucket, EUNAVAILABLE, EINTERNAL.
-func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket) ([]quarantine.ReplayLease, time.Duration, error) {
+// tokens are leased; it returns when their tokens are due. With no token
+// to reserve it leases nothing and returns how long until there is one.
+// No buckets: LeaseReplayItems (due now). Errors: EINVALID for an empty
+// owner or a bad bucket, EUNAVAILABLE, EINTERNAL.
+func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
 	if owner == "" {
-		return nil, 0, quarantine.Errorf(quarantine.EINVALID, "a lease needs an owner")
+		return nil, time.Time{}, 0, quarantine.Errorf(quarantine.EINVALID, "a lease needs an owner")
 	}
 	bs, err := replays.Buckets(buckets)
 	if err != nil {
-		return nil, 0, err
+		return nil, time.Time{}, 0, err
 	}
 	out := []quarantine.ReplayLease{}
 	if n <= 0 || !quarantine.ValidID(batchID) {
-		return out, 0, nil
+		return out, time.Time{}, 0, nil
 	}
+	var due time.Time
 	var wait time.Duration
 	err = s.inTx(ctx, "lease replay items", func(tx pgx.Tx) error {
-		out, wait = out[:0], 0
+		out, due, wait = out[:0], time.Time{}, 0
 		var state string
 		err := tx.QueryRow(ctx, `SELECT state FROM replay_batches WHERE id = $1`, batchID).Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && state != string(quarantine.ReplayRunning)) {
@@ -84,6 +87,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 			return err
 		}
 		now := s.clock()
+		due = now
 		var rows pgx.Rows
 		if len(bs) == 0 {
 			rows, err = tx.Query(ctx, leaseSQL, batchID, now, maxSeq, n, owner, now.Add(ttl))
@@ -93,7 +97,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 				return err
 			}
 			var granted int
-			if granted, wait, err = takeTokens(ctx, tx, bs, len(seqs), now); err != nil || granted == 0 {
+			if granted, due, wait, err = takeTokens(ctx, tx, bs, len(seqs), now, ahead); err != nil || granted == 0 {
 				return err
 			}
 			rows, err = tx.Query(ctx, leasePickedSQL, batchID, seqs[:granted], owner, now.Add(ttl), now)
@@ -114,10 +118,10 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		return nil
 	})
 	if err != nil {
-		return nil, 0, err
+		return nil, time.Time{}, 0, err
 	}
 	if len(out) == 0 {
-		return out, wait, nil
+		return out, time.Time{}, wait, nil
 	}
 	// The messages are read after the lease commits, outside its
 	// transaction: the items' and buckets' locks are held shorter. What is
@@ -128,9 +132,9 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		if rerr := s.ReleaseReplayItems(context.WithoutCancel(ctx), out); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
-		return nil, 0, err
+		return nil, time.Time{}, 0, err
 	}
-	return out, wait, nil
+	return out, due, 0, nil
 }
 
 // leasedMessages sets the message of each lease. EINTERNAL when one is

@@ -27,7 +27,7 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	var n int
 	var wait time.Duration
 	err = s.write(ctx, "take replay tokens", func(tx *sql.Tx) (err error) {
-		n, wait, err = takeTokens(ctx, tx, bs, want, s.clock())
+		n, _, wait, err = takeTokens(ctx, tx, bs, want, s.clock(), 0)
 		return err
 	})
 	if err != nil {
@@ -36,42 +36,39 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	return n, wait, nil
 }
 
-// takeTokens takes up to want tokens from every bucket of bs (validated,
-// in key order) at now, in tx.
-func takeTokens(ctx context.Context, tx *sql.Tx, bs []quarantine.RateBucket, want int, now time.Time) (int, time.Duration, error) {
-	tokens := make([]float64, len(bs))
-	stamps := make([]time.Time, len(bs))
+// takeTokens reserves up to want tokens from every bucket of bs
+// (validated, in key order) at now, due at most ahead later (see
+// replays.Reserve), in tx; it returns how many and when they are due,
+// or, when none, how long until one can be.
+func takeTokens(ctx context.Context, tx *sql.Tx, bs []quarantine.RateBucket, want int, now time.Time, ahead time.Duration) (int, time.Time, time.Duration, error) {
+	levels := make([]replays.Level, len(bs))
 	for i, b := range bs {
 		var t float64
 		var at int64
 		err := tx.QueryRowContext(ctx, `SELECT tokens, updated_at FROM replay_buckets WHERE key = ?`, b.Key).Scan(&t, &at)
 		switch {
 		case err == sql.ErrNoRows:
-			t, at = replays.Capacity(b), micros(now)
+			levels[i] = replays.Full(b, now)
 		case err != nil:
-			return 0, 0, err
-		}
-		last := fromMicros(at)
-		tokens[i] = replays.Refill(b, t, last, now)
-		stamps[i] = now
-		if last.After(now) { // another engine's clock is ahead: never refill twice
-			stamps[i] = last
+			return 0, time.Time{}, 0, err
+		default:
+			levels[i] = replays.Level{Tokens: t, At: fromMicros(at)}
 		}
 	}
-	n, wait := replays.Grant(bs, tokens, want)
+	n, due, wait, next := replays.Reserve(bs, levels, want, now, ahead)
 	if n == 0 {
 		// Nothing taken: the stored state refills to the same tokens
 		// later, and this transaction stays a read.
-		return 0, wait, nil
+		return 0, time.Time{}, wait, nil
 	}
 	for i, b := range bs {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO replay_buckets (key, tokens, updated_at) VALUES (?, ?, ?)
 			ON CONFLICT (key) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
-			b.Key, tokens[i]-float64(n), micros(stamps[i])); err != nil {
-			return 0, 0, err
+			b.Key, next[i].Tokens, micros(next[i].At)); err != nil {
+			return 0, time.Time{}, 0, err
 		}
 	}
-	return n, wait, nil
+	return n, due, 0, nil
 }
 
 // HoldReplayTokens empties bucket key until until; see store.Replays.

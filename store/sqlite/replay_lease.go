@@ -17,31 +17,33 @@ import (
 // write lock, so concurrent leasers never get the same item. Errors:
 // EINVALID for an empty owner, EUNAVAILABLE.
 func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int) ([]quarantine.ReplayLease, error) {
-	out, _, err := s.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, nil)
+	out, _, _, err := s.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, nil, 0)
 	return out, err
 }
 
 // LeaseReplayItemsWithin leases like LeaseReplayItems, but no more items
-// than every one of buckets grants tokens for, taken in the same write
-// transaction (as TakeReplayTokens would); with no token to take it
-// leases nothing and returns how long until there is one. No buckets:
-// LeaseReplayItems. Errors: EINVALID for an empty owner or a bad bucket,
-// EUNAVAILABLE.
-func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket) ([]quarantine.ReplayLease, time.Duration, error) {
+// than every one of buckets grants tokens for, reserved in the same write
+// transaction, due by ahead at the latest (replays.Reserve; TakeReplayTokens
+// shares the budget and takes with no ahead); it returns when they are
+// due. With no token to reserve it leases nothing and returns how long
+// until there is one. No buckets: LeaseReplayItems (due now). Errors:
+// EINVALID for an empty owner or a bad bucket, EUNAVAILABLE.
+func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
 	if owner == "" {
-		return nil, 0, quarantine.Errorf(quarantine.EINVALID, "a lease needs an owner")
+		return nil, time.Time{}, 0, quarantine.Errorf(quarantine.EINVALID, "a lease needs an owner")
 	}
 	bs, err := replays.Buckets(buckets)
 	if err != nil {
-		return nil, 0, err
+		return nil, time.Time{}, 0, err
 	}
 	out := []quarantine.ReplayLease{}
 	if n <= 0 || !quarantine.ValidID(batchID) {
-		return out, 0, nil
+		return out, time.Time{}, 0, nil
 	}
+	var due time.Time
 	var wait time.Duration
 	err = s.write(ctx, "lease replay items", func(tx *sql.Tx) error {
-		out, wait = out[:0], 0
+		out, due, wait = out[:0], time.Time{}, 0
 		var state string
 		err := tx.QueryRowContext(ctx, `SELECT state FROM replay_batches WHERE id = ?`, batchID).Scan(&state)
 		if err == sql.ErrNoRows || (err == nil && state != string(quarantine.ReplayRunning)) {
@@ -51,6 +53,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 			return err
 		}
 		now := s.clock()
+		due = now
 		q := `SELECT seq FROM replay_items WHERE batch_id = ? AND outcome = 'pending'
 			AND (lease_owner = '' OR lease_expires_at < ?)`
 		args := []any{batchID, micros(now)}
@@ -77,7 +80,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		}
 		if len(bs) > 0 {
 			var granted int
-			if granted, wait, err = takeTokens(ctx, tx, bs, len(seqs), now); err != nil || granted == 0 {
+			if granted, due, wait, err = takeTokens(ctx, tx, bs, len(seqs), now, ahead); err != nil || granted == 0 {
 				return err
 			}
 			seqs = seqs[:granted]
@@ -106,10 +109,10 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, 0, err
+		return nil, time.Time{}, 0, err
 	}
 	if len(out) == 0 {
-		return out, wait, nil
+		return out, time.Time{}, wait, nil
 	}
 	// The messages are read after the lease, on a reader: the writer is
 	// free meanwhile. What is read is at least as new as the lease (a
@@ -118,9 +121,9 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		if rerr := s.ReleaseReplayItems(context.WithoutCancel(ctx), out); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
-		return nil, 0, err
+		return nil, time.Time{}, 0, err
 	}
-	return out, wait, nil
+	return out, due, 0, nil
 }
 
 // leasedMessages sets the message of each lease, read in one snapshot.

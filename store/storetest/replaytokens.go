@@ -16,6 +16,8 @@ func testReplayTokens(t *testing.T, h Harness) {
 	t.Run("Shared", func(t *testing.T) { t.Parallel(); testReplayTokensShared(t, h) })
 	t.Run("Hold", func(t *testing.T) { t.Parallel(); testReplayTokensHold(t, h) })
 	t.Run("LeaseWithin", func(t *testing.T) { t.Parallel(); testReplayLeaseWithin(t, h) })
+	t.Run("LeaseAhead", func(t *testing.T) { t.Parallel(); testReplayLeaseAhead(t, h) })
+	t.Run("AheadWithinTheRate", func(t *testing.T) { t.Parallel(); testReplayTokensAheadWithinTheRate(t, h) })
 }
 
 func testReplayTokenBudget(t *testing.T, h Harness) {
@@ -120,11 +122,11 @@ func testReplayTokensHold(t *testing.T, h Harness) {
 	}
 }
 
-// tokenLeaser is the lease that takes its rate tokens in the same
-// transaction (replay.Store); every store implements it.
+// tokenLeaser is the lease that reserves its rate tokens in the same
+// transaction (replay.TokenLeaser); every store implements it.
 type tokenLeaser interface {
 	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int,
-		buckets []quarantine.RateBucket) ([]quarantine.ReplayLease, time.Duration, error)
+		buckets []quarantine.RateBucket, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error)
 }
 
 // testReplayLeaseWithin: a lease that takes its tokens leases no more
@@ -144,12 +146,16 @@ func testReplayLeaseWithin(t *testing.T, h Harness) {
 	insert(t, s, msgs...)
 	batch := createReplay(t, s, replayReq(ids(msgs)...), nil)
 	bs := []quarantine.RateBucket{{Key: "dest:x", Rate: 2, Burst: 4}, {Key: "batch:" + batch.ID, Rate: 100, Burst: 100}}
-	got, wait, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-1", 10, time.Minute, 0, bs)
+	got, due, wait, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-1", 10, time.Minute, 0, bs, 0)
 	wantOK(t, err, "LeaseReplayItemsWithin")
 	if !slices.Equal(leaseSeqs(got), []int{0, 1, 2, 3}) || wait != 0 || got[0].Fence != 1 || got[0].Message == nil {
 		t.Fatalf("first lease %v (wait %s), want the burst of 4: seqs 0-3", leaseSeqs(got), wait)
 	}
-	got, wait, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 0, bs)
+	// (The store's clock keeps microseconds.)
+	if d := due.Sub(clock.Now()); d < -time.Microsecond || d > time.Microsecond {
+		t.Fatalf("taken with no ahead, the tokens are due %s after now, want now", d)
+	}
+	got, _, wait, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 0, bs, 0)
 	wantOK(t, err, "LeaseReplayItemsWithin")
 	if len(got) != 0 || wait <= 0 || wait > 500*time.Millisecond {
 		t.Fatalf("with no token: leased %v, wait %s; want nothing and at most 500ms", leaseSeqs(got), wait)
@@ -161,14 +167,14 @@ func testReplayLeaseWithin(t *testing.T, h Harness) {
 	if n != 1 {
 		t.Fatalf("TakeReplayTokens after 1s gave %d, want 1", n)
 	}
-	got, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 0, bs)
+	got, _, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 0, bs, 0)
 	wantOK(t, err, "LeaseReplayItemsWithin")
 	if !slices.Equal(leaseSeqs(got), []int{4}) {
 		t.Fatalf("after 1s and one token taken elsewhere: leased %v, want [4]", leaseSeqs(got))
 	}
 	// No free item: no token is taken.
 	clock.Add(10 * time.Second)
-	got, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 2, bs)
+	got, _, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 2, bs, time.Second)
 	wantOK(t, err, "LeaseReplayItemsWithin")
 	if len(got) != 0 {
 		t.Fatalf("past the canary bound: leased %v", leaseSeqs(got))
@@ -178,6 +184,130 @@ func testReplayLeaseWithin(t *testing.T, h Harness) {
 	if n != 4 {
 		t.Fatalf("a lease of nothing took tokens: %d left of the burst 4", n)
 	}
-	_, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 1, time.Minute, 0, []quarantine.RateBucket{{Key: "k"}})
+	_, _, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 1, time.Minute, 0, []quarantine.RateBucket{{Key: "k"}}, 0)
 	wantCode(t, err, quarantine.EINVALID)
+}
+
+// testReplayLeaseAhead: a lease may reserve its tokens ahead of the
+// refill, by at most ahead: it leases its items now and says when their
+// tokens are due; every other taker of the budget, ahead or not, comes
+// after.
+func testReplayLeaseAhead(t *testing.T, h Harness) {
+	s, clock := openClock(t, h)
+	ctx := t.Context()
+	l, ok := s.(tokenLeaser)
+	if !ok {
+		t.Fatalf("%T has no LeaseReplayItemsWithin", s)
+	}
+	var msgs []*quarantine.Message
+	for range 12 {
+		msgs = append(msgs, newMsg())
+	}
+	insert(t, s, msgs...)
+	batch := createReplay(t, s, replayReq(ids(msgs)...), nil)
+	bs := []quarantine.RateBucket{{Key: "dest:y", Rate: 10, Burst: 4}, {Key: "batch:" + batch.ID, Rate: 100, Burst: 100}}
+	start := clock.Now()
+	ahead := 500 * time.Millisecond
+	steps := []struct {
+		seqs []int
+		due  time.Duration // after start
+	}{
+		{[]int{0, 1, 2, 3}, 0},                      // the burst, due now
+		{[]int{4, 5, 6, 7}, 400 * time.Millisecond}, // refilled by 0.4 s
+		{[]int{8}, 500 * time.Millisecond},          // only one more within ahead
+	}
+	for i, st := range steps {
+		got, due, wait, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-1", 4, time.Minute, 0, bs, ahead)
+		wantOK(t, err, "LeaseReplayItemsWithin")
+		if d := due.Sub(start.Add(st.due)); !slices.Equal(leaseSeqs(got), st.seqs) || wait != 0 || d < -time.Microsecond || d > time.Microsecond {
+			t.Fatalf("lease %d: %v due +%s (wait %s), want %v due +%s", i, leaseSeqs(got), due.Sub(start), wait, st.seqs, st.due)
+		}
+	}
+	got, _, wait, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 4, time.Minute, 0, bs, ahead)
+	wantOK(t, err, "LeaseReplayItemsWithin")
+	if len(got) != 0 || wait < 99*time.Millisecond || wait > 101*time.Millisecond {
+		t.Fatalf("nothing within ahead: leased %v, wait %s; want nothing for 100ms", leaseSeqs(got), wait)
+	}
+	// What was reserved ahead binds a taker that takes no ahead.
+	clock.Add(550 * time.Millisecond)
+	n, wait, err := s.TakeReplayTokens(ctx, bs[:1], 1)
+	wantOK(t, err, "TakeReplayTokens")
+	if n != 0 || wait < 49*time.Millisecond || wait > 51*time.Millisecond {
+		t.Fatalf("at +0.55s: %d tokens, wait %s; want none until +0.6s", n, wait)
+	}
+	clock.Add(450 * time.Millisecond)
+	n, _, err = s.TakeReplayTokens(ctx, bs[:1], 10)
+	wantOK(t, err, "TakeReplayTokens")
+	if n != 4 {
+		t.Fatalf("at +1s: %d tokens, want the burst of 4 refilled since +0.6s", n)
+	}
+}
+
+// testReplayTokensAheadWithinTheRate: takers reserving with random ahead
+// and takers taking now, at random times, share one budget: the tokens,
+// used when they are due, never exceed burst + rate × d in any interval
+// d, and none is due later than its ahead.
+func testReplayTokensAheadWithinTheRate(t *testing.T, h Harness) {
+	s, clock := openClock(t, h)
+	ctx := t.Context()
+	l, ok := s.(tokenLeaser)
+	if !ok {
+		t.Fatalf("%T has no LeaseReplayItemsWithin", s)
+	}
+	var msgs []*quarantine.Message
+	for range 4 {
+		msgs = append(msgs, newMsg())
+	}
+	insert(t, s, msgs...)
+	batch := createReplay(t, s, replayReq(ids(msgs)...), nil)
+	const rate, burst = 20, 4
+	bs := []quarantine.RateBucket{{Key: "dest:z", Rate: rate, Burst: burst}}
+	type use struct {
+		at time.Time
+		n  int
+	}
+	var uses []use
+	rng := rand.New(rand.NewPCG(3, 4))
+	start := clock.Now()
+	for range 150 {
+		clock.Add(time.Duration(rng.IntN(60)) * time.Millisecond)
+		now := clock.Now()
+		if rng.IntN(3) == 0 {
+			n, _, err := s.TakeReplayTokens(ctx, bs, 1+rng.IntN(4))
+			wantOK(t, err, "TakeReplayTokens")
+			if n > 0 {
+				uses = append(uses, use{now, n})
+			}
+			continue
+		}
+		ahead := time.Duration(rng.IntN(300)) * time.Millisecond
+		got, due, _, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine", 1+rng.IntN(4), time.Minute, 0, bs, ahead)
+		wantOK(t, err, "LeaseReplayItemsWithin")
+		if len(got) == 0 {
+			continue
+		}
+		if d := due.Sub(now); d < -time.Microsecond || d > ahead+time.Microsecond {
+			t.Fatalf("a lease at +%s with ahead %s is due at +%s", now.Sub(start), ahead, due.Sub(start))
+		}
+		uses = append(uses, use{due, len(got)})
+		// Given back unpublished: the items are free again, the tokens
+		// stay spent.
+		wantOK(t, s.ReleaseReplayItems(ctx, got), "ReleaseReplayItems")
+	}
+	slices.SortStableFunc(uses, func(a, b use) int { return a.at.Compare(b.at) })
+	total := 0
+	for i := range uses {
+		total += uses[i].n
+		sum := 0
+		for j := i; j < len(uses); j++ {
+			sum += uses[j].n
+			d := uses[j].at.Sub(uses[i].at).Seconds()
+			if limit := burst + rate*d + 1e-6; float64(sum) > limit {
+				t.Fatalf("%d tokens used in %.6fs, more than burst + rate × d = %.3f", sum, d, limit)
+			}
+		}
+	}
+	if span := clock.Now().Sub(start).Seconds(); float64(total) < rate*span/2 {
+		t.Fatalf("only %d tokens in %.1fs at %d/s", total, span, rate)
+	}
 }

@@ -28,35 +28,115 @@ func Buckets(bs []quarantine.RateBucket) ([]quarantine.RateBucket, error) {
 // Capacity is the most tokens b holds: its burst, at least 1.
 func Capacity(b quarantine.RateBucket) float64 { return float64(max(1, b.Burst)) }
 
-// Refill returns the tokens of b at now, which held tokens at last.
-func Refill(b quarantine.RateBucket, tokens float64, last, now time.Time) float64 {
-	if el := now.Sub(last).Seconds(); el > 0 {
-		tokens += b.Rate * el
-	}
-	return math.Min(Capacity(b), tokens)
+// Level is a bucket's stored state: it held Tokens at At. Tokens may be
+// negative (tokens reserved ahead of the refill, see Reserve) and At may
+// be later than a reader's clock (a hold, or another engine's clock
+// ahead): the bucket refills at its rate from At on, never before, up to
+// its capacity.
+type Level struct {
+	Tokens float64
+	At     time.Time
 }
 
-// Grant returns how many tokens to take from every bucket, holding
-// tokens[i] each (refilled), for want: the same number from each, at most
-// the smallest whole number available. When 0, wait is how long until the
-// scarcest bucket holds one token.
-func Grant(bs []quarantine.RateBucket, tokens []float64, want int) (n int, wait time.Duration) {
-	if want <= 0 {
-		return 0, 0
+// Full returns a new bucket's level at now.
+func Full(b quarantine.RateBucket, now time.Time) Level {
+	return Level{Tokens: Capacity(b), At: now.Truncate(time.Microsecond)}
+}
+
+// fullAt is when b, at level l, is full again, seen at now: never before
+// now (a full bucket is full from now on).
+func fullAt(b quarantine.RateBucket, l Level, now time.Time) time.Time {
+	f := l.At.Add(seconds(math.Max(0, Capacity(b)-l.Tokens) / b.Rate))
+	if f.Before(now) {
+		return now
 	}
+	return f
+}
+
+// Reserve grants up to want tokens from every bucket of bs at once (the
+// same number from each), which held levels[i] each, at now, to be used
+// at one time: at, the earliest time at which every bucket holds them all
+// after every grant before it. at is at most ahead after now: a grant may
+// draw a bucket ahead of its refill by up to ahead × rate tokens (the
+// stored level goes negative), so that the caller's round trips overlap
+// the wait for the tokens, and uses them at at. With ahead 0 a grant takes
+// what is there now (at is now).
+//
+// Whatever the times grants are asked at and whatever their ahead, the
+// grants of one bucket used at their at never exceed, in any interval of
+// length d, the bucket's capacity plus rate × d (the bucket's state is
+// the time it is full again, moved past every grant's at; a grant
+// limited by another bucket is charged at its own, later, time). A grant
+// not used (a pause, a crash) is lost, never given back: it can only
+// slow later grants down.
+//
+// It returns n, 0 when nothing can be reserved yet, with wait: how long
+// until one token can; next is every bucket's level after the grant (nil
+// when n is 0: nothing changes).
+func Reserve(bs []quarantine.RateBucket, levels []Level, want int, now time.Time, ahead time.Duration) (n int, at time.Time, wait time.Duration, next []Level) {
+	if want <= 0 || len(bs) == 0 {
+		return 0, time.Time{}, 0, nil
+	}
+	ahead = max(ahead, 0)
+	horizon := now.Add(ahead)
+	full := make([]time.Time, len(bs))
 	n = want
-	for _, t := range tokens {
-		n = min(n, int(math.Floor(t+1e-9)))
-	}
-	if n > 0 {
-		return n, 0
-	}
-	n = 0
-	var w float64
 	for i, b := range bs {
-		if need := 1 - tokens[i]; need > 0 {
-			w = math.Max(w, need/b.Rate)
+		full[i] = fullAt(b, levels[i], now)
+		// n tokens are there at horizon when full - (capacity-n)/rate <= horizon.
+		room := horizon.Sub(full[i]).Seconds()*b.Rate + Capacity(b)
+		n = min(n, int(math.Floor(room+1e-9)), int(Capacity(b)))
+	}
+	if n <= 0 {
+		var latest time.Time
+		for i, b := range bs {
+			if t := full[i].Add(-seconds((Capacity(b) - 1) / b.Rate)); t.After(latest) {
+				latest = t
+			}
+		}
+		return 0, time.Time{}, max(time.Microsecond, ceilMicro(latest.Sub(horizon))), nil
+	}
+	at = now
+	for i, b := range bs {
+		if t := full[i].Add(-seconds((Capacity(b) - float64(n)) / b.Rate)); t.After(at) {
+			at = t
 		}
 	}
-	return 0, max(time.Microsecond, time.Duration(math.Ceil(w*1e6))*time.Microsecond)
+	at = ceilTime(at)
+	next = make([]Level, len(bs))
+	for i, b := range bs {
+		after := full[i]
+		if at.After(after) {
+			after = at
+		}
+		after = after.Add(seconds(float64(n) / b.Rate))
+		// Stored from now on (or from a later stamp: never refill twice),
+		// with as many tokens as make it full again at after.
+		stamp := now
+		if levels[i].At.After(stamp) {
+			stamp = levels[i].At
+		}
+		stamp = stamp.Truncate(time.Microsecond)
+		next[i] = Level{Tokens: Capacity(b) - after.Sub(stamp).Seconds()*b.Rate, At: stamp}
+	}
+	return n, at, 0, next
+}
+
+// seconds converts s seconds to a duration (nanoseconds, rounded).
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
+
+// ceilMicro rounds d up to a microsecond.
+func ceilMicro(d time.Duration) time.Duration {
+	if r := d % time.Microsecond; r > 0 {
+		d += time.Microsecond - r
+	}
+	return d
+}
+
+// ceilTime rounds t up to a microsecond (what the stores keep).
+func ceilTime(t time.Time) time.Time {
+	if u := t.Truncate(time.Microsecond); u.Before(t) {
+		return u.Add(time.Microsecond)
+	}
+	return t
 }
