@@ -30,7 +30,7 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	var n int
 	var wait time.Duration
 	err = s.inTx(ctx, "take replay tokens", func(tx pgx.Tx) (err error) {
-		n, _, wait, err = takeTokens(ctx, tx, bs, want, s.clock(), 0)
+		n, _, wait, _, err = takeTokens(ctx, tx, bs, want, s.clock, 0)
 		return err
 	})
 	if err != nil {
@@ -40,24 +40,26 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 }
 
 // takeTokens reserves up to want tokens from every bucket of bs
-// (validated, in key order) at now, due at most ahead later (see
+// (validated, in key order), due at most ahead later (see
 // replays.Reserve), in tx: buckets seen for the first time are inserted
 // full, then every bucket row is locked in key order. It returns how
-// many and when they are due, or, when none, how long until one can be.
-func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, want int, now time.Time, ahead time.Duration) (int, time.Time, time.Duration, error) {
+// many and when they are due, or, when none, how long until one can be,
+// and now: clock's time once the rows were locked (the lock may have
+// waited for another engine's transaction), the time they were taken at.
+func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, want int, clock func() time.Time, ahead time.Duration) (n int, due time.Time, wait time.Duration, now time.Time, err error) {
 	keys, full := mk(len(bs)), make([]float64, len(bs))
 	for i, b := range bs {
 		keys[i], full[i] = b.Key, replays.Capacity(b)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO replay_buckets (key, tokens, updated_at)
 		SELECT k, t, $3 FROM unnest($1::text[], $2::float8[]) AS u(k, t) ORDER BY k
-		ON CONFLICT (key) DO NOTHING`, keys, full, now.Truncate(time.Microsecond)); err != nil {
-		return 0, time.Time{}, 0, err
+		ON CONFLICT (key) DO NOTHING`, keys, full, clock().Truncate(time.Microsecond)); err != nil {
+		return 0, time.Time{}, 0, time.Time{}, err
 	}
 	rows, err := tx.Query(ctx, `SELECT key, tokens, updated_at FROM replay_buckets
 		WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE`, keys)
 	if err != nil {
-		return 0, time.Time{}, 0, err
+		return 0, time.Time{}, 0, time.Time{}, err
 	}
 	stored := map[string]replays.Level{}
 	var k string
@@ -66,19 +68,20 @@ func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, want
 		stored[k] = l
 		return nil
 	}); err != nil {
-		return 0, time.Time{}, 0, err
+		return 0, time.Time{}, 0, time.Time{}, err
 	}
+	now = clock()
 	levels := make([]replays.Level, len(bs))
 	for i, b := range bs {
 		l, ok := stored[b.Key]
 		if !ok {
-			return 0, time.Time{}, 0, quarantine.Errorf(quarantine.EUNAVAILABLE, "a rate bucket was removed meanwhile; try again")
+			return 0, time.Time{}, 0, time.Time{}, quarantine.Errorf(quarantine.EUNAVAILABLE, "a rate bucket was removed meanwhile; try again")
 		}
 		levels[i] = l
 	}
 	n, due, wait, next := replays.Reserve(bs, levels, want, now, ahead)
 	if n == 0 {
-		return 0, time.Time{}, wait, nil // nothing taken: the stored state refills to the same tokens later
+		return 0, time.Time{}, wait, now, nil // nothing taken: the stored state refills to the same tokens later
 	}
 	tokens, stamps := make([]float64, len(bs)), make([]time.Time, len(bs))
 	for i, l := range next {
@@ -88,9 +91,9 @@ func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, want
 		FROM unnest($1::text[], $2::float8[], $3::timestamptz[]) AS u(k, t, at) WHERE b.key = u.k`,
 		keys, tokens, stamps)
 	if err != nil {
-		return 0, time.Time{}, 0, err
+		return 0, time.Time{}, 0, time.Time{}, err
 	}
-	return n, due, 0, nil
+	return n, due, 0, now, nil
 }
 
 // HoldReplayTokens empties bucket key until until; see store.Replays.

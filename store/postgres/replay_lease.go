@@ -97,7 +97,11 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 				return err
 			}
 			var granted int
-			if granted, due, wait, err = takeTokens(ctx, tx, bs, len(seqs), now, ahead); err != nil || granted == 0 {
+			// The lease runs from when the buckets were locked: waiting
+			// for them (another engine's transaction, stopped or slow)
+			// must not shorten it, or another lease could take the items
+			// at once.
+			if granted, due, wait, now, err = takeTokens(ctx, tx, bs, len(seqs), s.clock, ahead); err != nil || granted == 0 {
 				return err
 			}
 			rows, err = tx.Query(ctx, leasePickedSQL, batchID, seqs[:granted], owner, now.Add(ttl), now)
