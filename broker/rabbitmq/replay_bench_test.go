@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,6 +68,54 @@ func shovelMove(b *testing.B, br *testBroker, msgs []replay.Outgoing) time.Durat
 	return took
 }
 
+// replayProfiler is the CPU profile of one replay, or nothing.
+type replayProfiler struct{ path string }
+
+// replayProfile returns where the binary writes the CPU profile of its
+// replay (from the first POST /replays until both batches completed) when
+// $QUARANTINE_BENCH_CPUPROFILE names a folder, and tells the binary's
+// profiling hook (testbin.Overlay; testbin.Path adds it then) so:
+//
+//	QUARANTINE_BENCH_CPUPROFILE=/tmp/prof go test -run '^$' -bench ReplayBinaryVsBare -benchtime=1x ./broker/rabbitmq/
+//	go tool pprof -top /tmp/prof/replay-sqlite-*.pprof
+func replayProfile(b *testing.B, bin, store string) replayProfiler {
+	dir := os.Getenv(testbin.EnvCPUProfile)
+	if dir == "" {
+		return replayProfiler{}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(dir, fmt.Sprintf("replay-%s-%s-%s.pprof", store, filepath.Base(filepath.Dir(bin)), filepath.Base(bin)))
+	_ = os.Remove(path)
+	// The hook's variable (testbin's envHookProfile).
+	b.Setenv("QUARANTINE_TESTBIN_CPUPROFILE", path)
+	return replayProfiler{path}
+}
+
+// toggle starts, then stops the profile of p.
+func (pr replayProfiler) toggle(b *testing.B, p *testbin.Process) {
+	if pr.path != "" {
+		p.Signal(b, syscall.SIGUSR1)
+	}
+}
+
+// wait waits until the profile is written (at most 10 s).
+func (pr replayProfiler) wait(b *testing.B) {
+	if pr.path == "" {
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(pr.path); err == nil {
+			b.Logf("CPU profile of the replay: %s", pr.path)
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no CPU profile at %s: was the binary built with testbin.Overlay?", pr.path)
+		}
+	}
+}
+
 // BenchmarkReplayBinaryVsBare runs the quarantine binary as users run it
 // (embedded SQLite default, canary off, no rate limit that binds; then on
 // PostgreSQL) on
@@ -115,6 +164,7 @@ replay: {canary: 0, max_rate: 1000000}
 		b.Fatal(err)
 	}
 	bin := testbin.Path(b)
+	prof := replayProfile(b, bin, store)
 	collectStart := time.Now()
 	var args []string
 	if store == "postgres" {
@@ -179,6 +229,8 @@ replay: {canary: 0, max_rate: 1000000}
 
 	targets := []string{br.declare(br.name("target-a"), nil), br.declare(br.name("target-b"), nil)}
 	b.ResetTimer()
+	prof.toggle(b, p)
+	cpu0 := testbin.CPU(p.Cmd.Process.Pid)
 	start := time.Now()
 	var ids []string
 	for i, w := range works {
@@ -213,7 +265,10 @@ replay: {canary: 0, max_rate: 1000000}
 		}
 	}
 	took := time.Since(start)
+	cpu := testbin.CPU(p.Cmd.Process.Pid) - cpu0
 	b.StopTimer()
+	prof.toggle(b, p)
+	prof.wait(b)
 	for _, q := range targets {
 		if d := br.depth(q); d != half {
 			b.Fatalf("queue %s holds %d, want %d", q, d, half)
@@ -227,6 +282,9 @@ replay: {canary: 0, max_rate: 1000000}
 	b.ReportMetric(bareRate, "bare-msgs/s")
 	b.ReportMetric(replayRate/bareRate, "replay/bare")
 	b.ReportMetric(created.Seconds(), "create-s")
+	// The binary's CPU (user and system) over the replay: steadier than
+	// the rates on a shared machine, for comparing builds.
+	b.ReportMetric(cpu.Seconds(), "replay-cpu-s")
 	// The round trip: collect (from the start of the binary) then replay,
 	// against a shovel (ack-mode on-confirm) moving the same number of
 	// messages from one queue to another: above 1 beats the shovel.

@@ -155,10 +155,23 @@ func insertReplay(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch, it
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO replay_items (batch_id, seq, message_id, queue, outcome,
+	if _, err = tx.ExecContext(ctx, `INSERT INTO replay_items (batch_id, seq, message_id, queue, outcome,
 		reason, idempotency_key, updated_at)
 		SELECT ?, j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4, j.value->>5, j.value->>6
-		FROM jsonb_each(jsonb(?)) j`, b.ID, string(rj))
+		FROM jsonb_each(jsonb(?)) j`, b.ID, string(rj)); err != nil {
+		return err
+	}
+	// The counts the items start with (migration 0011 keeps them).
+	counts := map[string]int{}
+	for _, it := range items {
+		counts[string(it.Outcome)]++
+	}
+	cj, err := json.Marshal(counts)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO replay_counts (batch_id, outcome, n)
+		SELECT ?, j.key, j.value FROM json_each(?) j`, b.ID, string(cj))
 	return err
 }
 
@@ -209,7 +222,8 @@ func getBatch(ctx context.Context, tx *sql.Tx, id string) (*quarantine.ReplayBat
 	return b, fillCounts(ctx, tx, []*quarantine.ReplayBatch{b})
 }
 
-// fillCounts sets the counts by outcome of bs, grouped from their items.
+// fillCounts sets the counts by outcome of bs, as kept in replay_counts
+// (migration 0011).
 func fillCounts(ctx context.Context, tx *sql.Tx, bs []*quarantine.ReplayBatch) error {
 	if len(bs) == 0 {
 		return nil
@@ -220,8 +234,8 @@ func fillCounts(ctx context.Context, tx *sql.Tx, bs []*quarantine.ReplayBatch) e
 		byID[b.ID], ids[i] = b, b.ID
 		b.Counts = replays.ZeroCounts()
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT batch_id, outcome, count(*) FROM replay_items
-		WHERE batch_id IN (SELECT value FROM json_each(?)) GROUP BY batch_id, outcome`, jsonArray(ids))
+	rows, err := tx.QueryContext(ctx, `SELECT batch_id, outcome, n FROM replay_counts
+		WHERE batch_id IN (SELECT value FROM json_each(?))`, jsonArray(ids))
 	if err != nil {
 		return err
 	}
