@@ -17,12 +17,13 @@ import (
 const messageInsertColumns = `id, source, source_kind, queue, job_name, message_id,
 	idempotency_key, schema_version, attempts, failure_class, reason, payload_size, content_type,
 	payload_sha256, payload_version, headers, enqueued_at, first_failed_at, failed_at, collected_at,
-	updated_at, status, owner, fingerprint, replay_count, refail_of, flags, dedupe_key, sample_rank, key_rule`
+	updated_at, status, owner, fingerprint, replay_count, refail_of, flags, dedupe_key, sample_rank, key_rule,
+	payload_purged`
 
 // messageArgs and versionArgs are the arguments per row of the two
 // INSERTs.
 const (
-	messageArgs = 30
+	messageArgs = 31
 	versionArgs = 11
 )
 
@@ -69,9 +70,11 @@ func insertStatement(messages bool, n int) string {
 		// taken; insertMessages tells the two apart. A statement that
 		// cannot fail half-way needs no statement journal: with
 		// ON CONFLICT (source, dedupe_key) DO NOTHING, a taken ID
-		// would abort the statement, and SQLite then copied each page
-		// of messages' 15 B-trees that a statement changed to a
-		// journal of its own first (11% of BenchmarkInsertBatch1000).
+		// would abort the statement, and SQLite then copies each page
+		// of messages' B-trees that the statement changes to a journal
+		// of its own first (11% of BenchmarkInsertBatch1000). So would
+		// a function in the condition of a partial index of messages
+		// (migration 0012).
 		b.WriteString(" RETURNING source, dedupe_key, id")
 	}
 	q := b.String()
@@ -200,7 +203,8 @@ func insertMessages(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message,
 				m.IdempotencyKey, m.SchemaVersion, m.Attempts, string(m.FailureClass), m.Reason, m.PayloadSize,
 				m.ContentType, m.PayloadSHA256, m.PayloadVersion, r.headers, microsPtr(m.EnqueuedAt),
 				microsPtr(m.FirstFailedAt), micros(m.FailedAt), micros(m.CollectedAt), micros(m.UpdatedAt),
-				string(m.Status), m.Owner, m.Fingerprint, m.ReplayCount, m.RefailOf, r.flags, m.DedupeKey, r.rank, m.KeyRule)
+				string(m.Status), m.Owner, m.Fingerprint, m.ReplayCount, m.RefailOf, r.flags, m.DedupeKey, r.rank, m.KeyRule,
+				m.HasFlag(quarantine.FlagPayloadPurged))
 		}
 		if err := returnedIDs(ctx, stmt, args, stored); err != nil {
 			return nil, err

@@ -8,9 +8,10 @@ import (
 	"github.com/quarantine-dev/quarantine"
 )
 
-// notPurged is the condition on a message whose payload is still there;
-// messages_purge is partial on it (and on the terminal statuses).
-const notPurged = `flags NOT LIKE '%"` + quarantine.FlagPayloadPurged + `"%'`
+// notPurged is the condition on a message whose payload is still there
+// (payload_purged is 1 exactly when flags hold payload_purged: migration
+// 0012); messages_purge is partial on it (and on the terminal statuses).
+const notPurged = `payload_purged = 0`
 
 // purgeFlag appends "payload_purged" to the JSON array of flags.
 const purgeFlag = `CASE WHEN flags = '[]' THEN '["` + quarantine.FlagPayloadPurged + `"]'
@@ -50,7 +51,7 @@ func (s *Store) PurgePayloads(ctx context.Context, st quarantine.Status, before 
 			WHERE message_id IN (SELECT value FROM json_each(?))`, list); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE messages SET flags = `+purgeFlag+`
+		if _, err := tx.ExecContext(ctx, `UPDATE messages SET flags = `+purgeFlag+`, payload_purged = 1
 			WHERE id IN (SELECT value FROM json_each(?))`, list); err != nil {
 			return err
 		}
