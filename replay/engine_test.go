@@ -135,6 +135,34 @@ func TestReplayNeverAboveItsRate(t *testing.T) {
 	}
 }
 
+// A chunk leased ahead of its rate tokens is published when they are
+// due, never when it is leased.
+func TestReplayPublishesALeaseWhenItsTokensAreDue(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(20)
+	// Chunks of one, leased up to 200 ms ahead of their token.
+	b := f.create(ids, quarantine.ReplayRequest{Rate: 5, Burst: 4})
+	f.engine(replay.Config{})
+	f.waitState(b.ID, 60*time.Second, quarantine.ReplayCompleted)
+	due, ahead := f.obs.dues()
+	if ahead == 0 {
+		t.Fatal("no lease returned before its tokens were due: nothing was tested")
+	}
+	checked := 0
+	for _, m := range f.broker.Messages("orders") {
+		d, ok := due[m.Headers[replay.HeaderOriginalID]]
+		if !ok {
+			continue // leased without tokens (a worker's first chunk), taken after
+		}
+		checked++
+		if m.At.Before(d) {
+			t.Errorf("message %s arrived %s before its tokens were due", m.Headers[replay.HeaderOriginalID], d.Sub(m.At))
+		}
+	}
+	t.Logf("%d leases ahead of their tokens; %d arrivals checked", ahead, checked)
+}
+
 func TestReplayCanaryHaltsWhenItsMessagesRefail(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

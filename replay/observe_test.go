@@ -21,7 +21,9 @@ type observed struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at every counted event
 	obs     observation
-	out     map[leaseKey]bool // leased, neither recorded nor released yet
+	out     map[leaseKey]bool    // leased, neither recorded nor released yet
+	due     map[string]time.Time // message id: when its last lease's tokens were due
+	ahead   int                  // leases returned before their tokens were due
 }
 
 // observation is what the engines did so far.
@@ -52,7 +54,7 @@ var (
 )
 
 func observe(st *sqlite.Store) *observed {
-	return &observed{Store: st, changed: make(chan struct{}), out: map[leaseKey]bool{}}
+	return &observed{Store: st, changed: make(chan struct{}), out: map[leaseKey]bool{}, due: map[string]time.Time{}}
 }
 
 // event applies f to the counts under the lock and wakes the waiters.
@@ -109,8 +111,28 @@ func (o *observed) LeaseReplayItems(ctx context.Context, batchID, owner string, 
 func (o *observed) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
 	o.event(func(c *observation) { c.Leasing++ })
 	ls, due, wait, err := o.Store.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, buckets, ahead)
+	o.mu.Lock()
+	for _, l := range ls {
+		o.due[l.Item.MessageID] = due
+	}
+	if len(ls) > 0 && due.After(time.Now()) {
+		o.ahead++
+	}
+	o.mu.Unlock()
 	o.leased(ls)
 	return ls, due, wait, err
+}
+
+// dues returns when the tokens of each message's last lease that took
+// tokens were due, and how many such leases returned before then.
+func (o *observed) dues() (map[string]time.Time, int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[string]time.Time, len(o.due))
+	for k, v := range o.due {
+		out[k] = v
+	}
+	return out, o.ahead
 }
 
 // leased ends a lease call that returned ls.
