@@ -16,36 +16,56 @@ import (
 )
 
 // BenchmarkReplayRate replays through the engine on the embedded SQLite
-// store to an in-memory broker at several rates and reports the achieved
-// rate over the configured one, measured where the messages arrive: after
-// the initial burst, (n - burst) messages in the time between the first
-// and the last arrival.
+// store and on PostgreSQL to an in-memory broker at several rates and
+// reports the achieved rate over the configured one, measured where the
+// messages arrive: after the initial burst, (n - burst) messages in the
+// time between the first and the last arrival.
 //
 //	go test -run '^$' -bench ReplayRate -benchtime=1x ./replay/
 func BenchmarkReplayRate(b *testing.B) {
-	for _, rate := range []float64{10, 100, 1000, 10000} {
-		b.Run(fmt.Sprintf("rate=%g", rate), func(b *testing.B) {
-			// About 6 s of messages, at least 60.
-			n := min(max(int(rate*6), 60), quarantine.MaxBulk)
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				f := newFixture(b)
-				ids := f.insert(n)
-				waitSearchIndex(b, f.store)
-				burst := max(int(rate/10), 1)
-				f.engine(replay.Config{Poll: 10 * time.Millisecond})
-				b.StartTimer()
-				bt := f.create(ids, quarantine.ReplayRequest{Rate: rate, Burst: burst})
-				f.waitState(bt.ID, time.Duration(float64(n)/rate*3+30)*time.Second, quarantine.ReplayCompleted)
-				b.StopTimer()
-				got := f.broker.Messages("orders")
-				if len(got) != n {
-					b.Fatalf("%d published, want %d", len(got), n)
-				}
-				span := got[len(got)-1].At.Sub(got[0].At).Seconds()
-				achieved := float64(n-burst) / span
-				b.ReportMetric(achieved, "msg/s")
-				b.ReportMetric(achieved/rate, "achieved/configured")
+	for _, sc := range benchStores() {
+		b.Run("store="+sc.name, func(b *testing.B) {
+			for _, rate := range []float64{10, 100, 1000, 10000} {
+				b.Run(fmt.Sprintf("rate=%g", rate), func(b *testing.B) {
+					// About 6 s of messages, at least 60.
+					n := min(max(int(rate*6), 60), quarantine.MaxBulk)
+					for i := 0; i < b.N; i++ {
+						b.StopTimer()
+						ctx := context.Background()
+						st := sc.open(b)
+						if err := st.Migrate(ctx); err != nil {
+							b.Fatal(err)
+						}
+						ids := benchInsert(b, st, 0, n, false)
+						waitSearchIndex(b, st)
+						burst := max(int(rate/10), 1)
+						broker := memory.New("orders")
+						routes := &replay.Routes{Brokers: map[string]replay.Broker{"rmq": {Name: "rmq", Kind: "memory", Publisher: broker}}}
+						e := replay.New(replay.Config{Store: st, Router: routes, Poll: 10 * time.Millisecond})
+						ectx, cancel := context.WithCancel(ctx)
+						done := make(chan struct{})
+						go func() { defer close(done); _ = e.Run(ectx) }()
+						b.StartTimer()
+						bt, err := st.CreateReplay(ctx, quarantine.ReplayRequest{IDs: ids, Rate: rate, Burst: burst,
+							Reason: "benchmark", Actor: "token:alice"}, nil)
+						if err != nil {
+							b.Fatal(err)
+						}
+						waitCompleted(b, st, bt.ID, time.Duration(float64(n)/rate*3+30)*time.Second, n)
+						b.StopTimer()
+						cancel()
+						<-done
+						got := broker.Messages("orders")
+						if len(got) != n {
+							b.Fatalf("%d published, want %d", len(got), n)
+						}
+						span := got[len(got)-1].At.Sub(got[0].At).Seconds()
+						achieved := float64(n-burst) / span
+						b.ReportMetric(achieved, "msg/s")
+						b.ReportMetric(achieved/rate, "achieved/configured")
+						_ = st.Close()
+					}
+				})
 			}
 		})
 	}
@@ -82,15 +102,6 @@ func waitSearchIndex(b *testing.B, st any) {
 	}
 }
 
-// benchStore is what BenchmarkReplayUnthrottled needs of a store.
-type benchStore interface {
-	replay.Store
-	InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error)
-	CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error)
-	Migrate(ctx context.Context) error
-	Close() error
-}
-
 // BenchmarkReplayUnthrottled replays 20,000 messages in two batches of
 // 10,000 through one engine to an in-memory broker with no rate that
 // binds, on the embedded SQLite store and on PostgreSQL, and reports the
@@ -100,26 +111,7 @@ type benchStore interface {
 //	go test -run '^$' -bench ReplayUnthrottled -benchtime=1x ./replay/
 func BenchmarkReplayUnthrottled(b *testing.B) {
 	const half = quarantine.MaxBulk
-	stores := []struct {
-		name string
-		open func(b *testing.B) benchStore
-	}{
-		{"sqlite", func(b *testing.B) benchStore {
-			st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "q.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return st
-		}},
-		{"postgres", func(b *testing.B) benchStore {
-			st, err := postgres.Open(context.Background(), pgtest.URL(b))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return st
-		}},
-	}
-	for _, sc := range stores {
+	for _, sc := range benchStores() {
 		b.Run("store="+sc.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
@@ -132,27 +124,7 @@ func BenchmarkReplayUnthrottled(b *testing.B) {
 				routes := &replay.Routes{Brokers: map[string]replay.Broker{"rmq": {Name: "rmq", Kind: "memory", Publisher: broker}}}
 				var ids [2][]string
 				for k := range ids {
-					for len(ids[k]) < half {
-						msgs := make([]*quarantine.Message, 1000)
-						for j := range msgs {
-							n := k*half + len(ids[k]) + j
-							msgs[j] = &quarantine.Message{
-								Source: "rmq", SourceKind: quarantine.SourceRabbitMQ, Queue: "orders", JobName: "charge",
-								MessageID: fmt.Sprintf("m-%d", n), IdempotencyKey: fmt.Sprintf("key-%d", n), KeyRule: quarantine.KeyRuleEnvelope,
-								FailureClass: quarantine.ClassExhausted, Reason: "timeout",
-								Payload: []byte(fmt.Sprintf(`{"n":%d,"pad":"%0900d"}`, n, 0)), ContentType: "application/json",
-								Headers:   map[string]string{"x-trace": fmt.Sprintf("t-%d", n)},
-								DedupeKey: fmt.Sprintf("d-%d", n),
-							}
-						}
-						res, err := st.InsertBatch(ctx, msgs)
-						if err != nil {
-							b.Fatal(err)
-						}
-						for _, r := range res {
-							ids[k] = append(ids[k], r.ID)
-						}
-					}
+					ids[k] = benchInsert(b, st, k*half, half, true)
 				}
 				waitSearchIndex(b, st)
 				e := replay.New(replay.Config{Store: st, Router: routes, Poll: 20 * time.Millisecond})
@@ -172,21 +144,7 @@ func BenchmarkReplayUnthrottled(b *testing.B) {
 				}
 				created := time.Since(start)
 				for _, id := range batches {
-					for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
-						bt, err := st.GetReplay(ctx, id)
-						if err != nil {
-							b.Fatal(err)
-						}
-						if bt.State == quarantine.ReplayCompleted {
-							if bt.Counts[quarantine.ItemPublished] != half {
-								b.Fatalf("replay %s: %v", id, bt.Counts)
-							}
-							break
-						}
-						if time.Now().After(deadline) {
-							b.Fatalf("replay %s is %s %v", id, bt.State, bt.Counts)
-						}
-					}
+					waitCompleted(b, st, id, 5*time.Minute, half)
 				}
 				took := time.Since(start)
 				b.StopTimer()
@@ -200,5 +158,95 @@ func BenchmarkReplayUnthrottled(b *testing.B) {
 				_ = st.Close()
 			}
 		})
+	}
+}
+
+// benchStore is what the benchmarks need of a store.
+type benchStore interface {
+	replay.Store
+	InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error)
+	CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error)
+	Migrate(ctx context.Context) error
+	Close() error
+}
+
+// benchStores are the stores the benchmarks run on: the embedded SQLite
+// store in a fresh file, PostgreSQL in a fresh schema.
+func benchStores() []struct {
+	name string
+	open func(b *testing.B) benchStore
+} {
+	return []struct {
+		name string
+		open func(b *testing.B) benchStore
+	}{
+		{"sqlite", func(b *testing.B) benchStore {
+			st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "q.db"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return st
+		}},
+		{"postgres", func(b *testing.B) benchStore {
+			st, err := postgres.Open(context.Background(), pgtest.URL(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return st
+		}},
+	}
+}
+
+// benchInsert stores n quarantined messages (numbers from on) of queue
+// orders collected by rmq, of 1 KiB when large, and returns their ids in
+// order.
+func benchInsert(b *testing.B, st benchStore, from, n int, large bool) []string {
+	b.Helper()
+	var ids []string
+	for len(ids) < n {
+		msgs := make([]*quarantine.Message, min(1000, n-len(ids)))
+		for j := range msgs {
+			k := from + len(ids) + j
+			payload := fmt.Sprintf(`{"n":%d}`, k)
+			if large {
+				payload = fmt.Sprintf(`{"n":%d,"pad":"%0900d"}`, k, 0)
+			}
+			msgs[j] = &quarantine.Message{
+				Source: "rmq", SourceKind: quarantine.SourceRabbitMQ, Queue: "orders", JobName: "charge",
+				MessageID: fmt.Sprintf("m-%d", k), IdempotencyKey: fmt.Sprintf("key-%d", k), KeyRule: quarantine.KeyRuleEnvelope,
+				FailureClass: quarantine.ClassExhausted, Reason: "timeout",
+				Payload: []byte(payload), ContentType: "application/json",
+				Headers:   map[string]string{"x-trace": fmt.Sprintf("t-%d", k)},
+				DedupeKey: fmt.Sprintf("d-%d", k),
+			}
+		}
+		res, err := st.InsertBatch(context.Background(), msgs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range res {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
+// waitCompleted waits until batch id completed with n items published.
+func waitCompleted(b *testing.B, st benchStore, id string, timeout time.Duration, n int) {
+	b.Helper()
+	for deadline := time.Now().Add(timeout); ; time.Sleep(10 * time.Millisecond) {
+		bt, err := st.GetReplay(context.Background(), id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if bt.State == quarantine.ReplayCompleted {
+			if bt.Counts[quarantine.ItemPublished] != n {
+				b.Fatalf("replay %s: %v", id, bt.Counts)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("replay %s is %s %v", id, bt.State, bt.Counts)
+		}
 	}
 }
