@@ -13,7 +13,7 @@ import (
 )
 
 // messageInsertColumns are the columns InsertBatch writes, in the order
-// of a row's arguments (row.args).
+// of each message's arguments (insertMessages).
 const messageInsertColumns = `id, source, source_kind, queue, job_name, message_id,
 	idempotency_key, schema_version, attempts, failure_class, reason, payload_size, content_type,
 	payload_sha256, payload_version, headers, enqueued_at, first_failed_at, failed_at, collected_at,
@@ -34,7 +34,7 @@ const (
 const insertChunk = 100
 
 // insertSQL caches the INSERT statements of n rows.
-var insertSQL sync.Map // key{table, n} -> string
+var insertSQL sync.Map // insertKey -> string
 
 type insertKey struct {
 	messages bool
@@ -67,14 +67,15 @@ func insertStatement(messages bool, n int) string {
 	if messages {
 		// OR IGNORE skips a message whose dedupe key is stored already
 		// (by an earlier batch or earlier in this one) or whose ID is
-		// taken; insertMessages tells the two apart. A statement that
-		// cannot fail half-way needs no statement journal: with
-		// ON CONFLICT (source, dedupe_key) DO NOTHING, a taken ID
-		// would abort the statement, and SQLite then copies each page
-		// of messages' B-trees that the statement changes to a journal
-		// of its own first (11% of BenchmarkInsertBatch1000). So would
-		// a function in the condition of a partial index of messages
-		// (migration 0012).
+		// taken; insertMessages tells the two apart. A statement of
+		// several rows that may fail half-way runs under a statement
+		// journal: before it changes a page of messages or of one of its
+		// indexes, SQLite copies the page there, in case the statement
+		// must be undone alone (11% of BenchmarkInsertBatch1000's CPU).
+		// With ON CONFLICT (source, dedupe_key) DO NOTHING a taken ID
+		// aborts the statement, and so may a function in the condition
+		// of a partial index of messages (migration 0012; tested by
+		// TestMessageIndexConditionsCallNoFunction).
 		b.WriteString(" RETURNING source, dedupe_key, id")
 	}
 	q := b.String()
