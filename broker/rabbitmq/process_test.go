@@ -1,7 +1,6 @@
 package rabbitmq
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -19,13 +18,13 @@ import (
 // collectorProcess is one `quarantine serve` run.
 type collectorProcess struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *testbin.SyncBuffer // its output, read while it runs
 	done   chan error
 }
 
 func startProcess(t testing.TB, bin, config string) *collectorProcess {
 	t.Helper()
-	p := &collectorProcess{stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	p := &collectorProcess{stderr: &testbin.SyncBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, "serve", "--config", config)
 	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
 	if err := p.cmd.Start(); err != nil {

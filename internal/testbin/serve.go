@@ -22,7 +22,7 @@ type Process struct {
 	// the database already had one).
 	Token string
 
-	out  *syncBuffer
+	out  *SyncBuffer
 	done chan error
 }
 
@@ -42,7 +42,7 @@ func Serve(tb testing.TB, bin, config string, args ...string) *Process {
 // serve is Serve with an environment (nil: this process's).
 func serve(tb testing.TB, bin, config string, env []string, args ...string) *Process {
 	tb.Helper()
-	p := &Process{out: &syncBuffer{}, done: make(chan error, 1)}
+	p := &Process{out: &SyncBuffer{}, done: make(chan error, 1)}
 	p.Cmd = exec.Command(bin, append([]string{"serve", "--config", config}, args...)...)
 	p.Cmd.Env = env
 	p.Cmd.Stdout, p.Cmd.Stderr = p.out, p.out
@@ -160,19 +160,22 @@ func (a API) MustDo(tb testing.TB, want int, method, path string, body, out any)
 	return raw
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and readers at once.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for a writer and readers at once: a
+// child process's output, read while it runs.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
