@@ -140,10 +140,13 @@ func TestReplayNeverAboveItsRate(t *testing.T) {
 func TestReplayPublishesALeaseWhenItsTokensAreDue(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	ids := f.insert(20)
-	// Chunks of one, leased up to 200 ms ahead of their token.
-	b := f.create(ids, quarantine.ReplayRequest{Rate: 5, Burst: 4})
-	f.engine(replay.Config{})
+	ids := f.insert(10)
+	// Chunks of one, each leased once its token can be reserved: 200 ms
+	// ahead of it (a token every 500 ms). One worker: no record of
+	// another's holds SQLite's writer meanwhile, so that even on a loaded
+	// machine leases come back before their tokens are due.
+	b := f.create(ids, quarantine.ReplayRequest{Rate: 2, Burst: 2})
+	f.engine(replay.Config{Workers: 1})
 	f.waitState(b.ID, 60*time.Second, quarantine.ReplayCompleted)
 	due, ahead := f.obs.dues()
 	if ahead == 0 {
