@@ -140,14 +140,22 @@ func TestReplayNeverAboveItsRate(t *testing.T) {
 func TestReplayPublishesALeaseWhenItsTokensAreDue(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	ids := f.insert(10)
-	// Chunks of one, each leased once its token can be reserved: 200 ms
-	// ahead of it (a token every 500 ms). One worker: no record of
-	// another's holds SQLite's writer meanwhile, so that even on a loaded
-	// machine leases come back before their tokens are due.
-	b := f.create(ids, quarantine.ReplayRequest{Rate: 2, Burst: 2})
-	f.engine(replay.Config{Workers: 1})
-	f.waitState(b.ID, 60*time.Second, quarantine.ReplayCompleted)
+	ids := f.insert(12)
+	// Two batches at 2/s to one destination: its bucket, 2/s for both,
+	// grants a token every 500 ms, each leased (chunks of one) once it can
+	// be reserved, 200 ms ahead of it. A lease then does not wait for
+	// SQLite's writer behind the record of the token before, so that even
+	// on a loaded machine leases come back before their tokens are due.
+	// Each batch gets about 1/s: a worker's local limiter (its batch's
+	// 2/s) never holds a message back, so only the wait for the due time
+	// keeps it from arriving early (with one batch the limiter of a worker
+	// taking every token paces it alone, and this test would not notice
+	// the wait missing).
+	b1 := f.create(ids[:6], quarantine.ReplayRequest{Rate: 2, Burst: 2})
+	b2 := f.create(ids[6:], quarantine.ReplayRequest{Rate: 2, Burst: 2})
+	f.engine(replay.Config{})
+	f.waitState(b1.ID, 60*time.Second, quarantine.ReplayCompleted)
+	f.waitState(b2.ID, 60*time.Second, quarantine.ReplayCompleted)
 	due, ahead := f.obs.dues()
 	if ahead == 0 {
 		t.Fatal("no lease returned before its tokens were due: nothing was tested")
