@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
@@ -86,14 +87,11 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 			seqs = seqs[:granted]
 		}
 		sj, _ := json.Marshal(seqs)
-		if _, err := tx.ExecContext(ctx, `UPDATE replay_items SET lease_owner = ?, lease_expires_at = ?,
+		rows, err = tx.QueryContext(ctx, `UPDATE replay_items SET lease_owner = ?, lease_expires_at = ?,
 			fence = fence + 1, attempts = attempts + 1, updated_at = ?
-			WHERE batch_id = ? AND seq IN (SELECT value FROM json_each(?))`,
-			owner, micros(now.Add(ttl)), micros(now), batchID, string(sj)); err != nil {
-			return err
-		}
-		rows, err = tx.QueryContext(ctx, `SELECT `+itemColumns+`, i.fence FROM replay_items i
-			WHERE i.batch_id = ? AND i.seq IN (SELECT value FROM json_each(?)) ORDER BY i.seq`, batchID, string(sj))
+			WHERE batch_id = ? AND seq IN (SELECT value FROM json_each(?))
+			RETURNING `+strings.ReplaceAll(itemColumns, "i.", "")+`, fence`,
+			owner, micros(now.Add(ttl)), micros(now), batchID, string(sj))
 		if err != nil {
 			return err
 		}
@@ -106,6 +104,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 			out = append(out, l)
 		}
 		rows.Close()
+		slices.SortFunc(out, func(a, b quarantine.ReplayLease) int { return a.Item.Seq - b.Item.Seq })
 		return rows.Err()
 	})
 	if err != nil {
