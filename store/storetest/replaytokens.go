@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store"
 )
 
 func testReplayTokens(t *testing.T, h Harness) {
@@ -129,22 +130,29 @@ type tokenLeaser interface {
 		buckets []quarantine.RateBucket, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error)
 }
 
-// testReplayLeaseWithin: a lease that takes its tokens leases no more
-// items than the buckets grant, takes them from the budget TakeReplayTokens
-// shares, and leases nothing (with a wait) when no token is there.
-func testReplayLeaseWithin(t *testing.T, h Harness) {
+// leaseSetup opens a store with a clock of the test's and returns it with
+// its tokenLeaser and a batch of n new messages.
+func leaseSetup(t *testing.T, h Harness, n int) (store.Store, *testClock, tokenLeaser, *quarantine.ReplayBatch) {
+	t.Helper()
 	s, clock := openClock(t, h)
-	ctx := t.Context()
 	l, ok := s.(tokenLeaser)
 	if !ok {
 		t.Fatalf("%T has no LeaseReplayItemsWithin", s)
 	}
 	var msgs []*quarantine.Message
-	for range 10 {
+	for range n {
 		msgs = append(msgs, newMsg())
 	}
 	insert(t, s, msgs...)
-	batch := createReplay(t, s, replayReq(ids(msgs)...), nil)
+	return s, clock, l, createReplay(t, s, replayReq(ids(msgs)...), nil)
+}
+
+// testReplayLeaseWithin: a lease that takes its tokens leases no more
+// items than the buckets grant, takes them from the budget TakeReplayTokens
+// shares, and leases nothing (with a wait) when no token is there.
+func testReplayLeaseWithin(t *testing.T, h Harness) {
+	s, clock, l, batch := leaseSetup(t, h, 10)
+	ctx := t.Context()
 	bs := []quarantine.RateBucket{{Key: "dest:x", Rate: 2, Burst: 4}, {Key: "batch:" + batch.ID, Rate: 100, Burst: 100}}
 	got, due, wait, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-1", 10, time.Minute, 0, bs, 0)
 	wantOK(t, err, "LeaseReplayItemsWithin")
@@ -193,18 +201,8 @@ func testReplayLeaseWithin(t *testing.T, h Harness) {
 // tokens are due; every other taker of the budget, ahead or not, comes
 // after.
 func testReplayLeaseAhead(t *testing.T, h Harness) {
-	s, clock := openClock(t, h)
+	s, clock, l, batch := leaseSetup(t, h, 12)
 	ctx := t.Context()
-	l, ok := s.(tokenLeaser)
-	if !ok {
-		t.Fatalf("%T has no LeaseReplayItemsWithin", s)
-	}
-	var msgs []*quarantine.Message
-	for range 12 {
-		msgs = append(msgs, newMsg())
-	}
-	insert(t, s, msgs...)
-	batch := createReplay(t, s, replayReq(ids(msgs)...), nil)
 	bs := []quarantine.RateBucket{{Key: "dest:y", Rate: 10, Burst: 4}, {Key: "batch:" + batch.ID, Rate: 100, Burst: 100}}
 	start := clock.Now()
 	ahead := 500 * time.Millisecond
@@ -248,18 +246,8 @@ func testReplayLeaseAhead(t *testing.T, h Harness) {
 // used when they are due, never exceed burst + rate × d in any interval
 // d, and none is due later than its ahead.
 func testReplayTokensAheadWithinTheRate(t *testing.T, h Harness) {
-	s, clock := openClock(t, h)
+	s, clock, l, batch := leaseSetup(t, h, 4)
 	ctx := t.Context()
-	l, ok := s.(tokenLeaser)
-	if !ok {
-		t.Fatalf("%T has no LeaseReplayItemsWithin", s)
-	}
-	var msgs []*quarantine.Message
-	for range 4 {
-		msgs = append(msgs, newMsg())
-	}
-	insert(t, s, msgs...)
-	batch := createReplay(t, s, replayReq(ids(msgs)...), nil)
 	const rate, burst = 20, 4
 	bs := []quarantine.RateBucket{{Key: "dest:z", Rate: rate, Burst: burst}}
 	type use struct {
