@@ -70,3 +70,6 @@ const LockReplayedSQL = lockReplayedSQL
 
 // SearchCatchUp is the longest queue a search indexes by itself.
 const SearchCatchUp = searchCatchUp
+
+// WriteDocsSQL is the statement the search indexer writes documents with.
+const WriteDocsSQL = writeDocs

@@ -32,11 +32,13 @@ const (
 	searchCatchUp = 5000
 )
 
-// popPending takes up to n queued IDs, oldest first; the rows stay locked
-// until the transaction ends, so two indexers never fold the same rows.
-const popPending = `DELETE FROM search_pending WHERE seq IN (
+// popPending takes up to n queued IDs, oldest first, each with the
+// newest of its entries taken; the rows stay locked until the transaction
+// ends, so two indexers never fold the same rows.
+const popPending = `WITH taken AS (DELETE FROM search_pending WHERE seq IN (
 	SELECT seq FROM search_pending ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
-RETURNING message_id`
+RETURNING message_id, seq)
+SELECT message_id, max(seq), count(*) FROM taken GROUP BY message_id`
 
 // readDocs reads what the documents of the given messages are made of.
 const readDocs = `SELECT m.id, m.failed_at, m.reason, m.job_name, pv.payload_text
@@ -44,9 +46,14 @@ FROM messages m
 LEFT JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
 WHERE m.id = ANY($1::text[])`
 
-const writeDocs = `INSERT INTO search_docs (message_id, failed_at, doc)
-SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[])
-ON CONFLICT (message_id) DO UPDATE SET failed_at = EXCLUDED.failed_at, doc = EXCLUDED.doc`
+// A document is written only over one made for an older queue entry
+// (migration 0012): an indexer that read a message before a change, and
+// writes after another indexer folded the change, leaves the newer
+// document alone.
+const writeDocs = `INSERT INTO search_docs (message_id, failed_at, doc, seq)
+SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::bigint[])
+ON CONFLICT (message_id) DO UPDATE SET failed_at = EXCLUDED.failed_at, doc = EXCLUDED.doc, seq = EXCLUDED.seq
+WHERE search_docs.seq < EXCLUDED.seq`
 
 // IndexSearch indexes up to n queued messages in one transaction and
 // returns how many queue entries it took (0: the queue is empty, or
@@ -54,15 +61,23 @@ ON CONFLICT (message_id) DO UPDATE SET failed_at = EXCLUDED.failed_at, doc = EXC
 func (s *Store) IndexSearch(ctx context.Context, n int) (int, error) {
 	var took int
 	err := s.inTx(ctx, "index messages for search", func(tx pgx.Tx) error {
+		took = 0
 		rows, err := tx.Query(ctx, popPending, n)
 		if err != nil {
 			return err
 		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		var ids []string
+		entry := map[string]int64{} // the newest entry taken of each message
+		var id string
+		var seq, count int64
+		_, err = pgx.ForEachRow(rows, []any{&id, &seq, &count}, func() error {
+			ids, entry[id] = append(ids, id), seq
+			took += int(count)
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		took = len(ids)
 		if took == 0 {
 			return nil
 		}
@@ -74,7 +89,7 @@ func (s *Store) IndexSearch(ctx context.Context, n int) (int, error) {
 			out    []string
 			at     []time.Time
 			docs   []string
-			id     string
+			seqs   []int64
 			failed time.Time
 			reason string
 			job    string
@@ -86,12 +101,13 @@ func (s *Store) IndexSearch(ctx context.Context, n int) (int, error) {
 				p = *text
 			}
 			out, at, docs = append(out, id), append(at, failed), append(docs, search.Doc(reason, job, p))
+			seqs = append(seqs, entry[id])
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, writeDocs, out, at, docs)
+		_, err = tx.Exec(ctx, writeDocs, out, at, docs, seqs)
 		return err
 	})
 	return took, err

@@ -1,0 +1,13 @@
+-- 0012: a search document remembers the queue entry it was made for.
+--
+-- Two indexers can fold one message at once: the background indexer took
+-- an older entry (the message's insert) and read the message, then an
+-- edit committed and queued a newer entry, which a search indexed first.
+-- The background indexer's write came last and put back the document of
+-- before the edit: the search missed the edit until the message changed
+-- again. Entries are numbered in the order of the changes they follow
+-- (a change queues its entry before it commits, and changes of one
+-- message are serialised by its row lock), so a document is now written
+-- only over one made for an older entry. Documents written without an
+-- entry (pgseed's bulk seed) have 0.
+ALTER TABLE search_docs ADD COLUMN seq bigint NOT NULL DEFAULT 0;
