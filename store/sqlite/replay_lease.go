@@ -22,6 +22,10 @@ func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n i
 	return out, err
 }
 
+// leasedColumns are itemColumns without their alias, for the lease's
+// RETURNING (which cannot name the table by an alias).
+var leasedColumns = strings.ReplaceAll(itemColumns, "i.", "")
+
 // LeaseReplayItemsWithin leases like LeaseReplayItems, but no more items
 // than every one of buckets grants tokens for, reserved in the same write
 // transaction, due by ahead at the latest (replays.Reserve; TakeReplayTokens
@@ -90,7 +94,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		rows, err = tx.QueryContext(ctx, `UPDATE replay_items SET lease_owner = ?, lease_expires_at = ?,
 			fence = fence + 1, attempts = attempts + 1, updated_at = ?
 			WHERE batch_id = ? AND seq IN (SELECT value FROM json_each(?))
-			RETURNING `+strings.ReplaceAll(itemColumns, "i.", "")+`, fence`,
+			RETURNING `+leasedColumns+`, fence`,
 			owner, micros(now.Add(ttl)), micros(now), batchID, string(sj))
 		if err != nil {
 			return err
