@@ -16,7 +16,8 @@ func TestConformance(t *testing.T) {
 		OpenClock: func(t *testing.T, now func() time.Time) store.Store {
 			return sqlite.OpenTest(t, sqlite.WithClock(now))
 		},
-		Exec: func(t *testing.T, s store.Store, q string) { sqlite.ExecRaw(t, s.(*sqlite.Store), q) },
+		Exec:          func(t *testing.T, s store.Store, q string) { sqlite.ExecRaw(t, s.(*sqlite.Store), q) },
+		OpenUnindexed: func(t *testing.T) store.Store { return sqlite.OpenTest(t, sqlite.WithoutSearchIndexer()) },
 		SetSampleExact: func(s store.Store, exact, smallGroup int) {
 			sqlite.SetSampleExact(s.(*sqlite.Store), exact, smallGroup)
 		},

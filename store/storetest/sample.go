@@ -21,6 +21,10 @@ func testSample(t *testing.T, h Harness) {
 		t.Run("RankStratified", func(t *testing.T) { t.Parallel(); testSampleStratified(t, h, true) })
 		t.Run("RankCoversEveryMessage", func(t *testing.T) { t.Parallel(); testSampleRankCovers(t, h) })
 	}
+	if h.SetSampleExact != nil && h.OpenUnindexed != nil {
+		t.Run("UnindexedSameSample", func(t *testing.T) { t.Parallel(); testSampleUnindexed(t, h) })
+		t.Run("UnindexedCoversEveryMessage", func(t *testing.T) { t.Parallel(); testSampleUnindexedCovers(t, h) })
+	}
 }
 
 // sample runs r and fails t on error or on a result that is not a set of
@@ -107,6 +111,11 @@ func testSampleUniform(t *testing.T, h Harness) {
 // messages is discarded.
 func sampleSet(t *testing.T, h Harness, rank bool) (store.Store, []*quarantine.Message) {
 	s := h.Open(t)
+	return s, fillSampleSet(t, h, s, rank)
+}
+
+// fillSampleSet stores sampleSet's messages in s and returns them.
+func fillSampleSet(t *testing.T, h Harness, s store.Store, rank bool) []*quarantine.Message {
 	if rank {
 		h.SetSampleExact(s, 50, 10)
 	}
@@ -132,7 +141,7 @@ func sampleSet(t *testing.T, h Harness, rank bool) (store.Store, []*quarantine.M
 		}
 	}
 	setStatus(t, h, s, quarantine.StatusDiscarded, discarded...)
-	return s, msgs
+	return msgs
 }
 
 func testSampleReproducible(t *testing.T, h Harness, rank bool) {
@@ -221,6 +230,13 @@ func groupKey(by string, m *quarantine.Message) string {
 // over many seeds each is sampled at least once.
 func testSampleRankCovers(t *testing.T, h Harness) {
 	s, msgs := sampleSet(t, h, true)
+	sampleCovers(t, s, msgs)
+}
+
+// sampleCovers checks that 400 samples of 25 in s (a sampleSet with
+// rank) reach every message of msgs.
+func sampleCovers(t *testing.T, s store.Store, msgs []*quarantine.Message) {
+	t.Helper()
 	// A message is in the arc of 25 when the offset falls in the 25 rank
 	// gaps before it: about 1 chance in 8, and above 1 in 20 unless the
 	// ranks drawn are extraordinarily uneven, so 400 seeds miss none.
@@ -248,4 +264,123 @@ func testSampleInvalid(t *testing.T, h Harness) {
 	if err != nil || len(got) != 0 {
 		t.Fatalf("Sample of an empty store = %d messages, %v", len(got), err)
 	}
+}
+
+// indexSearch runs the search indexer of s (Indexer) by hand, up to n
+// queue entries in batches of at most batch, and returns how many it
+// took.
+func indexSearch(t *testing.T, s store.Store, n, batch int) int {
+	t.Helper()
+	ix, ok := s.(Indexer)
+	if !ok {
+		t.Fatalf("%T has no IndexSearch", s)
+	}
+	took := 0
+	for took < n {
+		got, err := ix.IndexSearch(t.Context(), min(batch, n-took))
+		wantOK(t, err, "IndexSearch")
+		if got == 0 {
+			break
+		}
+		took += got
+	}
+	return took
+}
+
+// testSampleUnindexed checks that a sample does not depend on how far
+// the store's background indexer is: a store may keep the index of ranks
+// that large samples read off the ingest path (the SQLite and PostgreSQL
+// stores write it with the search index), and a sample must then also
+// read the messages still queued for it. Large uniform samples (filtered
+// or not) and stratified ones are taken with nothing indexed, with part
+// indexed, after edits queued indexed messages again, and with
+// everything indexed: all the same.
+func testSampleUnindexed(t *testing.T, h Harness) {
+	s := h.OpenUnindexed(t)
+	h.SetSampleExact(s, 50, 10)
+	var msgs []*quarantine.Message
+	for g, size := range []int{3, 9, 40, 150, 300, 498} { // 1000 messages, 6 groups
+		for i := range size {
+			msgs = append(msgs, newMsg(withReason(fmt.Sprintf("unindexed kind %c", 'A'+g)),
+				withQueue(fmt.Sprintf("q%d", (g+i)%3))))
+		}
+	}
+	for i := 0; i < len(msgs); i += 250 {
+		insert(t, s, msgs[i:min(i+250, len(msgs))]...)
+	}
+	var discarded []*quarantine.Message
+	for i, m := range msgs {
+		if i%5 == 2 {
+			discarded = append(discarded, m)
+		}
+	}
+	setStatus(t, h, s, quarantine.StatusDiscarded, discarded...)
+
+	var reqs []quarantine.SampleRequest
+	for _, f := range []quarantine.Filter{
+		{},
+		{Status: []quarantine.Status{quarantine.StatusQuarantined}},
+		{Queue: []string{"q1", "q2"}},
+	} {
+		for _, size := range []int{60, 300} {
+			for seed := range int64(4) {
+				reqs = append(reqs, quarantine.SampleRequest{Filter: f, Size: size, Seed: seed * 104729})
+			}
+		}
+		for _, by := range []string{quarantine.StratifyFingerprint, quarantine.StratifyQueue} {
+			for _, size := range []int{4, 60, 300} {
+				for seed := range int64(3) {
+					reqs = append(reqs, quarantine.SampleRequest{Filter: f, Size: size, StratifyBy: by, Seed: seed})
+				}
+			}
+		}
+	}
+	take := func() [][]string {
+		out := make([][]string, len(reqs))
+		for i, r := range reqs {
+			got := sample(t, s, r)
+			if want := min(r.Size, len(expected(r.Filter, msgs))); len(got) != want {
+				t.Fatalf("%+v: %d messages, want %d", r, len(got), want)
+			}
+			for _, m := range got {
+				if !matches(r.Filter, m) {
+					t.Fatalf("%+v: sampled %s, which does not match", r, m.ID)
+				}
+			}
+			out[i] = ids(got)
+		}
+		return out
+	}
+	compare := func(stage string, want, got [][]string) {
+		t.Helper()
+		for i := range reqs {
+			if !slices.Equal(want[i], got[i]) {
+				t.Fatalf("%s: %+v gave %d messages %v, with nothing indexed %d %v",
+					stage, reqs[i], len(got[i]), got[i], len(want[i]), want[i])
+			}
+		}
+	}
+	unindexed := take()
+	if n := indexSearch(t, s, 437, 437); n != 437 {
+		t.Fatalf("indexed %d queue entries of 1000, want 437", n)
+	}
+	compare("437 of 1000 indexed", unindexed, take())
+	// Edits queue messages again: some indexed, some not.
+	for _, m := range []*quarantine.Message{msgs[0], msgs[5], msgs[400], msgs[999]} {
+		_, err := s.EditPayload(t.Context(), edit(m, m.PayloadSHA256, []byte(`{"edited":true}`)))
+		wantOK(t, err, "EditPayload")
+	}
+	compare("after edits", unindexed, take())
+	indexSearch(t, s, 1<<30, 300)
+	compare("all indexed", unindexed, take())
+}
+
+// testSampleUnindexedCovers checks that the rank method reaches every
+// message while none, and then part, of them are indexed.
+func testSampleUnindexedCovers(t *testing.T, h Harness) {
+	s := h.OpenUnindexed(t)
+	msgs := fillSampleSet(t, h, s, true)
+	sampleCovers(t, s, msgs)
+	indexSearch(t, s, 100, 100)
+	sampleCovers(t, s, msgs)
 }

@@ -26,6 +26,10 @@ type Harness struct {
 	// OpenClock is Open with the store's clock set to now (replay leases,
 	// drafts and token buckets are tested against a clock the test moves).
 	OpenClock func(t *testing.T, now func() time.Time) store.Store
+	// OpenUnindexed, when set, is Open without the store's background
+	// search indexer: messages are indexed only when the test calls
+	// IndexSearch (the store is an Indexer).
+	OpenUnindexed func(t *testing.T) store.Store
 }
 
 // Run runs the whole conformance suite against the stores h opens. Every
