@@ -68,7 +68,8 @@ func TestConformance(t *testing.T) {
 		OpenClock: func(t *testing.T, now func() time.Time) store.Store {
 			return openStore(t, postgres.WithClock(now))
 		},
-		Exec: func(t *testing.T, s store.Store, sql string) { execRaw(t, s.(*postgres.Store), sql) },
+		Exec:          func(t *testing.T, s store.Store, sql string) { execRaw(t, s.(*postgres.Store), sql) },
+		OpenUnindexed: func(t *testing.T) store.Store { return openStore(t, postgres.WithoutSearchIndexer()) },
 		SetSampleExact: func(s store.Store, exact, smallGroup int) {
 			postgres.SetSampleExact(s.(*postgres.Store), exact, smallGroup)
 		},
