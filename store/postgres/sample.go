@@ -136,29 +136,36 @@ func (r sampleReader) GroupArcParts(ctx context.Context, want map[string]int, wr
 	for key, k := range want {
 		keys, ks = append(keys, key), append(ks, int32(k))
 	}
-	w := filterWhere(r.f)
+	q, args := groupArcQuery(r.f, r.col, keys, ks, rankOp(wrapped), off)
+	rs, err := queryRanked(ctx, r.q, q, args)
+	if err != nil {
+		return nil, err
+	}
+	return firstPerGroup(rs, r.col, want), nil
+}
+
+// groupArcQuery returns the SQL of the arcs of the groups keys of column
+// col (ks[i] messages of keys[i] at most), each in rank order: per group,
+// the side index's arc and the queued messages' arc, which
+// firstPerGroup merges.
+func groupArcQuery(f *quarantine.Filter, col string, keys []string, ks []int32, op string, off int64) (string, []any) {
+	w := filterWhere(f)
 	a, b, o := w.arg(keys), w.arg(ks), w.arg(off)
-	op := rankOp(wrapped)
 	conds := w.conds
 	side := " FROM sample_ranks r JOIN messages m ON m.id = r.id"
-	w.conds = append([]string{"r.sample_rank " + op + " " + o, "m." + r.col + " = a.g"}, conds...)
-	if r.col == "fingerprint" {
+	w.conds = append([]string{"r.sample_rank " + op + " " + o, "m." + col + " = a.g"}, conds...)
+	if col == "fingerprint" {
 		side = " FROM fingerprint_ranks r JOIN messages m ON m.id = r.id"
 		w.conds = append([]string{"r.fingerprint = a.g", "r.sample_rank " + op + " " + o}, conds...)
 	}
 	side += w.sql()
 	w.conds = append([]string{"p.sample_rank " + op + " " + o}, conds...)
-	pending := pendingFrom + " JOIN unnest(" + a + "::text[], " + b + "::int[]) AS a(g, k) ON a.g = m." + r.col + w.sql()
-	q := "SELECT s.* FROM unnest(" + a + "::text[], " + b + "::int[]) AS a(g, k) CROSS JOIN LATERAL (SELECT " +
+	pending := pendingFrom + " JOIN unnest(" + a + "::text[], " + b + "::int[]) AS a(g, k) ON a.g = m." + col + w.sql()
+	return "SELECT s.* FROM unnest(" + a + "::text[], " + b + "::int[]) AS a(g, k) CROSS JOIN LATERAL (SELECT " +
 		rankedColumns + side + " ORDER BY r.sample_rank, r.id LIMIT a.k) s UNION ALL SELECT " +
 		strings.ReplaceAll(rankedColumns, "m.", "x.") + " FROM (SELECT " + rankedColumns +
 		", a.k, row_number() OVER (PARTITION BY a.g ORDER BY p.sample_rank, p.message_id) AS n" + pending +
-		") x WHERE x.n <= x.k"
-	rs, err := queryRanked(ctx, r.q, q, w.args)
-	if err != nil {
-		return nil, err
-	}
-	return firstPerGroup(rs, r.col, want), nil
+		") x WHERE x.n <= x.k", w.args
 }
 
 // firstPerGroup keeps, of each group's messages in rs, the first want[key]

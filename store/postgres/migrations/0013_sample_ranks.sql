@@ -47,3 +47,9 @@ INSERT INTO fingerprint_ranks (fingerprint, sample_rank, id) SELECT fingerprint,
 
 DROP INDEX messages_sample_idx;
 DROP INDEX messages_fingerprint_sample_idx;
+-- The dropped index was also the index of messages by fingerprint (lists
+-- filtered by a failure group, the members of a stratified sample's
+-- small groups). In failed_at order instead of rank order, a new message
+-- goes to the last page of its group: one hot page per active group, not
+-- a random one.
+CREATE INDEX messages_fingerprint_idx ON messages (fingerprint, failed_at, id);
