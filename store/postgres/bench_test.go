@@ -81,6 +81,12 @@ func BenchmarkOperations(b *testing.B) {
 // what an index costs ingest is the difference with a run that keeps it.
 const EnvBenchDropIndexes = "QUARANTINE_BENCH_DROP_INDEXES"
 
+// EnvBenchSchema names a persistent schema (a seeded bench_<rows>, say)
+// that BenchmarkInsertDrain inserts into instead of fresh ones: what
+// ingest costs on a large table, whose random index pages each take a
+// full-page image after a checkpoint.
+const EnvBenchSchema = "QUARANTINE_BENCH_SCHEMA"
+
 // EnvBenchArms names, for BenchmarkInsertDrain, several variants of the
 // schema measured in the same run, separated by "|": each is SQL run on
 // its own fresh schema after the migrations (empty: the schema as
@@ -123,8 +129,13 @@ func drainMessages(run string, first, n int) []*quarantine.Message {
 // DefaultCommits writers, each inserting batches of DefaultBatchSize 1 KiB
 // native dead letters (collect's defaults), QUARANTINE_BENCH_MSGS
 // messages (default 20000) per round in QUARANTINE_BENCH_ROUNDS rounds
-// (default 5) into one fresh schema with synchronous_commit on. It
-// reports the median rate and PostgreSQL's CPU per message. It answers
+// (default 5) into one fresh schema per arm (or, with
+// QUARANTINE_BENCH_SCHEMA, into that one) with synchronous_commit on. It
+// reports the median rate and PostgreSQL's CPU per message, and the
+// search index's lag at the end of a round and how long the background
+// indexer then takes to empty its queue (each round waits for it), and
+// the WAL written per message (by the whole server: run it alone). Each
+// round starts with a CHECKPOINT. It answers
 // what the binary's benchmark cannot: the store's cost alone, without the
 // broker and the decoder, and (with QUARANTINE_BENCH_DROP_INDEXES) what
 // each index costs.
@@ -142,6 +153,10 @@ func BenchmarkInsertDrain(b *testing.B) {
 		s     *postgres.Store
 		rates []float64
 		db    time.Duration
+		wal   int64 // bytes of WAL written during the rounds (by the whole server)
+		// the search index's lag at the end of each round, and how
+		// long the indexer took to catch up after it
+		lags, catchUps []float64
 	}
 	var setups []string
 	if v := os.Getenv(EnvBenchArms); v != "" {
@@ -157,7 +172,11 @@ func BenchmarkInsertDrain(b *testing.B) {
 	}
 	arms := make([]*arm, len(setups))
 	for i, setup := range setups {
-		s := openURL(b, pgtest.URL(b)+"&synchronous_commit=on")
+		u := pgtest.URL(b)
+		if name := os.Getenv(EnvBenchSchema); name != "" {
+			u = pgtest.PersistentURL(b, name)
+		}
+		s := openURL(b, u+"&synchronous_commit=on")
 		if err := s.Migrate(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -182,6 +201,15 @@ func BenchmarkInsertDrain(b *testing.B) {
 					batches <- drainMessages(run, i, min(batch, n-i))
 				}
 				close(batches)
+				// Every round starts after a checkpoint: each arm pays
+				// the full-page images of the pages it dirties first.
+				if _, err := a.s.Pool().Exec(ctx, `CHECKPOINT`); err != nil {
+					b.Fatal(err)
+				}
+				var wal0 int64
+				if err := a.s.Pool().QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&wal0); err != nil {
+					b.Fatal(err)
+				}
 				before, _ := procstat.CPU("postgres")
 				start := time.Now()
 				var wg sync.WaitGroup
@@ -199,8 +227,16 @@ func BenchmarkInsertDrain(b *testing.B) {
 				took := time.Since(start)
 				after, _ := procstat.CPU("postgres")
 				a.db += after - before
+				var wal1 int64
+				if err := a.s.Pool().QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&wal1); err != nil {
+					b.Fatal(err)
+				}
+				a.wal += wal1 - wal0
 				a.rates = append(a.rates, float64(n)/took.Seconds())
-				b.Logf("round %d %s: %.0f msg/s", r, a.name, float64(n)/took.Seconds())
+				lag, catchUp := indexerCatchUp(b, a.s)
+				a.lags, a.catchUps = append(a.lags, lag.Seconds()), append(a.catchUps, catchUp.Seconds())
+				b.Logf("round %d %s: %.0f msg/s; search index lag %.1f s at the end, caught up %.1f s later",
+					r, a.name, float64(n)/took.Seconds(), lag.Seconds(), catchUp.Seconds())
 			}
 		}
 	}
@@ -212,5 +248,31 @@ func BenchmarkInsertDrain(b *testing.B) {
 		}
 		b.ReportMetric(testbin.Median(a.rates), prefix+"msgs/s")
 		b.ReportMetric(float64(a.db.Microseconds())/float64(len(a.rates)*n), prefix+"db_cpu_µs/msg")
+		b.ReportMetric(float64(a.wal)/float64(len(a.rates)*n), prefix+"wal_B/msg")
+		b.ReportMetric(testbin.Median(a.lags), prefix+"lag_s")
+		b.ReportMetric(testbin.Median(a.catchUps), prefix+"catchup_s")
 	}
+}
+
+// indexerCatchUp returns the search index's lag (SearchLag) right after
+// a drain, and how long the store's background indexer then took to
+// empty its queue (polled every 20 ms, for up to 5 minutes).
+func indexerCatchUp(b *testing.B, s *postgres.Store) (lag, took time.Duration) {
+	b.Helper()
+	lag, err := s.SearchLag(b.Context())
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for l := lag; l > 0; <-tick.C {
+		if time.Since(t0) > 5*time.Minute {
+			b.Fatalf("the search index still lags %v after 5 minutes", l)
+		}
+		if l, err = s.SearchLag(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return lag, time.Since(t0)
 }
