@@ -26,15 +26,10 @@ const SeedSQL = seedMessages + `
 SELECT count(*) FROM pv`
 
 // seedDocsSQL is SeedSQL that also writes the messages' search
-// documents and their entries in the side index of samples, as the
-// indexer would (store/internal/search.Doc folds case; the seed is ASCII,
-// whose folding is lower()); the store's benchmarks check a few against
-// search.Doc.
-const seedDocsSQL = seedMessages + `, sr AS (
-	INSERT INTO sample_ranks (sample_rank, id) SELECT sample_rank, id FROM ins ORDER BY 1, 2
-), fr AS (
-	INSERT INTO fingerprint_ranks (fingerprint, sample_rank, id) SELECT fingerprint, sample_rank, id FROM ins ORDER BY 1, 2, 3
-)
+// documents, as the indexer would (store/internal/search.Doc folds case;
+// the seed is ASCII, whose folding is lower()); the store's benchmarks
+// check a few against search.Doc.
+const seedDocsSQL = seedMessages + `
 INSERT INTO search_docs (message_id, failed_at, doc)
 SELECT ins.id, ins.failed_at, lower(ins.reason) || chr(31) || lower(ins.job_name) || chr(31) || lower(pv.payload_text)
 FROM ins JOIN pv ON pv.message_id = ins.id`
@@ -60,7 +55,7 @@ WITH g AS (
 		'team-' || (i % 20 % 5), md5('fp' || (i % 300)), 0, '', '[]', 'seed-' || i
 	FROM g
 	ON CONFLICT DO NOTHING
-	RETURNING id, payload_sha256, collected_at, source, idempotency_key, failed_at, reason, job_name, sample_rank, fingerprint
+	RETURNING id, payload_sha256, collected_at, source, idempotency_key, failed_at, reason, job_name
 ), pv AS (
 	INSERT INTO payload_versions (message_id, version, sha256, prev_sha256, size, content_type, actor,
 		reason, created_at, payload, payload_text)
@@ -201,7 +196,7 @@ func Seed(tb testing.TB, pool *pgxpool.Pool, n int) {
 		// Hint bits and the visibility map of the new pages now, as
 		// autovacuum would have set them on a live table; with the
 		// indexes dropped it reads only the new pages.
-		exec(`VACUUM messages, payload_versions, search_docs, sample_ranks, fingerprint_ranks`)
+		exec(`VACUUM messages, payload_versions, search_docs`)
 		unlock()
 		if n > chunk {
 			tb.Logf("seeded %d of %d messages in %v", lo, n, time.Since(t0).Round(time.Second))
@@ -269,8 +264,7 @@ func state(tb testing.TB, conn *pgxpool.Conn, bulk bool) (int64, []string) {
 
 // writeDocs writes the missing search documents of a schema seeded
 // before the seed wrote them, as the indexer would; the search_pending
-// rows the trigger queued go with them, so their messages are ranked in
-// the side index of samples too.
+// rows the trigger queued go with them.
 func writeDocs(tb testing.TB, conn *pgxpool.Conn) {
 	tb.Helper()
 	ctx := context.Background()
@@ -289,10 +283,7 @@ func writeDocs(tb testing.TB, conn *pgxpool.Conn) {
 		FROM messages m
 		LEFT JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
 		WHERE NOT EXISTS (SELECT 1 FROM search_docs d WHERE d.message_id = m.id)
-		ON CONFLICT (message_id) DO NOTHING`,
-		`INSERT INTO sample_ranks (sample_rank, id) SELECT sample_rank, id FROM messages ORDER BY 1, 2 ON CONFLICT DO NOTHING`,
-		`INSERT INTO fingerprint_ranks (fingerprint, sample_rank, id) SELECT fingerprint, sample_rank, id FROM messages
-		ORDER BY 1, 2, 3 ON CONFLICT DO NOTHING`} {
+		ON CONFLICT (message_id) DO NOTHING`} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			tb.Fatalf("%.60s: %v", q, err)
 		}
@@ -363,8 +354,7 @@ func vacuum(tb testing.TB, pool *pgxpool.Pool) {
 	ctx := context.Background()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		for _, q := range []string{"VACUUM ANALYZE messages", "VACUUM ANALYZE payload_versions", "VACUUM ANALYZE search_docs",
-			"VACUUM ANALYZE sample_ranks", "VACUUM ANALYZE fingerprint_ranks"} {
+		for _, q := range []string{"VACUUM ANALYZE messages", "VACUUM ANALYZE payload_versions", "VACUUM ANALYZE search_docs"} {
 			if _, err := pool.Exec(ctx, q); err != nil {
 				tb.Fatalf("%s: %v", q, err)
 			}

@@ -41,9 +41,7 @@
 // after rows were written behind the store's back.
 //
 // Sample reads an arc of a random rank column (sample.go and package
-// store/internal/sampling), through a side index of the ranks that the
-// search indexer writes, merged with the messages still queued for it
-// (migration 0013). Text search (Filter.Text, defined by package
+// store/internal/sampling). Text search (Filter.Text, defined by package
 // store/internal/search) reads case-folded documents under a pg_trgm GIN
 // index, kept by a background indexer off the ingest path (search.go,
 // text.go, migration 0005).

@@ -54,20 +54,6 @@ func ArcQuery(f quarantine.Filter, col, val string) (string, []any) {
 	return arcQuery(&f, col, val, ">=", 1<<40, 100)
 }
 
-// GroupArcQuery exposes the SQL of the arcs of a stratified sample's
-// groups (one message of each key) to the EXPLAIN tests.
-func GroupArcQuery(f quarantine.Filter, col string, keys []string) (string, []any) {
-	f.Limit = 1
-	if err := f.Validate(); err != nil {
-		panic(err)
-	}
-	ks := make([]int32, len(keys))
-	for i := range ks {
-		ks[i] = 1
-	}
-	return groupArcQuery(&f, col, keys, ks, ">=", 1<<40)
-}
-
 // GroupsQuery exposes the SQL of Groups to the EXPLAIN tests.
 func GroupsQuery(f quarantine.Filter) (string, []any) {
 	if err := f.Validate(); err != nil {

@@ -1,11 +1,8 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -15,10 +12,10 @@ import (
 
 // Sample returns a random sample of the messages matching r.Filter,
 // ordered newest first like a list; see store.Store and package sampling
-// for the rules; this file holds the SQL. Arcs are read through the side
-// index of ranks (migration 0013: sample_ranks, and fingerprint_ranks per
-// fingerprint) merged with the messages still queued for the indexer,
-// every group in one query (two when some arc wraps). The arc of a large uniform sample is read outside a
+// for the rules; this file holds the SQL. Arcs are read through
+// messages_sample_idx (sample_rank, id), and per fingerprint through
+// messages_fingerprint_sample_idx, every group in one query (two when
+// some arc wraps). The arc of a large uniform sample is read outside a
 // transaction; the exact method and stratified samples read in one
 // snapshot. Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
 func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quarantine.Message, error) {
@@ -83,110 +80,31 @@ func (r sampleReader) ArcPart(ctx context.Context, key string, wrapped bool, off
 	return queryRanked(ctx, r.q, q, args)
 }
 
-// rankedColumns are the columns of a message read with its rank.
-const rankedColumns = messageColumns + ", m.sample_rank"
-
-// pendingFrom is the FROM clause of the messages whose insert entry is
-// still queued for the indexer (only that entry has a rank), p being the
-// entry: they are not in the side index yet.
-const pendingFrom = " FROM search_pending p JOIN messages m ON m.id = p.message_id"
-
 // arcQuery returns the SQL of up to k messages matching f (and col = val
-// when col is set) whose rank is op off, in rank order: the first k of
-// the side index's arc (sample_ranks, or fingerprint_ranks for one
-// fingerprint) and of the queued messages' arc, in one statement, so
-// that a message the indexer moves meanwhile is read once.
+// when col is set) whose rank is op off, in rank order.
 func arcQuery(f *quarantine.Filter, col, val, op string, off int64, k int) (string, []any) {
 	w := filterWhere(f)
-	fp := ""
-	switch {
-	case col == "fingerprint":
-		fp = w.arg(val)
-	case col != "":
+	if col != "" {
 		w.conds = append(w.conds, "m."+col+" = "+w.arg(val))
 	}
-	if fp == "" && len(f.Fingerprint) == 1 {
-		fp = w.arg(f.Fingerprint[0])
-	}
-	o, lim := w.arg(off), w.arg(k)
-	conds := w.conds
-	var side string
-	if fp != "" {
-		w.conds = append([]string{"r.fingerprint = " + fp, "r.sample_rank " + op + " " + o}, conds...)
-		side = " FROM fingerprint_ranks r JOIN messages m ON m.id = r.id" + w.sql()
-	} else {
-		w.conds = append([]string{"r.sample_rank " + op + " " + o}, conds...)
-		side = " FROM sample_ranks r JOIN messages m ON m.id = r.id" + w.sql()
-	}
-	w.conds = append([]string{"p.sample_rank " + op + " " + o}, conds...)
-	pending := pendingFrom + w.sql()
-	return "SELECT * FROM ((SELECT " + rankedColumns + side + " ORDER BY r.sample_rank, r.id LIMIT " + lim +
-		") UNION ALL (SELECT " + rankedColumns + pending + " ORDER BY p.sample_rank, p.message_id LIMIT " + lim +
-		")) u ORDER BY u.sample_rank, u.id LIMIT " + lim, w.args
+	w.conds = append(w.conds, "m.sample_rank "+op+" "+w.arg(off))
+	return "SELECT " + messageColumns + ", m.sample_rank FROM messages m" + w.sql() +
+		" ORDER BY m.sample_rank, m.id LIMIT " + w.arg(k), w.args
 }
 
-// GroupArcParts reads every group's part in one query: each group's arc
-// of the side index (a lateral subquery per group, through
-// fingerprint_ranks or sample_ranks), and the first of each group's
-// queued messages in the arc (one pass over the queue); the parts are
-// merged here.
+// GroupArcParts reads every group's part in one query, each through the
+// index of its key (a lateral subquery per group).
 func (r sampleReader) GroupArcParts(ctx context.Context, want map[string]int, wrapped bool, off int64) ([]sampling.Ranked, error) {
 	keys := make([]string, 0, len(want))
 	ks := make([]int32, 0, len(want))
 	for key, k := range want {
 		keys, ks = append(keys, key), append(ks, int32(k))
 	}
-	q, args := groupArcQuery(r.f, r.col, keys, ks, rankOp(wrapped), off)
-	rs, err := queryRanked(ctx, r.q, q, args)
-	if err != nil {
-		return nil, err
-	}
-	return firstPerGroup(rs, r.col, want), nil
-}
-
-// groupArcQuery returns the SQL of the arcs of the groups keys of column
-// col (ks[i] messages of keys[i] at most), each in rank order: per group,
-// the side index's arc and the queued messages' arc, which
-// firstPerGroup merges.
-func groupArcQuery(f *quarantine.Filter, col string, keys []string, ks []int32, op string, off int64) (string, []any) {
-	w := filterWhere(f)
-	a, b, o := w.arg(keys), w.arg(ks), w.arg(off)
-	conds := w.conds
-	side := " FROM sample_ranks r JOIN messages m ON m.id = r.id"
-	w.conds = append([]string{"r.sample_rank " + op + " " + o, "m." + col + " = a.g"}, conds...)
-	if col == "fingerprint" {
-		side = " FROM fingerprint_ranks r JOIN messages m ON m.id = r.id"
-		w.conds = append([]string{"r.fingerprint = a.g", "r.sample_rank " + op + " " + o}, conds...)
-	}
-	side += w.sql()
-	w.conds = append([]string{"p.sample_rank " + op + " " + o}, conds...)
-	pending := pendingFrom + " JOIN unnest(" + a + "::text[], " + b + "::int[]) AS a(g, k) ON a.g = m." + col + w.sql()
-	return "SELECT s.* FROM unnest(" + a + "::text[], " + b + "::int[]) AS a(g, k) CROSS JOIN LATERAL (SELECT " +
-		rankedColumns + side + " ORDER BY r.sample_rank, r.id LIMIT a.k) s UNION ALL SELECT " +
-		strings.ReplaceAll(rankedColumns, "m.", "x.") + " FROM (SELECT " + rankedColumns +
-		", a.k, row_number() OVER (PARTITION BY a.g ORDER BY p.sample_rank, p.message_id) AS n" + pending +
-		") x WHERE x.n <= x.k", w.args
-}
-
-// firstPerGroup keeps, of each group's messages in rs, the first want[key]
-// in (rank, id) order.
-func firstPerGroup(rs []sampling.Ranked, col string, want map[string]int) []sampling.Ranked {
-	slices.SortFunc(rs, func(x, y sampling.Ranked) int {
-		return cmp.Or(cmp.Compare(x.Rank, y.Rank), cmp.Compare(x.M.ID, y.M.ID))
-	})
-	taken := make(map[string]int, len(want))
-	out := rs[:0]
-	for _, r := range rs {
-		key := r.M.Fingerprint
-		if col == "queue" {
-			key = r.M.Queue
-		}
-		if taken[key] < want[key] {
-			taken[key]++
-			out = append(out, r)
-		}
-	}
-	return out
+	w := filterWhere(r.f)
+	a, b := w.arg(keys), w.arg(ks)
+	w.conds = append(w.conds, "m."+r.col+" = a.g", "m.sample_rank "+rankOp(wrapped)+" "+w.arg(off))
+	return queryRanked(ctx, r.q, "SELECT s.* FROM unnest("+a+"::text[], "+b+"::int[]) AS a(g, k) CROSS JOIN LATERAL (SELECT "+
+		messageColumns+", m.sample_rank FROM messages m"+w.sql()+" ORDER BY m.sample_rank, m.id LIMIT a.k) s", w.args)
 }
 
 func queryRanked(ctx context.Context, q querier, sql string, args []any) ([]sampling.Ranked, error) {

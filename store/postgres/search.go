@@ -18,9 +18,6 @@ import (
 // (search.Doc) and writes the document to search_docs, whose key's pg_trgm GIN
 // index serves Filter.Text. Folding and the GIN insertions are off the
 // ingest path: an insert only writes one narrow row to search_pending.
-// The indexer also ranks the messages whose insert entry it takes in the
-// side index of samples (sample_ranks, fingerprint_ranks; migration 0013,
-// read by sample.go), in the same transaction.
 //
 // The background indexer (search.Run) polls every search.Poll and works
 // until the queue is empty, so a message is searchable within about a
@@ -43,27 +40,11 @@ const popPending = `WITH taken AS (DELETE FROM search_pending WHERE seq IN (
 RETURNING message_id, seq)
 SELECT message_id, max(seq), count(*) FROM taken GROUP BY message_id`
 
-// readDocs reads what the documents of the given messages are made of,
-// and their ranks (for the side index of samples), in id order: the
-// order in which writeDocs locks their documents.
-const readDocs = `SELECT m.id, m.failed_at, m.reason, m.job_name, pv.payload_text, m.sample_rank, m.fingerprint
+// readDocs reads what the documents of the given messages are made of.
+const readDocs = `SELECT m.id, m.failed_at, m.reason, m.job_name, pv.payload_text
 FROM messages m
 LEFT JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
-WHERE m.id = ANY($1::text[])
-ORDER BY m.id`
-
-// writeRanks and writeFingerprintRanks rank the indexed messages in the
-// side index of samples (migration 0013), sorted by key so that
-// concurrent indexers take the key locks in one order. An edit's entry
-// finds its message ranked already: DO NOTHING.
-const (
-	writeRanks = `INSERT INTO sample_ranks (sample_rank, id)
-SELECT * FROM unnest($1::bigint[], $2::text[]) ORDER BY 1, 2
-ON CONFLICT DO NOTHING`
-	writeFingerprintRanks = `INSERT INTO fingerprint_ranks (fingerprint, sample_rank, id)
-SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[]) ORDER BY 1, 2, 3
-ON CONFLICT DO NOTHING`
-)
+WHERE m.id = ANY($1::text[])`
 
 // A document is written only over one made for an older queue entry
 // (migration 0012): an indexer that read a message before a change, and
@@ -113,29 +94,21 @@ func (s *Store) IndexSearch(ctx context.Context, n int) (int, error) {
 			reason string
 			job    string
 			text   *string
-			ranks  []int64
-			fps    []string
-			rank   int64
-			fp     string
 		)
-		_, err = pgx.ForEachRow(rows, []any{&id, &failed, &reason, &job, &text, &rank, &fp}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&id, &failed, &reason, &job, &text}, func() error {
 			p := ""
 			if text != nil {
 				p = *text
 			}
 			out, at, docs = append(out, id), append(at, failed), append(docs, search.Doc(reason, job, p))
 			seqs = append(seqs, entry[id])
-			ranks, fps = append(ranks, rank), append(fps, fp)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		b := &pgx.Batch{}
-		b.Queue(writeDocs, out, at, docs, seqs)
-		b.Queue(writeRanks, ranks, out)
-		b.Queue(writeFingerprintRanks, fps, ranks, out)
-		return tx.SendBatch(ctx, b).Close()
+		_, err = tx.Exec(ctx, writeDocs, out, at, docs, seqs)
+		return err
 	})
 	return took, err
 }
