@@ -27,7 +27,9 @@
 // of an hour, sampled once a minute (age_history.go, migration 0010).
 // Sample works as in the PostgreSQL store: exact for small
 // sets, an arc of a random rank column for large ones (see
-// store/internal/sampling). The retention purge leaves an empty blob where
+// store/internal/sampling), read from side tables the search indexer
+// writes (sample_ranks, fingerprint_ranks: migration 0013) merged with
+// the messages it has not taken yet (sample.go). The retention purge leaves an empty blob where
 // the payload was (the schema keeps exactly one of the two payload columns
 // set).
 //

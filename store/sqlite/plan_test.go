@@ -65,6 +65,7 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		"owner":           {Owner: []string{"team-a"}},
 		"source":          {Source: []string{"src"}},
 		"idempotency_key": {IdempotencyKey: []string{"k"}},
+		"fingerprint":     {Fingerprint: []string{"f"}},
 		"failed_after":    {FailedAfter: at},
 		"failed_before":   {FailedBefore: at},
 		"text":            {Text: "timeout"},

@@ -1,8 +1,10 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,13 +15,15 @@ import (
 
 // Sample returns a random sample of the messages matching r.Filter,
 // ordered newest first like a list; see store.Store and package sampling
-// for the rules; this file holds the SQL. A set is read through
-// messages_sample (sample_rank, id) for arcs, messages_fingerprint_sample
-// for the arcs of fingerprints, and failure_groups for group sizes when
-// it answers the filter. The arc of a large uniform sample is read
-// outside a transaction (one statement, or two when the arc wraps,
-// as PostgreSQL's store does); the exact method and stratified samples
-// read in one snapshot. Errors: EINVALID naming the field, EUNAVAILABLE.
+// for the rules; this file holds the SQL. The arcs of a set are read
+// from sample_ranks (sample_rank, id), or fingerprint_ranks for the arcs
+// of fingerprints, merged with the messages not yet in them (those still
+// queued in search_pending: sideArc and pendingArc), and group sizes from
+// failure_groups when it answers the filter. The arc of a large uniform
+// sample is read outside a transaction (one statement, or two when the
+// arc wraps, as PostgreSQL's store does); the exact method and
+// stratified samples read in one snapshot. Errors: EINVALID naming the
+// field, EUNAVAILABLE.
 func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quarantine.Message, error) {
 	f, err := sampling.Filter(&r)
 	if err != nil {
@@ -81,58 +85,176 @@ func and(w, cond string) string {
 
 func (r sampleReader) ArcPart(ctx context.Context, key string, wrapped bool, off int64, k int) ([]sampling.Ranked, error) {
 	q, args := r.arcQuery(key, wrapped, off, k)
-	return r.queryRanked(ctx, q, args)
+	rs, err := r.queryRanked(ctx, q, args)
+	if err != nil {
+		return nil, err
+	}
+	return firstRanked(rs, k), nil
 }
 
-// arcQuery is the SQL of ArcPart.
+// arcQuery is the SQL of ArcPart: one statement, so one snapshot (a
+// message the indexer moves from search_pending to the side tables
+// meanwhile is in one half or the other). The halves give keys; only the
+// k that win read their rows.
 func (r sampleReader) arcQuery(key string, wrapped bool, off int64, k int) (string, []any) {
+	side, args := r.sideArc(key, wrapped, off, k)
+	pending, a := r.pendingArc(key, wrapped, off, k)
+	return "SELECT " + messageColumns + ", u.sample_rank FROM (" + side + " UNION " + pending +
+		" ORDER BY 1, 2 LIMIT ?) u CROSS JOIN messages m ON m.id = u.id", append(append(args, a...), k)
+}
+
+// The arc of a set is read from two halves (migration 0013): the side
+// index (sample_ranks, or fingerprint_ranks for a group of fingerprints),
+// which holds the messages the search indexer has taken, and the
+// messages still queued for it in search_pending, which may not be there
+// yet. Each half gives the (rank, id) of its first k in that order; the
+// first k of their union are among those (a message edited after it was
+// indexed is in both: UNION, and firstRanked, keep one).
+
+// sideArc is the SQL of the keys (sample_rank, id) of the first k
+// messages of the arc in the side index: a compound SELECT's term.
+func (r sampleReader) sideArc(key string, wrapped bool, off int64, k int) (string, []any) {
+	w, args := where(r.f, false)
+	table := "sample_ranks"
+	join := w != "" // the filter reads the message
+	if key != "" {
+		if r.col == "fingerprint" {
+			table = "fingerprint_ranks"
+			w = and(w, "x.fingerprint = ?")
+		} else {
+			join = true
+			w = and(w, "m."+r.col+" = ?")
+		}
+		args = append(args, key)
+	}
+	from := table + " x"
+	if join {
+		from += " JOIN messages m ON m.id = x.id"
+	}
+	w = and(w, "x.sample_rank "+rankOp(wrapped)+" ?")
+	args = append(args, off, k)
+	return "SELECT * FROM (SELECT x.sample_rank, x.id FROM " + from + w +
+		" ORDER BY x.sample_rank, x.id LIMIT ?)", args
+}
+
+// pendingArc is the SQL of the keys of the first k messages of the arc
+// queued for the search index (each once: an edited message may be
+// queued twice): a compound SELECT's term.
+func (r sampleReader) pendingArc(key string, wrapped bool, off int64, k int) (string, []any) {
 	w, args := where(r.f, false)
 	if key != "" {
 		w = and(w, "m."+r.col+" = ?")
 		args = append(args, key)
 	}
-	op := ">="
-	if wrapped {
-		op = "<"
-	}
-	w = and(w, "m.sample_rank "+op+" ?")
+	w = and(w, "m.sample_rank "+rankOp(wrapped)+" ?")
 	args = append(args, off, k)
-	return "SELECT " + messageColumns + ", m.sample_rank FROM messages m" + w +
-		" ORDER BY m.sample_rank, m.id LIMIT ?", args
+	return "SELECT * FROM (SELECT m.sample_rank, m.id FROM " + pendingMessages + w +
+		" ORDER BY m.sample_rank, m.id LIMIT ?)", args
+}
+
+// pendingMessages is the FROM clause of the messages queued for the
+// search index, each once. CROSS JOIN makes SQLite read the queue first
+// and look each message up by id: a filter's index (messages_status, say)
+// would otherwise drive, reading every message of the filter to test it
+// against the queue.
+const pendingMessages = "(SELECT DISTINCT message_id FROM search_pending) p CROSS JOIN messages m ON m.id = p.message_id"
+
+// rankOp is the comparison of a rank with the offset of an arc's part.
+func rankOp(wrapped bool) string {
+	if wrapped {
+		return "<"
+	}
+	return ">="
+}
+
+// firstRanked returns the first k distinct messages of rs in (rank, id)
+// order.
+func firstRanked(rs []sampling.Ranked, k int) []sampling.Ranked {
+	slices.SortFunc(rs, func(a, b sampling.Ranked) int {
+		return cmp.Or(cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.M.ID, b.M.ID))
+	})
+	rs = slices.CompactFunc(rs, func(a, b sampling.Ranked) bool { return a.M.ID == b.M.ID })
+	return rs[:min(k, len(rs))]
 }
 
 // groupArcsAtOnce is how many groups' arcs one compound query reads
 // (SQLite allows 500 terms in a compound SELECT and 32766 bound values).
 const groupArcsAtOnce = 100
 
-// GroupArcParts reads the groups' parts in compound queries (UNION ALL of
-// each group's ArcPart, each through the index of its key), sparing a
-// statement per group.
+// GroupArcParts reads the groups' parts from the side index in compound
+// queries (UNION ALL of each group's sideArc, each through the key of
+// its table, then the rows of the keys they gave), sparing a statement
+// per group, and the pending half of every group in one more query (the
+// first want[key] of each group, by a window), then merges them group by
+// group. Stratified calls it in one read transaction, so the statements
+// see one snapshot.
 func (r sampleReader) GroupArcParts(ctx context.Context, want map[string]int, wrapped bool, off int64) ([]sampling.Ranked, error) {
 	keys := make([]string, 0, len(want))
 	for key := range want {
 		keys = append(keys, key)
 	}
 	slices.Sort(keys)
-	var out []sampling.Ranked
+	var all []sampling.Ranked
 	for part := range slices.Chunk(keys, groupArcsAtOnce) {
 		var q strings.Builder
 		var args []any
+		q.WriteString("SELECT " + messageColumns + ", u.sample_rank FROM (")
 		for i, key := range part {
-			sub, a := r.arcQuery(key, wrapped, off, want[key])
+			sub, a := r.sideArc(key, wrapped, off, want[key])
 			if i > 0 {
 				q.WriteString(" UNION ALL ")
 			}
-			q.WriteString("SELECT * FROM (" + sub + ")")
+			q.WriteString(sub)
 			args = append(args, a...)
 		}
+		q.WriteString(") u CROSS JOIN messages m ON m.id = u.id")
 		rs, err := r.queryRanked(ctx, q.String(), args)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, rs...)
+		all = append(all, rs...)
+	}
+	pending, err := r.pendingGroupArcs(ctx, want, wrapped, off)
+	if err != nil {
+		return nil, err
+	}
+	all = append(all, pending...)
+	byKey := map[string][]sampling.Ranked{}
+	for _, x := range all {
+		k := r.keyOf(x.M)
+		byKey[k] = append(byKey[k], x)
+	}
+	var out []sampling.Ranked
+	for _, key := range keys {
+		out = append(out, firstRanked(byKey[key], want[key])...)
 	}
 	return out, nil
+}
+
+// pendingGroupArcs reads the pending half of GroupArcParts: of each
+// group of want, the first want[key] messages of the arc queued for the
+// search index.
+func (r sampleReader) pendingGroupArcs(ctx context.Context, want map[string]int, wrapped bool, off int64) ([]sampling.Ranked, error) {
+	wants, err := json.Marshal(want)
+	if err != nil {
+		return nil, err
+	}
+	w, args := where(r.f, false)
+	w = and(w, "m.sample_rank "+rankOp(wrapped)+" ?")
+	w = and(w, "m."+r.col+" IN (SELECT key FROM json_each(?))")
+	args = append(args, off, string(wants), string(wants))
+	q := "SELECT " + messageColumns + ", m.sample_rank FROM (SELECT m.*, row_number() OVER (PARTITION BY m." + r.col +
+		" ORDER BY m.sample_rank, m.id) AS n FROM " + pendingMessages + w + ") m" +
+		" JOIN json_each(?) j ON j.key = m." + r.col + " WHERE m.n <= j.value"
+	return r.queryRanked(ctx, q, args)
+}
+
+// keyOf is m's key in the groups of r.col.
+func (r sampleReader) keyOf(m *quarantine.Message) string {
+	if r.col == "queue" {
+		return m.Queue
+	}
+	return m.Fingerprint
 }
 
 func (r sampleReader) queryRanked(ctx context.Context, q string, args []any) ([]sampling.Ranked, error) {

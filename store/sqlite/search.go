@@ -19,6 +19,9 @@ import (
 // (search.Doc) into search_docs and indexes it in search_fts (FTS5,
 // trigram tokenizer). Folding and the FTS5 insertions are off the ingest
 // path: an insert only writes one narrow row per message to search_pending.
+// The same transaction writes the message's sampling keys to sample_ranks
+// and fingerprint_ranks (indexRanks, migration 0013), so the queue is
+// also what those tables lack, and SearchLag covers both.
 //
 // The background indexer (search.Run) polls every search.Poll and works
 // until the queue is empty, so a message is searchable within about a
@@ -62,6 +65,9 @@ func (s *Store) IndexSearch(ctx context.Context, n int) (int, error) {
 			return nil
 		}
 		if err := indexDocs(ctx, tx, ids); err != nil {
+			return err
+		}
+		if err := indexRanks(ctx, tx, ids); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `DELETE FROM search_pending WHERE seq <= ?`, last)
@@ -154,6 +160,23 @@ func indexDocs(ctx context.Context, tx *sql.Tx, ids []string) error {
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO search_fts (rowid, doc)
 		SELECT docid, doc FROM search_docs WHERE docid IN (SELECT value FROM json_each(?)) ORDER BY docid`, string(b))
+	return err
+}
+
+// indexRanks writes the sampling keys of the messages ids (none for
+// those gone; an ID may repeat, and an edited message is queued again
+// after its keys were written: OR IGNORE) to sample_ranks and
+// fingerprint_ranks in tx, the transaction that takes them off
+// search_pending (migration 0013): one statement per table, in key
+// order, so that neighbouring keys share their pages.
+func indexRanks(ctx context.Context, tx *sql.Tx, ids []string) error {
+	list := jsonArray(ids)
+	if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO sample_ranks (sample_rank, id)
+		SELECT sample_rank, id FROM messages WHERE id IN (SELECT value FROM json_each(?)) ORDER BY sample_rank, id`, list); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO fingerprint_ranks (fingerprint, sample_rank, id)
+		SELECT fingerprint, sample_rank, id FROM messages WHERE id IN (SELECT value FROM json_each(?)) ORDER BY fingerprint, sample_rank, id`, list)
 	return err
 }
 

@@ -13,7 +13,11 @@
 //     equally likely, and the same seed over the same set gives the same
 //     sample.
 //   - Rank (larger sets): each message holds a rank drawn uniformly from
-//     [0, RankSpace) when it is stored, indexed. The seed picks an offset;
+//     [0, RankSpace) when it is stored, indexed (a store may write that
+//     index off the ingest path, as store/sqlite does in its search
+//     indexer; a Reader's arc then merges the index with the messages not
+//     yet in it, so that the answer never depends on how far the indexer
+//     is). The seed picks an offset;
 //     the sample is the first k matching messages in rank order at or after
 //     the offset, wrapping around to rank 0. It reads k index entries
 //     instead of sorting the set. Because the ranks are independent and
