@@ -38,7 +38,7 @@ func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quar
 		exact := func(fn func(sampling.Reader) error) error {
 			return s.read(ctx, "sample messages", func(tx *sql.Tx) error { return fn(sampleReader{q: tx, f: f}) })
 		}
-		out, err = sampling.Uniform(ctx, sampleReader{q: s.r, f: f}, exact, lim, r.Size, r.Seed)
+		out, err = sampling.Uniform(ctx, sampleReader{q: cachedQuerier{s}, f: f}, exact, lim, r.Size, r.Seed)
 		if err != nil {
 			return nil, translate(err, "sample messages")
 		}
@@ -56,8 +56,9 @@ func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quar
 	return sampling.Order(out), nil
 }
 
-// querier is what a sampleReader reads through: the read connections,
-// or one read transaction.
+// querier is what a sampleReader reads through: the read connections
+// (with the store's prepared statements: cachedQuerier), or one read
+// transaction.
 type querier interface {
 	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
 }

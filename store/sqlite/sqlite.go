@@ -26,6 +26,7 @@ type Store struct {
 	// tests lower them.
 	exact, smallGroup int
 	idx               *indexer // the background search indexer (search.go)
+	stmts             readStmts
 }
 
 // Option configures a Store.
@@ -107,6 +108,7 @@ func (s *Store) Path() string { return s.path }
 // Close releases the connections.
 func (s *Store) Close() error {
 	s.stopIndexer()
+	s.stmts.close()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
