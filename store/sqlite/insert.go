@@ -143,7 +143,7 @@ func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]
 				links[i] = rs[0]
 			}
 		}
-		if err := queueSearch(ctx, tx, msgs, fresh); err != nil {
+		if err := queueSearch(ctx, tx, msgs, rows, fresh); err != nil {
 			return err
 		}
 		if err := foldGroups(ctx, tx, msgs, fresh); err != nil {

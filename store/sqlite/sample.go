@@ -139,26 +139,35 @@ func (r sampleReader) sideArc(key string, wrapped bool, off int64, k int) (strin
 }
 
 // pendingArc is the SQL of the keys of the first k messages of the arc
-// queued for the search index (each once: an edited message may be
-// queued twice): a compound SELECT's term.
+// queued for the search index: a compound SELECT's term. Only a new
+// message's entry has a rank (an edit's entry has none: its message is
+// ranked, or its insert entry is still queued), so each message is read
+// once, and the queue's narrow rows alone give the arc of an unfiltered
+// set; a filter looks each entry's message up by id (0.14 s for a filter
+// of one message in ten with 100,000 waiting, against 0.21 s when every
+// queued message was read for its rank; 0.03 s unfiltered, against 0.31).
+// The queue has no index of ranks: one cost ingest a fifth of its rate.
 func (r sampleReader) pendingArc(key string, wrapped bool, off int64, k int) (string, []any) {
-	w, args := where(r.f, false)
+	w, fargs := where(r.f, false)
 	if key != "" {
 		w = and(w, "m."+r.col+" = ?")
-		args = append(args, key)
+		fargs = append(fargs, key)
 	}
-	w = and(w, "m.sample_rank "+rankOp(wrapped)+" ?")
-	args = append(args, off, k)
-	return "SELECT * FROM (SELECT m.sample_rank, m.id FROM " + pendingMessages + w +
-		" ORDER BY m.sample_rank, m.id LIMIT ?)", args
+	if w == "" {
+		return "SELECT * FROM (SELECT sample_rank, message_id FROM search_pending WHERE sample_rank IS NOT NULL AND sample_rank " +
+			rankOp(wrapped) + " ? ORDER BY 1, 2 LIMIT ?)", []any{off, k}
+	}
+	w = and(w, "p.sample_rank IS NOT NULL AND p.sample_rank "+rankOp(wrapped)+" ?")
+	return "SELECT * FROM (SELECT p.sample_rank, p.message_id FROM " + pendingMessages + w +
+		" ORDER BY p.sample_rank, p.message_id LIMIT ?)", append(fargs, off, k)
 }
 
 // pendingMessages is the FROM clause of the messages queued for the
-// search index, each once. CROSS JOIN makes SQLite read the queue first
-// and look each message up by id: a filter's index (messages_status, say)
-// would otherwise drive, reading every message of the filter to test it
-// against the queue.
-const pendingMessages = "(SELECT DISTINCT message_id FROM search_pending) p CROSS JOIN messages m ON m.id = p.message_id"
+// search index with their entries. CROSS JOIN makes SQLite read the
+// queue first and look each message up by id: a filter's index
+// (messages_status, say) would otherwise drive, reading every message of
+// the filter to test it against the queue.
+const pendingMessages = "search_pending p CROSS JOIN messages m ON m.id = p.message_id"
 
 // rankOp is the comparison of a rank with the offset of an arc's part.
 func rankOp(wrapped bool) string {
@@ -241,11 +250,11 @@ func (r sampleReader) pendingGroupArcs(ctx context.Context, want map[string]int,
 		return nil, err
 	}
 	w, args := where(r.f, false)
-	w = and(w, "m.sample_rank "+rankOp(wrapped)+" ?")
+	w = and(w, "p.sample_rank IS NOT NULL AND p.sample_rank "+rankOp(wrapped)+" ?")
 	w = and(w, "m."+r.col+" IN (SELECT key FROM json_each(?))")
 	args = append(args, off, string(wants), string(wants))
 	q := "SELECT " + messageColumns + ", m.sample_rank FROM (SELECT m.*, row_number() OVER (PARTITION BY m." + r.col +
-		" ORDER BY m.sample_rank, m.id) AS n FROM " + pendingMessages + w + ") m" +
+		" ORDER BY p.sample_rank, p.message_id) AS n FROM " + pendingMessages + w + ") m" +
 		" JOIN json_each(?) j ON j.key = m." + r.col + " WHERE m.n <= j.value"
 	return r.queryRanked(ctx, q, args)
 }

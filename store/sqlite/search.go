@@ -181,26 +181,33 @@ func indexRanks(ctx context.Context, tx *sql.Tx, ids []string) error {
 }
 
 // queueSearch queues the new messages msgs[idx] for the index in tx,
-// the insert's transaction: one statement for the batch. (Migration
+// the insert's transaction, each with its rank (rows[idx], for the
+// pending half of a sample's arc: migration 0013): one statement for the
+// batch. (Migration
 // 0009 dropped the row trigger that did it: a trigger makes each INSERT
 // of a message write two tables, so SQLite gave each one a statement
 // journal, a copy of every page of messages and its indexes that the
 // INSERT changed.)
-func queueSearch(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message, idx []int) error {
+func queueSearch(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message, rows []row, idx []int) error {
 	at := micros(time.Now())
 	switch len(idx) {
 	case 0:
 		return nil
 	case 1:
-		_, err := tx.ExecContext(ctx, `INSERT INTO search_pending (message_id, queued_at) VALUES (?, ?)`, msgs[idx[0]].ID, at)
+		_, err := tx.ExecContext(ctx, `INSERT INTO search_pending (message_id, queued_at, sample_rank) VALUES (?, ?, ?)`,
+			msgs[idx[0]].ID, at, rows[idx[0]].rank)
 		return err
 	}
-	ids := make([]string, len(idx))
+	entries := make([][2]any, len(idx))
 	for j, i := range idx {
-		ids[j] = msgs[i].ID
+		entries[j] = [2]any{msgs[i].ID, rows[i].rank}
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO search_pending (message_id, queued_at)
-		SELECT value, ? FROM json_each(?) ORDER BY key`, at, jsonArray(ids))
+	b, err := json.Marshal(entries)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO search_pending (message_id, queued_at, sample_rank)
+		SELECT j.value->>0, ?, j.value->>1 FROM json_each(?) j ORDER BY j.key`, at, string(b))
 	return err
 }
 

@@ -33,6 +33,17 @@ CREATE TABLE fingerprint_ranks (
     PRIMARY KEY (fingerprint, sample_rank, id)
 ) WITHOUT ROWID;
 
+-- A new message's entry in search_pending carries its rank, so that the
+-- pending half of an arc reads the queue's narrow rows for ranks instead
+-- of every queued message (an unfiltered sample took 0.3 s with 100,000
+-- waiting, 0.03 s so). No index: one over the queue cost ingest a fifth
+-- of its rate. Edits queue entries without
+-- a rank: their message is ranked already, or its insert entry, ahead of
+-- theirs, is still queued.
+ALTER TABLE search_pending ADD COLUMN sample_rank INTEGER;
+
+-- Every message stored so far is ranked now (the entries already queued
+-- have no rank).
 INSERT INTO sample_ranks (sample_rank, id)
 SELECT sample_rank, id FROM messages ORDER BY sample_rank, id;
 INSERT INTO fingerprint_ranks (fingerprint, sample_rank, id)
