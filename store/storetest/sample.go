@@ -123,20 +123,26 @@ func fillSampleSet(t *testing.T, h Harness, s store.Store, rank bool) []*quarant
 	if !rank {
 		sizes = []int{1, 2, 3, 5, 9}
 	}
+	return storeGroups(t, h, s, "failure kind", sizes, 100, 4, 1)
+}
+
+// storeGroups stores groups of the sizes (reasons kind A, kind B, …; the
+// queues q0 to q2 in turn) in s, batch messages per insert, discards
+// every message whose index i has i%every == at, and returns them all.
+func storeGroups(t *testing.T, h Harness, s store.Store, kind string, sizes []int, batch, every, at int) []*quarantine.Message {
 	var msgs []*quarantine.Message
 	for g, size := range sizes {
 		for i := range size {
-			m := newMsg(withReason(fmt.Sprintf("failure kind %c", 'A'+g)),
-				withQueue(fmt.Sprintf("q%d", (g+i)%3)))
-			msgs = append(msgs, m)
+			msgs = append(msgs, newMsg(withReason(fmt.Sprintf("%s %c", kind, 'A'+g)),
+				withQueue(fmt.Sprintf("q%d", (g+i)%3))))
 		}
 	}
-	for i := 0; i < len(msgs); i += 100 {
-		insert(t, s, msgs[i:min(i+100, len(msgs))]...)
+	for i := 0; i < len(msgs); i += batch {
+		insert(t, s, msgs[i:min(i+batch, len(msgs))]...)
 	}
 	var discarded []*quarantine.Message
 	for i, m := range msgs {
-		if i%4 == 1 {
+		if i%every == at {
 			discarded = append(discarded, m)
 		}
 	}
@@ -298,23 +304,8 @@ func indexSearch(t *testing.T, s store.Store, n, batch int) int {
 func testSampleUnindexed(t *testing.T, h Harness) {
 	s := h.OpenUnindexed(t)
 	h.SetSampleExact(s, 50, 10)
-	var msgs []*quarantine.Message
-	for g, size := range []int{3, 9, 40, 150, 300, 498} { // 1000 messages, 6 groups
-		for i := range size {
-			msgs = append(msgs, newMsg(withReason(fmt.Sprintf("unindexed kind %c", 'A'+g)),
-				withQueue(fmt.Sprintf("q%d", (g+i)%3))))
-		}
-	}
-	for i := 0; i < len(msgs); i += 250 {
-		insert(t, s, msgs[i:min(i+250, len(msgs))]...)
-	}
-	var discarded []*quarantine.Message
-	for i, m := range msgs {
-		if i%5 == 2 {
-			discarded = append(discarded, m)
-		}
-	}
-	setStatus(t, h, s, quarantine.StatusDiscarded, discarded...)
+	// 1000 messages, 6 groups
+	msgs := storeGroups(t, h, s, "unindexed kind", []int{3, 9, 40, 150, 300, 498}, 250, 5, 2)
 
 	var reqs []quarantine.SampleRequest
 	for _, f := range []quarantine.Filter{
