@@ -457,3 +457,42 @@ func TestReplayWakeStartsABatchBeforeThePoll(t *testing.T) {
 		t.Errorf("%d scans, want 2 (the first and the woken one)", o.Scans)
 	}
 }
+
+// flakyRecords fails the first n RecordReplayResults calls as a busy
+// store does, writing nothing.
+type flakyRecords struct {
+	*observed
+	mu sync.Mutex
+	n  int
+}
+
+func (f *flakyRecords) RecordReplayResults(ctx context.Context, results []quarantine.ReplayResult) ([]int, error) {
+	f.mu.Lock()
+	fail := f.n > 0
+	if fail {
+		f.n--
+	}
+	f.mu.Unlock()
+	if fail {
+		return nil, quarantine.Errorf(quarantine.EUNAVAILABLE, "the database is busy")
+	}
+	return f.observed.RecordReplayResults(ctx, results)
+}
+
+// A record the store refuses for a moment (busy, briefly away) is tried
+// again while the lease lasts: what was published is recorded once, not
+// published again after the lease (a race run on a loaded machine had a
+// record time out and its item published twice).
+func TestReplayRetriesARecordWhileItsLeaseLasts(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(20)
+	b := f.create(ids, quarantine.ReplayRequest{Rate: 1000, Burst: 100})
+	f.engine(replay.Config{Store: &flakyRecords{observed: f.obs, n: 2}, Lease: time.Minute})
+	// Well within the lease: without the retries the items would wait
+	// for it to end.
+	f.waitState(b.ID, 30*time.Second, quarantine.ReplayCompleted)
+	if got := len(f.broker.Messages("orders")); got != len(ids) {
+		t.Fatalf("%d published for %d messages", got, len(ids))
+	}
+}

@@ -312,7 +312,7 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 		}
 		groups[route.Label] = append(groups[route.Label], pending{lease: l, out: out, dropped: dropped, route: route})
 	}
-	w.record(ctx, failed)
+	w.record(ctx, failed, leasedAt.Add(w.e.cfg.Lease))
 	w.dest = ""
 	if len(order) == 1 {
 		w.dest = order[0]
@@ -393,7 +393,7 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 					w.e.cfg.Metrics.outcome(p.out.Queue, "retry")
 				}
 			}
-			w.record(ctx, done)
+			w.record(ctx, done, leasedAt.Add(w.e.cfg.Lease))
 			if transient {
 				w.failures++
 				if wait == 0 {
@@ -445,15 +445,31 @@ func (w *worker) result(b *quarantine.ReplayBatch, p pending, o quarantine.ItemO
 }
 
 // record stores results. After a publish it must not be lost to a
-// shutdown, so it has a context of its own; a failure leaves the leases
-// to expire, and the items are published again (same idempotency key).
-func (w *worker) record(ctx context.Context, results []quarantine.ReplayResult) {
+// shutdown, so it has a context of its own. A store busy or away
+// (EUNAVAILABLE) is tried again, backing off, until until (the end of the
+// items' lease) while the engine runs; a failure that stays leaves the
+// leases to expire, and the items are published again (same idempotency
+// key).
+func (w *worker) record(ctx context.Context, results []quarantine.ReplayResult, until time.Time) {
 	if len(results) == 0 {
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	stale, err := w.e.cfg.Store.RecordReplayResults(rctx, results)
+	var stale []int
+	var err error
+	for attempt := 1; ; attempt++ {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		stale, err = w.e.cfg.Store.RecordReplayResults(rctx, results)
+		cancel()
+		// A store busy or briefly away: try again while the lease lasts
+		// (and the engine runs), rather than leave what was published to
+		// be published again once the lease ends.
+		pause := collect.Backoff(attempt, 50*time.Millisecond, 2*time.Second)
+		if err == nil || quarantine.ErrorCode(err) != quarantine.EUNAVAILABLE || ctx.Err() != nil || time.Until(until) < pause {
+			break
+		}
+		w.e.log.Warn("replay results not recorded yet; trying again while their lease lasts", "replay", w.id, "n", len(results), "err", err)
+		sleep(ctx, pause)
+	}
 	if err != nil {
 		w.e.log.Error("cannot record replay results; the items will be published again after their lease", "replay", w.id, "n", len(results), "err", err)
 		return
