@@ -183,11 +183,10 @@ func indexRanks(ctx context.Context, tx *sql.Tx, ids []string) error {
 // queueSearch queues the new messages msgs[idx] for the index in tx,
 // the insert's transaction, each with its rank (rows[idx], for the
 // pending half of a sample's arc: migration 0013): one statement for the
-// batch. (Migration
-// 0009 dropped the row trigger that did it: a trigger makes each INSERT
-// of a message write two tables, so SQLite gave each one a statement
-// journal, a copy of every page of messages and its indexes that the
-// INSERT changed.)
+// batch. (Migration 0009 dropped the row trigger that did it: a trigger
+// makes each INSERT of a message write two tables, so SQLite gave each
+// one a statement journal, a copy of every page of messages and its
+// indexes that the INSERT changed.)
 func queueSearch(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message, rows []row, idx []int) error {
 	at := micros(time.Now())
 	switch len(idx) {

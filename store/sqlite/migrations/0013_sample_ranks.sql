@@ -37,9 +37,8 @@ CREATE TABLE fingerprint_ranks (
 -- pending half of an arc reads the queue's narrow rows for ranks instead
 -- of every queued message (an unfiltered sample took 0.3 s with 100,000
 -- waiting, 0.03 s so). No index: one over the queue cost ingest a fifth
--- of its rate. Edits queue entries without
--- a rank: their message is ranked already, or its insert entry, ahead of
--- theirs, is still queued.
+-- of its rate. Edits queue entries without a rank: their message is
+-- ranked already, or its insert entry, ahead of theirs, is still queued.
 ALTER TABLE search_pending ADD COLUMN sample_rank INTEGER;
 
 -- Every message stored so far is ranked now (the entries already queued
