@@ -25,8 +25,10 @@ type Store struct {
 	// exact and smallGroup are the thresholds of Sample (sample.go);
 	// tests lower them.
 	exact, smallGroup int
-	idx               *indexer // the background search indexer (search.go)
-	stmts             readStmts
+	// pendingPrefix is sampleReader.prefix (0: the default); tests lower it.
+	pendingPrefix int
+	idx           *indexer // the background search indexer (search.go)
+	stmts         readStmts
 }
 
 // Option configures a Store.
