@@ -33,9 +33,6 @@ func BenchmarkReplayRate(b *testing.B) {
 						b.StopTimer()
 						ctx := context.Background()
 						st := sc.open(b)
-						if err := st.Migrate(ctx); err != nil {
-							b.Fatal(err)
-						}
 						ids := benchInsert(b, st, 0, n, false)
 						waitSearchIndex(b, st)
 						burst := max(int(rate/10), 1)
@@ -117,9 +114,6 @@ func BenchmarkReplayUnthrottled(b *testing.B) {
 				b.StopTimer()
 				ctx := context.Background()
 				st := sc.open(b)
-				if err := st.Migrate(ctx); err != nil {
-					b.Fatal(err)
-				}
 				broker := memory.New("orders")
 				routes := &replay.Routes{Brokers: map[string]replay.Broker{"rmq": {Name: "rmq", Kind: "memory", Publisher: broker}}}
 				var ids [2][]string
@@ -170,29 +164,32 @@ type benchStore interface {
 	Close() error
 }
 
-// benchStores are the stores the benchmarks run on: the embedded SQLite
-// store in a fresh file, PostgreSQL in a fresh schema.
+// benchStores are the stores the benchmarks run on, migrated: the
+// embedded SQLite store in a fresh file, PostgreSQL in a fresh schema.
 func benchStores() []struct {
 	name string
 	open func(b *testing.B) benchStore
 } {
+	migrated := func(b *testing.B, st benchStore, err error) benchStore {
+		if err == nil {
+			err = st.Migrate(context.Background())
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		return st
+	}
 	return []struct {
 		name string
 		open func(b *testing.B) benchStore
 	}{
 		{"sqlite", func(b *testing.B) benchStore {
 			st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "q.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return st
+			return migrated(b, st, err)
 		}},
 		{"postgres", func(b *testing.B) benchStore {
 			st, err := postgres.Open(context.Background(), pgtest.URL(b))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return st
+			return migrated(b, st, err)
 		}},
 	}
 }
