@@ -27,7 +27,8 @@ type Store struct {
 	exact, smallGroup int
 	// pendingPrefix is sampleReader.prefix (0: the default); tests lower it.
 	pendingPrefix int
-	idx           *indexer // the background search indexer (search.go)
+	idx           *indexer      // the background search indexer (search.go)
+	ckpt          *checkpointer // the background WAL checkpoint (checkpoint.go)
 	stmts         readStmts
 }
 
@@ -50,7 +51,8 @@ func WithClock(now func() time.Time) Option {
 // WAL checkpoint every 8192 pages instead of 1000 on top of it measured
 // 253 and 299: not kept).
 const writePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
-	"&_pragma=foreign_keys(1)&_pragma=cache_size(-65536)&_txlock=immediate"
+	"&_pragma=foreign_keys(1)&_pragma=cache_size(-65536)&_txlock=immediate" +
+	"&_pragma=wal_autocheckpoint(" + backstop + ")"
 
 // readPragmas are set on the read connections. They read the database
 // file through a memory map (up to 1 GiB; the rest, and the WAL, through
@@ -100,6 +102,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
 	s.w, s.r = w, r
+	s.ckpt = startCheckpointer(u + "?_pragma=busy_timeout(5000)")
 	s.startIndexer()
 	return s, nil
 }
@@ -111,7 +114,7 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error {
 	s.stopIndexer()
 	s.stmts.close()
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(s.ckpt.close(), s.r.Close(), s.w.Close())
 }
 
 // Ping checks that both the writer and a reader answer.
@@ -156,7 +159,11 @@ func (s *Store) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) error 
 		_ = tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.ckpt.wrote()
+	return nil
 }
 
 // read runs fn in a read transaction: one consistent snapshot.
