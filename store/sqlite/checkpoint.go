@@ -30,6 +30,8 @@ type checkpointer struct {
 	kick chan struct{}
 	stop chan struct{}
 	done sync.WaitGroup
+	once sync.Once
+	err  error // of close
 	// full counts the checkpoints that copied the whole WAL back (tests).
 	full atomic.Int64
 }
@@ -86,12 +88,16 @@ func (c *checkpointer) run() {
 	}
 }
 
-// close stops the loop and closes its connection.
+// close stops the loop and closes its connection; closing again (a
+// store closed twice) returns the first close's error.
 func (c *checkpointer) close() error {
 	if c == nil {
 		return nil
 	}
-	close(c.stop)
-	c.done.Wait()
-	return c.db.Close()
+	c.once.Do(func() {
+		close(c.stop)
+		c.done.Wait()
+		c.err = c.db.Close()
+	})
+	return c.err
 }

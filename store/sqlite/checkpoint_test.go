@@ -46,3 +46,15 @@ func TestWALIsCheckpointedInTheBackground(t *testing.T) {
 		t.Fatalf("the WAL file is %d bytes after %d batches of about 1 MiB", fi.Size(), batches)
 	}
 }
+
+// A store may be closed twice (a test's cleanup after the code under test
+// closed it): the second close does nothing.
+func TestCloseTwice(t *testing.T) {
+	s := openTest(t)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
