@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 	"github.com/quarantine-dev/quarantine/store/postgres"
 	"github.com/quarantine-dev/quarantine/store/storetest"
@@ -65,19 +64,8 @@ func seedSearch(tb testing.TB, s *postgres.Store) {
 func BenchmarkSearch(b *testing.B) {
 	rows := benchRows(b)
 	s := benchStore(b, rows)
-	rare := func(i int) int { return (i*7919 + 12345) % rows }
-	queue := func(n int) string { return fmt.Sprintf("queue-%02d", n%20) }
-	terms := []storetest.SearchTerm{
-		{Name: "rare", Text: func(i int) string { return fmt.Sprintf(`"idem-%d"`, rare(i)) }, Min: 1, Max: 1},
-		{Name: "rare+queue", Text: func(i int) string { return fmt.Sprintf(`"idem-%d"`, rare(i)) },
-			Filter: quarantine.Filter{Queue: []string{queue(rare(0))}}, Max: 1},
-		{Name: "sku", Text: func(i int) string { return fmt.Sprintf(" sku-%d ", i%1000) }, Min: 1, Max: 50},
-		{Name: "pct1", Text: func(i int) string { return fmt.Sprintf("failure %d:", i%101) }, Min: 50, Max: 50},
-		{Name: "frequent", Text: func(int) string { return "upstream timeout" }, Min: 50, Max: 50},
-		{Name: "frequent+queue", Text: func(int) string { return "Upstream TIMEOUT" },
-			Filter: quarantine.Filter{Queue: []string{"queue-07"}}, Min: 50, Max: 50},
-		{Name: "none", Text: func(i int) string { return fmt.Sprintf("no such thing %d", i) }, Max: 0},
-	}
+	terms := storetest.SearchTerms(rows, func(n int) string { return fmt.Sprintf(`"idem-%d"`, n) },
+		storetest.SearchTerm{Name: "sku", Text: func(i int) string { return fmt.Sprintf(" sku-%d ", i%1000) }, Min: 1, Max: 50})
 	storetest.BenchSearch(b, s, terms)
 }
 

@@ -23,6 +23,33 @@ type SearchTerm struct {
 	Min, Max int
 }
 
+// SearchTerms are the kinds of term both stores' BenchmarkSearch time on
+// rows seeded messages in 20 queues (queue-00 …) whose reasons read
+// "… failure <i mod 101>: upstream timeout …":
+//
+//   - rare: the payload term of one message, rare(n) for a message n;
+//     rare+queue: with that message's queue;
+//   - sparse, given by the caller: a term of a few payloads;
+//   - pct1: a reason prefix of about 1 in 101 messages;
+//   - frequent: "upstream timeout", in every reason; frequent+queue: with
+//     a queue;
+//   - none: a term no message holds.
+func SearchTerms(rows int, rare func(n int) string, sparse SearchTerm) []SearchTerm {
+	pick := func(i int) int { return (i*7919 + 12345) % rows }
+	queue := func(n int) string { return fmt.Sprintf("queue-%02d", n%20) }
+	return []SearchTerm{
+		{Name: "rare", Text: func(i int) string { return rare(pick(i)) }, Min: 1, Max: 1},
+		{Name: "rare+queue", Text: func(i int) string { return rare(pick(i)) },
+			Filter: quarantine.Filter{Queue: []string{queue(pick(0))}}, Max: 1},
+		sparse,
+		{Name: "pct1", Text: func(i int) string { return fmt.Sprintf("failure %d:", i%101) }, Min: 50, Max: 50},
+		{Name: "frequent", Text: func(int) string { return "upstream timeout" }, Min: 50, Max: 50},
+		{Name: "frequent+queue", Text: func(int) string { return "Upstream TIMEOUT" },
+			Filter: quarantine.Filter{Queue: []string{"queue-07"}}, Min: 50, Max: 50},
+		{Name: "none", Text: func(i int) string { return fmt.Sprintf("no such thing %d", i) }, Max: 0},
+	}
+}
+
 // BenchSearch measures the first page (limit 50) of ListMessages with
 // text on a seeded store: opSamples timed calls of each term per
 // iteration, interleaved, reported as name-p50-µs and name-p99-µs.
