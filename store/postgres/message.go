@@ -96,8 +96,7 @@ func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]
 		return []quarantine.InsertResult{}, nil
 	}
 	// The search indexer leaves the CPU to ingest (search.Pacer).
-	s.inserted()
-	defer s.inserted()
+	defer s.inserting()()
 	now := s.clock()
 	first := make(map[dedupeKey]int, len(msgs)) // key -> index of its first message
 	var unique []int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 	"github.com/quarantine-dev/quarantine/store/postgres"
@@ -76,4 +77,11 @@ func BenchmarkSearch(b *testing.B) {
 func BenchmarkSearchIndexer(b *testing.B) {
 	s := openStore(b, postgres.WithoutSearchIndexer())
 	storetest.BenchSearchIndexer(b, s, storetest.EnvCount(b, "QUARANTINE_BENCH_INSERTS", 20_000))
+}
+
+// BenchmarkSearchLag measures the search index's lag under a steady
+// ingest of 1,000 messages a second for 20 seconds (a collector during an
+// incident). Run with -benchtime=1x.
+func BenchmarkSearchLag(b *testing.B) {
+	storetest.BenchSearchLag(b, openStore(b), 1000, 20*time.Second)
 }

@@ -116,8 +116,7 @@ func (s *Store) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]
 		rows[i] = r
 	}
 	// The search indexer leaves the single writer to ingest (search.Pacer).
-	s.inserted()
-	defer s.inserted()
+	defer s.inserting()()
 	out := make([]quarantine.InsertResult, len(msgs))
 	var links map[int]string // message index -> the replayed message it re-failed from
 	err := s.write(ctx, "store messages", func(tx *sql.Tx) error {

@@ -25,9 +25,11 @@ import (
 //
 // The background indexer (search.Run) polls every search.Poll and works
 // until the queue is empty, so a message is searchable within about a
-// second of its commit while ingest is calm. Ingest goes first: while
-// messages are being inserted the indexer does one batch of search.BusyBatch every
-// search.MaxDefer, so during a burst the index falls behind (SearchLag
+// second of its commit while ingest is calm. Ingest goes first: while an
+// insert is under way the indexer waits, at most search.MaxDefer, and
+// between inserts it indexes batches of search.BusyBatch, at most
+// search.Share of the time; so under a steady ingest it keeps up, and
+// during a burst that leaves no gap the index falls behind (SearchLag
 // says by how much) and catches up after it.
 // A search first indexes the queue itself when it holds at most
 // searchCatchUp messages, so that it sees the writes made before it.
@@ -268,8 +270,8 @@ func WithoutSearchIndexer() Option {
 // (ingest goes first), until stopIndexer.
 func (s *Store) startIndexer() { s.idx = search.Start(s.idx, s.IndexSearch, unmigrated) }
 
-// inserted tells the indexer that messages were just inserted.
-func (s *Store) inserted() { s.idx.Inserted() }
+// inserting tells the indexer that an insert is under way, until done.
+func (s *Store) inserting() (done func()) { return s.idx.Inserting() }
 
 // unmigrated reports whether err says the search tables are missing: the
 // store was opened before Migrate.

@@ -138,3 +138,51 @@ func BenchSearchIndexer(b *testing.B, s Indexer, total int) {
 	}
 	b.ReportMetric(float64(indexed)/took.Seconds(), "index-msgs/s")
 }
+
+// Lagger is a store whose background search indexer reports its lag.
+type Lagger interface {
+	store.Store
+	SearchLag(ctx context.Context) (time.Duration, error)
+}
+
+// BenchSearchLag measures the search index's lag under a steady ingest,
+// as a collector at a moderate rate drives the store: batches of 100
+// messages with distinct 1 KiB payloads at rate messages a second for
+// the given duration, the lag read after each batch. It reports the
+// largest lag seen (lag-max-s) and the lag at the end (lag-end-s). s
+// must run its background indexer.
+func BenchSearchLag(b *testing.B, s Lagger, rate int, d time.Duration) {
+	ctx := b.Context()
+	const per = 100
+	run := quarantine.NewID(time.Now())
+	var worst, end time.Duration
+	for b.Loop() {
+		start := time.Now()
+		for i := 0; time.Since(start) < d; i++ {
+			msgs := make([]*quarantine.Message, per)
+			for j := range msgs {
+				n := i*per + j
+				key := fmt.Sprintf("lag-%s-%d", run, n)
+				msgs[j] = &quarantine.Message{
+					Source: "bench-lag", SourceKind: quarantine.SourceMemory, Queue: fmt.Sprintf("queue-%02d", n%20),
+					JobName: fmt.Sprintf("job-%d", n%7), IdempotencyKey: key, DedupeKey: key, FailureClass: quarantine.ClassExhausted,
+					Reason:  fmt.Sprintf("failure %d: upstream timeout after %dms", n%101, 100+n%900),
+					Payload: indexPayload(n), ContentType: "application/json",
+				}
+			}
+			if _, err := s.InsertBatch(ctx, msgs); err != nil {
+				b.Fatal(err)
+			}
+			lag, err := s.SearchLag(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			worst, end = max(worst, lag), lag
+			// The next batch is due at the rate, from the start.
+			time.Sleep(time.Until(start.Add(time.Duration(i+1) * per * time.Second / time.Duration(rate))))
+		}
+		run += "x"
+	}
+	b.ReportMetric(worst.Seconds(), "lag-max-s")
+	b.ReportMetric(end.Seconds(), "lag-end-s")
+}

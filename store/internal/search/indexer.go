@@ -46,12 +46,15 @@ func Start(ix *Indexer, index func(ctx context.Context, n int) (int, error), qui
 	return ix
 }
 
-// Inserted tells the indexer that messages are being inserted now, so
-// that it leaves the writer to them (Pacer).
-func (ix *Indexer) Inserted() {
-	if ix != nil {
-		ix.pacer.Inserted(time.Now())
+// Inserting tells the indexer that messages are being inserted now, so
+// that it leaves the writer to them (Pacer), until the returned func is
+// called (once, when the insert is over).
+func (ix *Indexer) Inserting() (done func()) {
+	if ix == nil {
+		return func() {}
 	}
+	ix.pacer.Begin(time.Now())
+	return func() { ix.pacer.End(time.Now()) }
 }
 
 // Stop stops a started indexer and waits for its pass under way.

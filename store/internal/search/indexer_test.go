@@ -39,9 +39,9 @@ func TestIndexerOff(t *testing.T) {
 	if !ix.off {
 		t.Fatal("Start replaced an Off indexer")
 	}
-	ix.Inserted()
+	ix.Inserting()()
 	ix.Stop()
 	var none *Indexer // a store without one
-	none.Inserted()
+	none.Inserting()()
 	none.Stop()
 }
