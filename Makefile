@@ -52,7 +52,7 @@ fmt: ## format the Go sources
 bench: services ## run the benchmarks: stores, collectors vs bare broker drains, peak RSS, replay rate and speed (see README)
 	$(GO) test -run '^$$' -bench 'Fingerprint' -benchmem .
 	$(GO) test -run '^$$' -bench 'Insert100k|List|Operations|Explain' -benchtime=1x -timeout 90m -v ./store/...
-	$(GO) test -run '^$$' -bench '^BenchmarkSearch$$' -benchtime=1x -timeout 60m -v ./store/postgres/ ./store/sqlite/
+	$(GO) test -run '^$$' -bench '^BenchmarkSearch(Lag|Indexer)?$$' -benchtime=1x -timeout 60m -v ./store/postgres/ ./store/sqlite/
 	$(GO) test -run '^$$' -bench 'BinaryVsBareDrain|CollectorVsBareDrain|PeakRSS' -benchtime=1x -timeout 60m ./broker/rabbitmq/
 	$(GO) test -run '^$$' -bench 'DecodeEnvelope' -benchmem ./collect/
 	$(GO) test -run '^$$' -bench 'Drain' -benchtime=1x -timeout 90m ./broker/nats/ ./broker/sqs/
