@@ -24,25 +24,30 @@ type Indexer struct {
 func Off() *Indexer { return &Indexer{off: true} }
 
 // Start runs index (which indexes up to n queued messages and says how
-// many it took) in the background under Run, unless ix is Off, and
-// returns the indexer to keep. Errors are logged as warnings, except
-// those quiet reports (such as the tables missing before the store is
-// migrated) and the cancellation of Stop; the next poll tries again.
-func Start(ix *Indexer, index func(ctx context.Context, n int) (int, error), quiet func(error) bool) *Indexer {
+// many it took) in the background under Run, on workers goroutines
+// sharing one Pacer (a store whose writes do not serialise indexes on
+// several connections at once: index must tolerate that), unless ix is
+// Off, and returns the indexer to keep. Errors are logged as warnings,
+// except those quiet reports (such as the tables missing before the
+// store is migrated) and the cancellation of Stop; the next poll tries
+// again.
+func Start(ix *Indexer, workers int, index func(ctx context.Context, n int) (int, error), quiet func(error) bool) *Indexer {
 	if ix != nil && ix.off {
 		return ix
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ix = &Indexer{cancel: cancel}
-	ix.done.Add(1)
-	go func() {
-		defer ix.done.Done()
-		Run(ctx, &ix.pacer, index, func(err error) {
-			if !errors.Is(err, context.Canceled) && !quiet(err) {
-				slog.Warn("search indexer", "component", "store", "err", err)
-			}
-		})
-	}()
+	for range max(workers, 1) {
+		ix.done.Add(1)
+		go func() {
+			defer ix.done.Done()
+			Run(ctx, &ix.pacer, index, func(err error) {
+				if !errors.Is(err, context.Canceled) && !quiet(err) {
+					slog.Warn("search indexer", "component", "store", "err", err)
+				}
+			})
+		}()
+	}
 	return ix
 }
 

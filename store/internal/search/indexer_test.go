@@ -3,7 +3,9 @@ package search
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestIndexerRunsUntilStopped(t *testing.T) {
@@ -13,7 +15,7 @@ func TestIndexerRunsUntilStopped(t *testing.T) {
 		n   int
 	}
 	calls := make(chan call, 1)
-	ix := Start(nil, func(ctx context.Context, n int) (int, error) {
+	ix := Start(nil, 1, func(ctx context.Context, n int) (int, error) {
 		select {
 		case calls <- call{ctx, n}:
 		default:
@@ -32,7 +34,7 @@ func TestIndexerRunsUntilStopped(t *testing.T) {
 
 func TestIndexerOff(t *testing.T) {
 	t.Parallel()
-	ix := Start(Off(), func(context.Context, int) (int, error) {
+	ix := Start(Off(), 1, func(context.Context, int) (int, error) {
 		t.Error("an indexer made by Off indexed")
 		return 0, errors.New("off")
 	}, func(error) bool { return true })
@@ -44,4 +46,29 @@ func TestIndexerOff(t *testing.T) {
 	var none *Indexer // a store without one
 	none.Inserting()()
 	none.Stop()
+}
+
+// Workers index at once: each pass waits here until the other has
+// started too.
+func TestIndexerWorkersRunAtOnce(t *testing.T) {
+	t.Parallel()
+	var both sync.WaitGroup
+	both.Add(2)
+	met := make(chan struct{})
+	ix := Start(nil, 2, func(ctx context.Context, n int) (int, error) {
+		both.Done()
+		both.Wait()
+		select {
+		case met <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}, func(error) bool { return true })
+	select {
+	case <-met:
+	case <-time.After(10 * time.Second):
+		t.Fatal("two workers never indexed at once")
+	}
+	ix.Stop()
 }
