@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,6 +60,12 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
 		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = IdleInTransactionTimeout
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgxpool's default (the larger of 4 and the CPUs), plus the
+		// background indexer's workers: their passes do not take the
+		// connections the collectors and the API need.
+		cfg.MaxConns += indexWorkers
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

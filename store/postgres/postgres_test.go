@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -221,5 +223,23 @@ func TestStoppedTransactionDoesNotBlockOthers(t *testing.T) {
 	t.Logf("the append waited %s for the stopped transaction", time.Since(start).Round(time.Millisecond))
 	if _, err := tx.Exec(t.Context(), "UPDATE audit_head SET seq = seq WHERE id = 1"); err == nil {
 		t.Fatal("the stopped transaction could still write after the server ended its session")
+	}
+}
+
+// The pool has room for the search indexer's workers beside pgxpool's
+// default, unless the URL sizes it.
+func TestPoolRoomForTheIndexer(t *testing.T) {
+	t.Parallel()
+	u := pgtest.URL(t)
+	want := int32(max(4, runtime.NumCPU()) + 2)
+	if got := openURL(t, u).Pool().Config().MaxConns; got != want {
+		t.Fatalf("MaxConns = %d, want %d", got, want)
+	}
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	if got := openURL(t, u+sep+"pool_max_conns=3").Pool().Config().MaxConns; got != 3 {
+		t.Fatalf("MaxConns with pool_max_conns=3 = %d", got)
 	}
 }
