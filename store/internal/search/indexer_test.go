@@ -54,7 +54,7 @@ func TestIndexerWorkersRunAtOnce(t *testing.T) {
 	t.Parallel()
 	var both sync.WaitGroup
 	both.Add(2)
-	met := make(chan struct{})
+	met := make(chan struct{}, 2)
 	ix := Start(nil, 2, func(ctx context.Context, n int) (int, error) {
 		both.Done()
 		both.Wait()
