@@ -22,8 +22,8 @@ import (
 // of slowing ingest down, and catches up once ingest calms; under a
 // steady ingest that leaves the writer idle between inserts it keeps up.
 // Measured on 2 cores: BenchmarkSearchLag (1,000 messages a second in
-// batches of 100 for 20 s) ends with a lag of 0.4 to 0.7 s on SQLite (at
-// most 0.5 to 1.0 s) and 0.5 s on PostgreSQL (at most 1.3 s; its store
+// batches of 100 for 20 s) ends with a lag of 0.2 to 0.7 s on SQLite (at
+// most 0.5 to 1.0 s; three runs) and 0.5 s on PostgreSQL (at most 1.3 s; its store
 // runs two workers: one, slower than that rate, ended at 9.2 s),
 // against 16.2 s on both when the indexer deferred to any insert within
 // Busy. BenchmarkInsert100k (20,000 inserts, SQLite,
