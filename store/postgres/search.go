@@ -172,8 +172,7 @@ func WithoutSearchIndexer() Option {
 }
 
 // startIndexer runs IndexSearch in the background, paced by search.Run
-// (ingest goes first), until stopIndexer.
-// Two workers: each pass takes its queue entries with SKIP LOCKED and
+// (ingest goes first), until stopIndexer, on two workers: each pass takes its queue entries with SKIP LOCKED and
 // writes only over older documents, as several instances do, and the
 // folding and the GIN insertions of one pass leave the server's other
 // cores idle (one worker indexed fewer than 1,000 messages a second).

@@ -267,8 +267,8 @@ func WithoutSearchIndexer() Option {
 }
 
 // startIndexer runs IndexSearch in the background, paced by search.Run
-// (ingest goes first), until stopIndexer.
-// One worker: the indexer writes through the single writer.
+// (ingest goes first), until stopIndexer, on one worker: its passes
+// write through the single writer.
 func (s *Store) startIndexer() { s.idx = search.Start(s.idx, 1, s.IndexSearch, unmigrated) }
 
 // inserting tells the indexer that an insert is under way, until done.

@@ -25,9 +25,9 @@ func Off() *Indexer { return &Indexer{off: true} }
 
 // Start runs index (which indexes up to n queued messages and says how
 // many it took) in the background under Run, on workers goroutines
-// sharing one Pacer (a store whose writes do not serialise indexes on
-// several connections at once: index must tolerate that), unless ix is
-// Off, and returns the indexer to keep. Errors are logged as warnings,
+// sharing one Pacer (more than one only for a store whose passes can run
+// at once: index is then called concurrently), unless ix is Off, and
+// returns the indexer to keep. Errors are logged as warnings,
 // except those quiet reports (such as the tables missing before the
 // store is migrated) and the cancellation of Stop; the next poll tries
 // again.
