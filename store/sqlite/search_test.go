@@ -107,6 +107,12 @@ func TestTextSearchPlansAgree(t *testing.T) {
 		if i < 3 {
 			m.Reason += " Zebra-Needle" // only in the oldest: beyond the window
 		}
+		// In 1 of 25 of the newest textFirstWindow and 1 of 10 of the
+		// oldest 400: the first window predicts another, which finds
+		// none, and the index gives the rest.
+		if n := textWindow + 1500 - i; (n <= textFirstWindow && n%25 == 0) || (i < 400 && i%10 == 0) {
+			m.Reason += " Kite-Tail"
+		}
 		msgs = append(msgs, m)
 	}
 	if _, err := s.InsertBatch(ctx, msgs); err != nil {
@@ -116,6 +122,7 @@ func TestTextSearchPlansAgree(t *testing.T) {
 		{Text: "upstream TIMEOUT", Limit: 50},
 		{Text: "sku-7", Limit: 20},
 		{Text: "zebra-needle", Limit: 2},
+		{Text: "kite-tail", Limit: 50},
 		{Text: "no such thing", Limit: 10},
 		{Text: "failure 7:", Queue: []string{"queue-07", "queue-08"}, Limit: 7},
 		{Text: "ms", Limit: 300}, // no trigram: window after window
