@@ -8,16 +8,21 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 export GOFLAGS ?= -buildvcs=false
 # Set in the environment or on the command line, these reach the tests
 # (make passes both through): QUARANTINE_BENCH_ROWS (rows the store
-# benchmarks seed), QUARANTINE_TEST_POSTGRES_URL, and CI=true (a missing
-# service is then an error instead of a skip).
+# benchmarks seed), the QUARANTINE_TEST_* addresses of services of your
+# own (they win over the project's private instances), and CI=true (a
+# missing service is then an error instead of a skip).
+# The project's private service instances (scripts/services.sh) and the
+# variables through which the tests find them:
+SERVICES_DIR ?= $(or $(QUARANTINE_SERVICES_DIR),.tools/services)
+WITH_SERVICES := . "$(abspath $(SERVICES_DIR))/env.sh" &&
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build run demo services test test-race lint fmt bench clean
+.PHONY: help build run demo services services-stop test test-race test-isolated lint fmt bench clean
 
 help: ## list the targets
 	@echo 'Usage: make TARGET'
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/quarantine
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/quarantine
@@ -29,17 +34,23 @@ demo: build ## the whole loop on the embedded store: the tour (it explains each 
 	./$(BIN) demo --tour
 	./$(BIN) demo
 
-services: ## make PostgreSQL, RabbitMQ, NATS and goaws available on 127.0.0.1 (scripts/services.sh)
+services: ## start the project's own PostgreSQL, RabbitMQ, NATS, goaws and Alertmanager on private loopback ports (scripts/services.sh; never the machine's)
 	./scripts/services.sh
+
+services-stop: ## stop the private service instances that `make services` started, and nothing else
+	./scripts/services.sh stop
 
 test: services ## run every test, uncached (needs services; installs the npm tools of the OpenAPI tests into .tools/node); the API suite runs on both stores
 	./scripts/node-tools.sh
-	$(GO) test -count=1 ./...
-	QUARANTINE_API_TEST_STORE=postgres $(GO) test -count=1 ./api/
+	$(WITH_SERVICES) $(GO) test -count=1 ./...
+	$(WITH_SERVICES) QUARANTINE_API_TEST_STORE=postgres $(GO) test -count=1 ./api/
+
+test-isolated: ## make test (CI=true) from a fresh clone in a network namespace of its own, where none of the machine's services can be reached (scripts/test-isolated.sh)
+	./scripts/test-isolated.sh
 
 test-race: services ## run every test with the race detector, uncached
 	./scripts/node-tools.sh
-	$(GO) test -race -count=1 ./...
+	$(WITH_SERVICES) $(GO) test -race -count=1 ./...
 
 lint: ## gofmt (must list nothing) and go vet
 	@out="$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*'))"; \
@@ -50,15 +61,15 @@ fmt: ## format the Go sources
 	gofmt -w $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*')
 
 bench: services ## run the benchmarks: stores, collectors vs bare broker drains, peak RSS, replay rate and speed (see README)
-	$(GO) test -run '^$$' -bench 'Fingerprint' -benchmem .
-	$(GO) test -run '^$$' -bench 'Insert100k|List|Operations|Explain' -benchtime=1x -timeout 90m -v ./store/...
-	$(GO) test -run '^$$' -bench '^BenchmarkSearch(Lag|Indexer)?$$' -benchtime=1x -timeout 60m -v ./store/postgres/ ./store/sqlite/
-	$(GO) test -run '^$$' -bench 'BinaryVsBareDrain|CollectorVsBareDrain|PeakRSS' -benchtime=1x -timeout 60m ./broker/rabbitmq/
-	$(GO) test -run '^$$' -bench 'DecodeEnvelope' -benchmem ./collect/
-	$(GO) test -run '^$$' -bench 'Drain' -benchtime=1x -timeout 90m ./broker/nats/ ./broker/sqs/
-	$(GO) test -run '^$$' -bench 'ReplayRate' -benchtime=1x -timeout 30m ./replay/
-	$(GO) test -run '^$$' -bench 'ReplayPublishVsBare|ReplayBinaryVsBare' -benchtime=1x -timeout 30m ./broker/rabbitmq/
-	$(GO) test -run '^$$' -bench '^BenchmarkPages$$' -benchtime=1x -timeout 60m -v ./web/
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'Fingerprint' -benchmem .
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'Insert100k|List|Operations|Explain' -benchtime=1x -timeout 90m -v ./store/...
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench '^BenchmarkSearch(Lag|Indexer)?$$' -benchtime=1x -timeout 60m -v ./store/postgres/ ./store/sqlite/
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'BinaryVsBareDrain|CollectorVsBareDrain|PeakRSS' -benchtime=1x -timeout 60m ./broker/rabbitmq/
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'DecodeEnvelope' -benchmem ./collect/
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'Drain' -benchtime=1x -timeout 90m ./broker/nats/ ./broker/sqs/
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'ReplayRate' -benchtime=1x -timeout 30m ./replay/
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'ReplayPublishVsBare|ReplayBinaryVsBare' -benchtime=1x -timeout 30m ./broker/rabbitmq/
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench '^BenchmarkPages$$' -benchtime=1x -timeout 60m -v ./web/
 
 clean: ## remove build outputs and the embedded default database
 	rm -rf bin quarantine-data

@@ -4,35 +4,30 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/alert"
+	"github.com/quarantine-dev/quarantine/internal/testenv"
 )
 
 // alertmanagerURL returns the test Alertmanager's URL
-// ($QUARANTINE_TEST_ALERTMANAGER_URL, default http://127.0.0.1:9093, as
-// scripts/services.sh alertmanager starts it), skipping t when it does
+// ($QUARANTINE_TEST_ALERTMANAGER_URL: the project's private one, as
+// scripts/services.sh alertmanager starts and records it), skipping t when it does
 // not answer, or failing it under CI=true.
 func alertmanagerURL(t *testing.T) string {
 	t.Helper()
-	u := os.Getenv("QUARANTINE_TEST_ALERTMANAGER_URL")
-	if u == "" {
-		u = "http://127.0.0.1:9093"
-	}
+	u := testenv.Require(t, testenv.AlertmanagerURL, "Alertmanager")
 	resp, err := http.Get(u + "/-/ready")
 	if err == nil {
 		resp.Body.Close()
 	}
 	if err != nil || resp.StatusCode != http.StatusOK {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no Alertmanager at %s (run scripts/services.sh alertmanager): %v", u, err)
-		}
-		t.Skipf("no Alertmanager at %s (run scripts/services.sh alertmanager)", u)
+		testenv.Unavailable(t, testenv.AlertmanagerURL, fmt.Sprintf("no Alertmanager at %s: %v", u, err))
 	}
 	return u
 }

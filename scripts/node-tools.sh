@@ -58,6 +58,20 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	exit 0
 fi
 
+# The npm tools (openapi-typescript 7, @redocly/cli 2, miniflare 4) need
+# Node.js 20.19 or newer; Debian 12's nodejs is 18.
+NODE_MIN=20.19.0
+node_version="$(node --version 2>/dev/null | sed 's/^v//')"
+if [[ "$(printf '%s\n%s\n' "$NODE_MIN" "$node_version" | sort -V | head -n 1)" != "$NODE_MIN" ]]; then
+	msg="Node.js $node_version is too old: the npm tools of the tests need $NODE_MIN or newer. Install a current Node.js (Debian's testing or backports nodejs, NodeSource's packages, or nvm), put it first on PATH, and run make test again"
+	if [[ "${CI:-}" == "true" ]]; then
+		log "ERROR: $msg"
+		exit 1
+	fi
+	log "WARNING: $msg (the OpenAPI, browser accessibility and Cloudflare tests will skip)"
+	exit 0
+fi
+
 # cloudflare_deps: npm ci in integrations/cloudflare unless its
 # node_modules is already installed from the current package-lock.json.
 cloudflare_deps() {

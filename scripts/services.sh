@@ -1,22 +1,39 @@
 #!/usr/bin/env bash
-# services.sh: make the services the tests use available on 127.0.0.1,
-# idempotently. A service that already answers is never touched.
+# services.sh: the project's own private instances of the services the
+# tests use, on loopback ports of their own, never the machine's.
 #
-#   scripts/services.sh [SERVICE...]       (default: every known service)
-#   scripts/services.sh stop [SERVICE...]  stop what this script started
+#   scripts/services.sh [SERVICE...]          start each (or reuse ours); default: all
+#   scripts/services.sh stop [SERVICE...]     stop what this script started, nothing else
+#   scripts/services.sh install [SERVICE...]  install what each needs; start nothing
+#   scripts/services.sh env                   print the variables the tests read
+#   scripts/services.sh status                list the instances this script started
 #
-# A service the script starts is recorded under .tools/services/ (its pid
-# and start time, or for PostgreSQL and RabbitMQ a marker). `stop` stops
-# exactly those, and only while the recorded process is the one it started;
-# a service that was already running is never recorded, so never stopped.
+# Every instance lives in .tools/services/NAME-PORT/ (QUARANTINE_SERVICES_DIR
+# moves the whole folder): its data, configuration, socket, log, pid file
+# and `env`, the variables through which the tests find it. The script
+# never starts, stops or edits a system-wide service or anything under
+# /etc; it only installs Debian packages (apt-get, as root or through
+# sudo) when a binary is missing. A port that answers but is not an
+# instance of ours is an error, never used.
 #
-# Known services: one file each in scripts/services.d/NAME.sh, defining
-# ensure_NAME (postgres, and the brokers as they are added).
+# After each run .tools/services/env (KEY=VALUE) and env.sh (for `.`) hold
+# the variables of the running instances (the most recently started one of
+# a service wins); a variable already set in the environment wins over
+# env.sh, so `make test` can be pointed at services of your own. The Go
+# tests read the same file when the variable is unset (internal/testenv).
+#
+# Services (one file each in scripts/services.d/NAME.sh) and their ports:
+#   postgres      QUARANTINE_POSTGRES_PORT      25432
+#   rabbitmq      QUARANTINE_RABBITMQ_PORT      26672 (+1 distribution, +2 its own epmd)
+#   nats          QUARANTINE_NATS_PORT          24222
+#   goaws         QUARANTINE_GOAWS_PORT         24100 (GOAWS_PORT too)
+#   alertmanager  QUARANTINE_ALERTMANAGER_PORT  29093
+#   prometheus, promtool, chromium: binaries only (each test starts its own)
+# A port override makes another instance with its own folder and record;
+# `stop` stops every instance this script started.
+#
 # Under CI=true a service that cannot be made ready fails the script;
-# otherwise the script warns and the tests that need the service skip.
-#
-# Tests read QUARANTINE_TEST_POSTGRES_URL
-# (default postgres://postgres@127.0.0.1:5432/test?sslmode=disable).
+# otherwise the script warns and the tests that need it skip.
 set -euo pipefail
 
 log() { printf 'services: %s\n' "$*" >&2; }
@@ -43,40 +60,66 @@ as_root() {
 	fi
 }
 
-# as_postgres runs a command as the postgres system user.
-as_postgres() {
-	if [[ "$(id -un)" == "postgres" ]]; then
-		"$@"
-	elif [[ "$(id -u)" -eq 0 ]] && command -v runuser >/dev/null 2>&1; then
-		runuser -u postgres -- "$@"
+# as_user USER CMD...: run CMD as USER when we are root, else as ourselves
+# (a developer's own account runs the servers it starts).
+as_user() {
+	local u="$1"
+	shift
+	if [[ "$(id -u)" -eq 0 && "$u" != root ]]; then
+		runuser -u "$u" -- "$@"
 	else
-		as_root su postgres -s /bin/sh -c "$(printf '%q ' "$@")"
+		"$@"
 	fi
 }
 
 APT_UPDATED=0
 apt_install() {
+	if ! command -v apt-get >/dev/null 2>&1; then
+		log "apt-get is not available: install $* by hand"
+		return 1
+	fi
 	if [[ "$APT_UPDATED" -eq 0 ]]; then
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2 || return 1
 		APT_UPDATED=1
 	fi
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
+}
+
+# need CMD PACKAGE: install PACKAGE (Debian) unless CMD is on PATH.
+need() {
+	command -v "$1" >/dev/null 2>&1 && return 0
+	log "installing $2 (for $1)"
+	apt_install "$2" && command -v "$1" >/dev/null 2>&1
 }
 
 # wait_for CMD...: retry a readiness check for up to 30 seconds.
 wait_for() {
 	local i
-	for i in $(seq 1 60); do
+	for i in $(seq 1 120); do
 		if "$@" >/dev/null 2>&1; then
 			return 0
 		fi
-		sleep 0.5
+		sleep 0.25
 	done
 	return 1
 }
 
-SERVICES_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/services.d"
-STATE_DIR="$(cd "$SERVICES_DIR/../.." && pwd)/.tools/services"
+# listening PORT: something accepts TCP connections on 127.0.0.1:PORT.
+listening() { timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0"' "$1" 2>/dev/null; }
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SERVICES_DIR="$ROOT/scripts/services.d"
+STATE_DIR="${QUARANTINE_SERVICES_DIR:-$ROOT/.tools/services}"
+mkdir -p "$STATE_DIR"
+STATE_DIR="$(cd "$STATE_DIR" && pwd)"
+
+# instance NAME PORT prints (and creates) the folder of one instance.
+instance() {
+	local d="$STATE_DIR/$1-$2"
+	mkdir -p "$d"
+	chmod 755 "$d"
+	echo "$d"
+}
 
 # proc_start PID prints the process's start time (clock ticks since boot,
 # field 22 of /proc/PID/stat), so that a recorded pid reused by another
@@ -90,49 +133,77 @@ proc_start() {
 	echo "${20}"
 }
 
-# record_started NAME [PID]: the script started NAME (as process PID, or,
-# without one, by a command its stop_NAME function undoes).
-record_started() {
-	mkdir -p "$STATE_DIR" || return 0
-	if [[ -n "${2:-}" ]]; then
-		echo "pid $2 $(proc_start "$2" || echo 0)" >"$STATE_DIR/$1.started"
-	else
-		echo "cmd" >"$STATE_DIR/$1.started"
-	fi
+# record INST PID: the instance in INST runs as process PID.
+record() { echo "$2 $(proc_start "$2" || echo 0)" >"$1/started"; }
+
+# recorded_alive INST: the process recorded in INST/started still runs.
+recorded_alive() {
+	local pid start
+	[[ -f "$1/started" ]] || return 1
+	read -r pid start <"$1/started"
+	[[ -n "$pid" && "$(proc_start "$pid" 2>/dev/null)" == "$start" ]]
 }
 
-# stop_service NAME stops NAME if this script started it.
-stop_service() {
-	local f="$STATE_DIR/$1.started" kind pid start i
-	if [[ ! -f "$f" ]]; then
-		log "$1: not started by this script (left alone)"
-		return 0
-	fi
-	read -r kind pid start <"$f"
-	if [[ "$kind" == cmd ]]; then
-		if declare -F "stop_$1" >/dev/null; then
-			"stop_$1" || { log "$1: stop failed"; return 1; }
-		fi
-		rm -f "$f"
-		log "$1: stopped"
-		return 0
-	fi
-	if [[ "$(proc_start "$pid" 2>/dev/null)" != "$start" ]]; then
-		log "$1: process $pid has already ended"
-		rm -f "$f"
-		return 0
-	fi
+# kill_recorded INST: SIGTERM, then SIGKILL after 10 s, the recorded process.
+kill_recorded() {
+	local pid start i
+	recorded_alive "$1" || return 0
+	read -r pid start <"$1/started"
 	kill -TERM "$pid" 2>/dev/null || true
 	for i in $(seq 1 40); do
-		[[ "$(proc_start "$pid" 2>/dev/null)" == "$start" ]] || break
+		recorded_alive "$1" || return 0
 		sleep 0.25
 	done
-	if [[ "$(proc_start "$pid" 2>/dev/null)" == "$start" ]]; then
-		log "$1: process $pid ignored SIGTERM for 10 s: sending SIGKILL"
-		kill -KILL "$pid" 2>/dev/null || true
+	log "process $pid ignored SIGTERM for 10 s: sending SIGKILL"
+	kill -KILL "$pid" 2>/dev/null || true
+}
+
+# spawn INST LOG CMD...: start CMD detached from this script (it outlives
+# it) and record its pid in INST.
+spawn() {
+	local inst="$1" logf="$2"
+	shift 2
+	setsid "$@" >"$logf" 2>&1 </dev/null &
+	record "$inst" "$!"
+}
+
+# write_env INST KEY=VALUE...: the variables through which tests find INST.
+write_env() {
+	local inst="$1"
+	shift
+	printf '%s\n' "$@" >"$inst/env"
+}
+
+# binary NAME KEY=VALUE...: a tool, not a server (each test starts its
+# own): its variables go into the combined env, and there is nothing to
+# stop.
+binary() {
+	local inst="$STATE_DIR/$1"
+	shift
+	mkdir -p "$inst"
+	: >"$inst/binary"
+	write_env "$inst" "$@"
+}
+
+# combine rebuilds STATE_DIR/env and env.sh from the instances' env files
+# (oldest first, so that the most recent instance of a service wins).
+combine() {
+	local f files=()
+	while IFS= read -r f; do
+		if recorded_alive "$(dirname "$f")" || [[ -f "$(dirname "$f")/binary" ]]; then
+			files+=("$f")
+		fi
+	done < <(ls -1tr "$STATE_DIR"/*/env 2>/dev/null || true)
+	if [[ ${#files[@]} -eq 0 ]]; then
+		: >"$STATE_DIR/env.new"
+	else
+		cat "${files[@]}" | awk -F= '{v[$1]=$0; if (!($1 in seen)) {seen[$1]=1; k[++n]=$1}} END {for (i=1;i<=n;i++) print v[k[i]]}' >"$STATE_DIR/env.new"
 	fi
-	rm -f "$f"
-	log "$1: stopped (process $pid)"
+	mv "$STATE_DIR/env.new" "$STATE_DIR/env"
+	{
+		echo "# written by scripts/services.sh: the tests' variables (a value already set wins)"
+		awk -F= '{k=$1; sub(/^[^=]*=/, ""); printf ": \"${%s:=%s}\"; export %s\n", k, $0, k}' "$STATE_DIR/env"
+	} >"$STATE_DIR/env.sh"
 }
 
 known_services() {
@@ -142,39 +213,91 @@ known_services() {
 	done
 }
 
+load() {
+	local s="$1"
+	[[ "$s" == postgresql ]] && s=postgres
+	if [[ ! -f "$SERVICES_DIR/$s.sh" ]]; then
+		log "unknown service '$s' (known: $(known_services | tr '\n' ' '))"
+		exit 2
+	fi
+	# shellcheck source=/dev/null
+	source "$SERVICES_DIR/$s.sh"
+	echo "$s"
+}
+
+# stop_instances NAME: stop every running instance of NAME that this
+# script started, and forget it.
+stop_instances() {
+	local name="$1" inst found=0
+	if [[ -f "$STATE_DIR/$name/binary" ]]; then
+		rm -rf "${STATE_DIR:?}/$name"
+		log "$name: a binary (nothing to stop)"
+		return 0
+	fi
+	for inst in "$STATE_DIR/$name"-*/; do
+		[[ -d "$inst" ]] || continue
+		inst="${inst%/}"
+		[[ -f "$inst/started" ]] || continue
+		found=1
+		if recorded_alive "$inst"; then
+			if declare -F "stop_$name" >/dev/null; then
+				"stop_$name" "$inst" || log "$name: stop_$name failed: killing the process"
+			fi
+			kill_recorded "$inst"
+			log "$name: stopped ${inst##*/}"
+		else
+			log "$name: ${inst##*/} had already ended"
+		fi
+		if declare -F "after_stop_$name" >/dev/null; then
+			"after_stop_$name" "$inst" || true
+		fi
+		rm -f "$inst/started" "$inst/env"
+	done
+	if [[ "$found" -eq 0 ]]; then
+		log "$name: not started by this script (left alone)"
+	fi
+}
+
 main() {
 	local action=ensure
-	if [[ "${1:-}" == stop ]]; then
-		action=stop
+	case "${1:-}" in
+	stop | install | env | status)
+		action="$1"
 		shift
+		;;
+	esac
+	if [[ "$action" == env ]]; then
+		combine
+		cat "$STATE_DIR/env"
+		return 0
+	fi
+	if [[ "$action" == status ]]; then
+		local inst
+		for inst in "$STATE_DIR"/*/; do
+			inst="${inst%/}"
+			recorded_alive "$inst" && echo "${inst##*/} running (pid $(cut -d' ' -f1 "$inst/started"))"
+		done
+		return 0
 	fi
 	local services=("$@") s status=0
 	if [[ ${#services[@]} -eq 0 ]]; then
 		mapfile -t services < <(known_services)
 	fi
-	if [[ "$action" == stop ]]; then
-		for s in "${services[@]}"; do
-			[[ "$s" == postgresql ]] && s=postgres
-			if [[ ! -f "$SERVICES_DIR/$s.sh" ]]; then
-				log "unknown service '$s' (known: $(known_services | tr '\n' ' '))"
-				exit 2
-			fi
-			# shellcheck source=/dev/null
-			source "$SERVICES_DIR/$s.sh"
-			stop_service "$s" || status=1
-		done
-		return "$status"
+	if [[ "$action" != stop ]]; then
+		need curl curl || { fail "curl is needed"; status=1; }
+		need runuser util-linux || true
+		need setsid util-linux || true
 	fi
 	for s in "${services[@]}"; do
-		[[ "$s" == postgresql ]] && s=postgres
-		if [[ ! -f "$SERVICES_DIR/$s.sh" ]]; then
-			log "unknown service '$s' (known: $(known_services | tr '\n' ' '))"
-			exit 2
-		fi
-		# shellcheck source=/dev/null
+		s="$(load "$s")"
 		source "$SERVICES_DIR/$s.sh"
-		"ensure_$s" || status=1
+		case "$action" in
+		stop) stop_instances "$s" || status=1 ;;
+		install) "install_$s" || { fail "$s: could not install it"; status=1; } ;;
+		ensure) "ensure_$s" || status=1 ;;
+		esac
 	done
+	combine
 	# Outside CI a missing service is a warning: the tests skip.
 	if [[ "$status" -ne 0 && "${CI:-}" == "true" ]]; then
 		exit 1

@@ -13,34 +13,38 @@ import (
 	"time"
 )
 
-// TestServicesGoawsLoopbackAndStop starts goaws through services.sh on a
-// free port in a copy of scripts/: it listens on 127.0.0.1 only (goaws's
-// own main listens on every interface), `services.sh stop` in another
-// copy (which started nothing) leaves it running, and `services.sh stop`
-// in the copy that started it stops it.
+// TestServicesGoawsLoopbackAndStop starts goaws through services.sh on
+// free ports in a copy of scripts/: it listens on 127.0.0.1 only (goaws's
+// own main listens on every interface); a second run reuses the running
+// instance; an instance on another port (a port override) gets a record
+// of its own instead of overwriting the first one's; `services.sh stop`
+// in another copy (which started nothing) leaves both running; and
+// `services.sh stop` in the copy that started them stops both and leaves
+// no record.
 func TestServicesGoawsLoopbackAndStop(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go is not on PATH")
 	}
-	port := freePort(t)
+	port, port2 := freePort(t), freePort(t)
 	ours, other := copyScripts(t), copyScripts(t)
-	env := append(os.Environ(), fmt.Sprintf("GOAWS_PORT=%d", port))
-	run := func(root string, args ...string) string {
+	run := func(root string, env []string, args ...string) string {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(root, "scripts", "services.sh"), args...)
-		cmd.Env = env
+		cmd.Env = append(os.Environ(), env...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("services.sh %v: %v\n%s", args, err, out)
 		}
 		return string(out)
 	}
+	first := []string{fmt.Sprintf("GOAWS_PORT=%d", port)}
+	second := []string{fmt.Sprintf("QUARANTINE_GOAWS_PORT=%d", port2)}
 	t.Cleanup(func() {
 		cmd := exec.Command(filepath.Join(ours, "scripts", "services.sh"), "stop", "goaws")
-		cmd.Env = env
 		_ = cmd.Run()
 	})
-	run(ours, "goaws")
+	run(ours, first, "goaws")
+	pid := recordedPid(t, ours, "goaws", port)
 
 	addrs := listeners(t, port)
 	if len(addrs) == 0 {
@@ -51,25 +55,62 @@ func TestServicesGoawsLoopbackAndStop(t *testing.T) {
 			t.Fatalf("goaws listens on %v, want 127.0.0.1 only", addrs)
 		}
 	}
+	if env := readFile(t, filepath.Join(ours, ".tools", "services", "env")); !strings.Contains(env, fmt.Sprintf("QUARANTINE_TEST_SQS_ENDPOINT=http://127.0.0.1:%d\n", port)) {
+		t.Fatalf("the env file does not point at the instance:\n%s", env)
+	}
 
-	if out := run(other, "stop", "goaws"); !strings.Contains(out, "not started by this script") {
+	if out := run(ours, first, "goaws"); !strings.Contains(out, "reused") {
+		t.Fatalf("a second run did not reuse the instance: %s", out)
+	}
+	if again := recordedPid(t, ours, "goaws", port); again != pid {
+		t.Fatalf("a second run replaced process %s with %s", pid, again)
+	}
+
+	run(ours, second, "goaws")
+	if recordedPid(t, ours, "goaws", port) != pid || len(listeners(t, port2)) == 0 {
+		t.Fatalf("the instance on port %d overwrote the record of the one on %d, or did not start", port2, port)
+	}
+
+	if out := run(other, nil, "stop", "goaws"); !strings.Contains(out, "not started by this script") {
 		t.Fatalf("stop in a copy that started nothing: %s", out)
 	}
-	if len(listeners(t, port)) == 0 {
+	if len(listeners(t, port)) == 0 || len(listeners(t, port2)) == 0 {
 		t.Fatal("stop in a copy that started nothing stopped goaws")
 	}
 
-	run(ours, "stop", "goaws")
-	deadline := time.Now().Add(10 * time.Second)
-	for len(listeners(t, port)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("goaws still listens after services.sh stop")
+	run(ours, nil, "stop", "goaws")
+	for _, p := range []int{port, port2} {
+		deadline := time.Now().Add(10 * time.Second)
+		for len(listeners(t, p)) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("goaws still listens on %d after services.sh stop", p)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
+		if _, err := os.Stat(filepath.Join(ours, ".tools", "services", fmt.Sprintf("goaws-%d", p), "started")); !os.IsNotExist(err) {
+			t.Fatalf("the record of the goaws on %d is still there: %v", p, err)
+		}
 	}
-	if _, err := os.Stat(filepath.Join(ours, ".tools", "services", "goaws.started")); !os.IsNotExist(err) {
-		t.Fatalf("the record of the started goaws is still there: %v", err)
+	if env := readFile(t, filepath.Join(ours, ".tools", "services", "env")); strings.Contains(env, "SQS") {
+		t.Fatalf("the env file still names a stopped instance:\n%s", env)
 	}
+}
+
+// recordedPid is the pid services.sh recorded for the instance of name on
+// port.
+func recordedPid(t *testing.T, root, name string, port int) string {
+	t.Helper()
+	pid, _, _ := strings.Cut(readFile(t, filepath.Join(root, ".tools", "services", fmt.Sprintf("%s-%d", name, port), "started")), " ")
+	return pid
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // copyScripts copies scripts/ (services.sh, services.d, goaws) into a new

@@ -21,22 +21,20 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/internal/collecttest"
+	"github.com/quarantine-dev/quarantine/internal/testenv"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
 
 // envURL names the variable that points the tests at a NATS server with
-// JetStream (default nats://127.0.0.1:4222, the one scripts/services.sh
-// starts).
-const envURL = "QUARANTINE_TEST_NATS_URL"
+// JetStream (the project's private one, which scripts/services.sh starts
+// and records: internal/testenv).
+const envURL = testenv.NATSURL
 
 // realURL returns the URL of the running NATS server. It skips the test
 // when none answers, or fails it under CI=true.
 func realURL(tb testing.TB) string {
 	tb.Helper()
-	u := os.Getenv(envURL)
-	if u == "" {
-		u = "nats://127.0.0.1:4222"
-	}
+	u := testenv.Require(tb, envURL, "NATS with JetStream")
 	nc, err := nats.Connect(u, nats.Timeout(2*time.Second))
 	if err == nil {
 		js, _ := jetstream.New(nc)
@@ -46,10 +44,7 @@ func realURL(tb testing.TB) string {
 		nc.Close()
 	}
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			tb.Fatalf("NATS with JetStream is not available at %s: %v", u, err)
-		}
-		tb.Skipf("NATS with JetStream is not available at %s: %v (run scripts/services.sh nats)", u, err)
+		testenv.Unavailable(tb, envURL, fmt.Sprintf("NATS with JetStream is not available at %s: %v", u, err))
 	}
 	return u
 }

@@ -21,18 +21,17 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/internal/redacturl"
+	"github.com/quarantine-dev/quarantine/internal/testenv"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
 
-// EnvAMQPURL points the tests at a broker (default guest on loopback).
-const EnvAMQPURL = "QUARANTINE_TEST_AMQP_URL"
+// EnvAMQPURL points the tests at a broker: the project's private node,
+// which scripts/services.sh records (internal/testenv).
+const EnvAMQPURL = testenv.AMQPURL
 
-func testURL() string {
-	if u := os.Getenv(EnvAMQPURL); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
+// testURL is the broker's URL, or "" when none is configured (newBroker
+// then skips, or fails under CI=true).
+func testURL() string { return testenv.Lookup(EnvAMQPURL) }
 
 // testBroker is a setup connection to the real broker: it declares the
 // test's queues (deleted when the test ends) and publishes with confirms.
@@ -48,6 +47,9 @@ type testBroker struct {
 // CI=true) when the broker does not answer.
 func newBroker(t testing.TB) *testBroker {
 	t.Helper()
+	if testURL() == "" {
+		testenv.Unavailable(t, EnvAMQPURL, "RabbitMQ is not configured")
+	}
 	return newBrokerAt(t, testURL())
 }
 
@@ -367,11 +369,34 @@ func rabbitmqctl(t testing.TB, args ...string) string {
 	if err != nil {
 		skip("rabbitmqctl is not installed: %v", err)
 	}
-	out, err := exec.Command(path, args...).CombinedOutput()
+	cmd := exec.Command(path, append(nodeArgs(t), args...)...)
+	cmd.Env = ctlEnv()
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		skip("rabbitmqctl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// nodeArgs names the test broker's node for rabbitmqctl and
+// rabbitmq-plugins (-n NODE), from internal/testenv.
+func nodeArgs(t testing.TB) []string {
+	t.Helper()
+	return []string{"-n", testenv.Require(t, testenv.RabbitMQNode, "the RabbitMQ node's name")}
+}
+
+// ctlEnv is the environment of rabbitmqctl: the node's own epmd port, so
+// that the CLI finds the project's private node (and nodes of the tests'
+// own register with that epmd, which scripts/services.sh stop ends).
+func ctlEnv() []string { return append(os.Environ(), ctlVars()...) }
+
+// ctlVars are the variables ctlEnv adds to the environment.
+func ctlVars() []string {
+	vars := []string{"ERL_EPMD_ADDRESS=127.0.0.1", "ERL_FLAGS=-kernel inet_dist_use_interface {127,0,0,1}"}
+	if p := testenv.Lookup(testenv.EPMDPort); p != "" {
+		vars = append(vars, "ERL_EPMD_PORT="+p)
+	}
+	return vars
 }
 
 // closeConnections makes the broker close every connection whose name

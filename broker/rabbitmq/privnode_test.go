@@ -59,8 +59,10 @@ func startPrivateNode(t testing.TB) *privateNode {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	port, dist := freePort(t), freePort(t)
 	files := map[string]string{
-		"rabbitmq.conf": fmt.Sprintf("listeners.tcp.local = 127.0.0.1:%d\n", port),
-		"plugins":       "[].\n",
+		"rabbitmq.conf":     fmt.Sprintf("listeners.tcp.local = 127.0.0.1:%d\n", port),
+		"plugins":           "[].\n",
+		"rabbitmq-env.conf": "",
+		"advanced.config":   "[].\n",
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
@@ -79,7 +81,10 @@ func startPrivateNode(t testing.TB) *privateNode {
 		"RABBITMQ_NODENAME="+n.name, fmt.Sprintf("RABBITMQ_DIST_PORT=%d", dist),
 		"RABBITMQ_MNESIA_BASE="+filepath.Join(dir, "mnesia"), "RABBITMQ_LOG_BASE="+filepath.Join(dir, "log"),
 		"RABBITMQ_PID_FILE="+filepath.Join(dir, "pid"), "RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(dir, "plugins"),
-		"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "rabbitmq.conf"), "ERL_EPMD_ADDRESS=127.0.0.1")
+		"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "rabbitmq.conf"),
+		"RABBITMQ_CONF_ENV_FILE="+filepath.Join(dir, "rabbitmq-env.conf"),
+		"RABBITMQ_ADVANCED_CONFIG_FILE="+filepath.Join(dir, "advanced.config"))
+	n.env = append(n.env, ctlVars()...)
 	cmd := exec.Command("rabbitmq-server", "-detached")
 	cmd.Env = n.env
 	if out, err := cmd.CombinedOutput(); err != nil {

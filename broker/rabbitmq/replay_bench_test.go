@@ -40,7 +40,9 @@ func deadLetters1K(b *testBroker, dlq string, n int, run string) string {
 // It enables the shovel plugin on the broker if needed.
 func shovelMove(b *testing.B, br *testBroker, msgs []replay.Outgoing) time.Duration {
 	b.Helper()
-	out, err := exec.Command("rabbitmq-plugins", "enable", "rabbitmq_shovel").CombinedOutput()
+	cmd := exec.Command("rabbitmq-plugins", append(nodeArgs(b), "enable", "rabbitmq_shovel")...)
+	cmd.Env = ctlEnv()
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		b.Fatalf("rabbitmq-plugins enable rabbitmq_shovel: %v\n%s", err, out)
 	}
@@ -64,7 +66,7 @@ func shovelMove(b *testing.B, br *testBroker, msgs []replay.Outgoing) time.Durat
 		}
 	}
 	took := time.Since(start)
-	_ = exec.Command("rabbitmqctl", "clear_parameter", "shovel", name).Run()
+	rabbitmqctl(b, "clear_parameter", "shovel", name)
 	return took
 }
 

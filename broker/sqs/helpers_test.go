@@ -22,24 +22,23 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/testenv"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
 
 // envEndpoint names the variable that points the tests at an SQS emulator.
-const envEndpoint = "QUARANTINE_TEST_SQS_ENDPOINT"
+const envEndpoint = testenv.SQSEndpoint
 
 // goawsAccount is the account goaws puts in its queue URLs.
 const goawsAccount = "100010001000"
 
-// endpoint returns the emulator's URL (QUARANTINE_TEST_SQS_ENDPOINT or
-// goaws on 127.0.0.1:4100). It skips tb when the emulator does not answer,
-// or fails it under CI=true.
+// endpoint returns the emulator's URL (QUARANTINE_TEST_SQS_ENDPOINT: the
+// project's private goaws, which scripts/services.sh starts and records).
+// It skips tb when the emulator does not answer, or fails it under
+// CI=true.
 func endpoint(tb testing.TB) string {
 	tb.Helper()
-	ep := os.Getenv(envEndpoint)
-	if ep == "" {
-		ep = "http://127.0.0.1:4100"
-	}
+	ep := testenv.Require(tb, envEndpoint, "the SQS emulator")
 	c := http.Client{Timeout: 2 * time.Second}
 	resp, err := c.Get(ep + "/health")
 	if err == nil {
@@ -49,11 +48,7 @@ func endpoint(tb testing.TB) string {
 		}
 		err = fmt.Errorf("status %s", resp.Status)
 	}
-	msg := fmt.Sprintf("SQS emulator not available at %s (run scripts/services.sh goaws): %v", ep, err)
-	if os.Getenv("CI") == "true" {
-		tb.Fatal(msg)
-	}
-	tb.Skip(msg)
+	testenv.Unavailable(tb, envEndpoint, fmt.Sprintf("SQS emulator not available at %s: %v", ep, err))
 	return ""
 }
 

@@ -11,24 +11,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/quarantine-dev/quarantine/internal/testenv"
 )
 
-// prometheusBinary finds Debian's prometheus ($QUARANTINE_PROMETHEUS, or
-// PATH; scripts/services.sh prometheus installs it), skipping t when
-// there is none, or failing it under CI=true.
+// prometheusBinary finds Debian's prometheus ($QUARANTINE_PROMETHEUS;
+// scripts/services.sh prometheus installs it and records it), skipping t
+// when there is none, or failing it under CI=true.
 func prometheusBinary(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("QUARANTINE_PROMETHEUS"); p != "" {
-		return p
+	p := testenv.Require(t, testenv.Prometheus, "prometheus")
+	if _, err := os.Stat(p); err != nil {
+		testenv.Unavailable(t, testenv.Prometheus, fmt.Sprintf("prometheus is not installed: %v", err))
 	}
-	if p, err := exec.LookPath("prometheus"); err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("prometheus is not installed (run scripts/services.sh prometheus)")
-	}
-	t.Skip("prometheus is not installed (run scripts/services.sh prometheus)")
-	return ""
+	return p
 }
 
 // freePort returns a loopback port nothing listens on now.

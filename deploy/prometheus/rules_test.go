@@ -4,38 +4,25 @@
 package prometheus_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
+
+	"github.com/quarantine-dev/quarantine/internal/testenv"
 )
 
-// promtool finds the binary: $QUARANTINE_PROMTOOL, the one
-// scripts/services.sh installs under .tools/promtool/, or PATH. Missing,
-// it skips t, or fails it under CI=true.
+// promtool finds the binary: $QUARANTINE_PROMTOOL, the pinned one that
+// scripts/services.sh installs under .tools/promtool/ and records
+// (internal/testenv). Missing, it skips t, or fails it under CI=true.
 func promtool(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("QUARANTINE_PROMTOOL"); p != "" {
-		return p
+	p := testenv.Require(t, testenv.Promtool, "promtool")
+	if _, err := os.Stat(p); err != nil {
+		testenv.Unavailable(t, testenv.Promtool, fmt.Sprintf("promtool is not installed: %v", err))
 	}
-	found, _ := filepath.Glob("../../.tools/promtool/*/promtool")
-	sort.Strings(found)
-	if len(found) > 0 {
-		p, err := filepath.Abs(found[len(found)-1])
-		if err == nil {
-			return p
-		}
-	}
-	if p, err := exec.LookPath("promtool"); err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("promtool is not installed (run scripts/services.sh promtool)")
-	}
-	t.Skip("promtool is not installed (run scripts/services.sh promtool)")
-	return ""
+	return p
 }
 
 func run(t *testing.T, bin string, args ...string) string {

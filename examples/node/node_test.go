@@ -34,21 +34,17 @@ import (
 	"github.com/quarantine-dev/quarantine/broker/rabbitmq"
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
+	"github.com/quarantine-dev/quarantine/internal/testenv"
 	"github.com/quarantine-dev/quarantine/replay"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 	"github.com/quarantine-dev/quarantine/worker"
 )
 
-// envAMQPURL points the tests at a broker (default guest on loopback),
-// as in broker/rabbitmq's tests.
-const envAMQPURL = "QUARANTINE_TEST_AMQP_URL"
+// envAMQPURL points the tests at a broker (the project's private node,
+// as in broker/rabbitmq's tests).
+const envAMQPURL = testenv.AMQPURL
 
-func amqpURL() string {
-	if u := os.Getenv(envAMQPURL); u != "" {
-		return u
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
+func amqpURL() string { return testenv.Lookup(envAMQPURL) }
 
 // missing skips t, or fails it under CI=true.
 func missing(t *testing.T, format string, args ...any) {
@@ -93,6 +89,9 @@ type broker struct {
 
 func newBroker(t *testing.T) *broker {
 	t.Helper()
+	if amqpURL() == "" {
+		testenv.Unavailable(t, envAMQPURL, "RabbitMQ is not configured")
+	}
 	conn, err := amqp.DialConfig(amqpURL(), amqp.Config{Dial: amqp.DefaultDial(3 * time.Second)})
 	if err != nil {
 		missing(t, "RabbitMQ does not answer (set %s, or run scripts/services.sh): %v", envAMQPURL, err)

@@ -13,6 +13,7 @@ package browsertest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,21 +22,20 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/quarantine-dev/quarantine/internal/testenv"
 )
 
 // Chromium returns the browser's path, or skips t without it (fails it
 // under CI=true).
 func Chromium(t testing.TB) string {
 	t.Helper()
-	p := os.Getenv("QUARANTINE_CHROMIUM")
+	p := testenv.Lookup(testenv.Chromium)
 	if p == "" {
-		p = "/usr/bin/chromium"
+		p = "/usr/bin/chromium" // Debian's: a binary, not a service
 	}
 	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("chromium is required under CI (%v): run scripts/services.sh chromium", err)
-		}
-		t.Skipf("no chromium at %s: run scripts/services.sh chromium", p)
+		testenv.Unavailable(t, testenv.Chromium, fmt.Sprintf("no chromium at %s: %v", p, err))
 	}
 	return p
 }

@@ -12,30 +12,29 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/quarantine-dev/quarantine/internal/testenv"
 )
 
-// EnvURL names the environment variable that points at the test database.
-const EnvURL = "QUARANTINE_TEST_POSTGRES_URL"
+// EnvURL names the environment variable that points at the test database
+// (scripts/services.sh records the project's private PostgreSQL in it;
+// see internal/testenv).
+const EnvURL = testenv.PostgresURL
 
-// DefaultURL is the test database used when EnvURL is unset.
-const DefaultURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-
-// BaseURL returns the test database URL (EnvURL or DefaultURL), without a
-// schema. It skips tb when the database does not answer, or fails it when
-// the environment has CI=true.
+// BaseURL returns the test database URL (EnvURL), without a schema. It
+// skips tb when there is none or the database does not answer, or fails
+// it when the environment has CI=true.
 func BaseURL(tb testing.TB) string {
 	tb.Helper()
-	u := envURL()
+	u := envURL(tb)
 	conn := connect(tb, u)
 	conn.Close(context.Background())
 	return u
 }
 
-func envURL() string {
-	if u := os.Getenv(EnvURL); u != "" {
-		return u
-	}
-	return DefaultURL
+func envURL(tb testing.TB) string {
+	tb.Helper()
+	return testenv.Require(tb, EnvURL, "PostgreSQL")
 }
 
 // URL creates a fresh schema t_<random>, drops it (with everything in it)
@@ -43,7 +42,7 @@ func envURL() string {
 // that schema. It skips or fails tb like BaseURL.
 func URL(tb testing.TB) string {
 	tb.Helper()
-	base := envURL()
+	base := envURL(tb)
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	schema := "t_" + hex.EncodeToString(b)
@@ -75,7 +74,7 @@ func PersistentURL(tb testing.TB, name string) string {
 	if !reSchema.MatchString(name) {
 		tb.Fatalf("pgtest: %q is not a lower-case SQL identifier", name)
 	}
-	base := envURL()
+	base := envURL(tb)
 	exec(tb, base, "CREATE SCHEMA IF NOT EXISTS "+name)
 	return WithSearchPath(tb, base, name)
 }

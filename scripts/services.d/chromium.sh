@@ -1,21 +1,15 @@
-# Chromium, headless, for the web UI's browser tests (web/browser_test.go,
-# driven by chromedp). Sourced by scripts/services.sh, which provides log,
-# fail, as_root, apt_install and wait_for.
-#
-# Not a service: a binary. /usr/bin/chromium (Debian's chromium package)
-# is used as it is; otherwise the package is installed (about 30 s).
-# The tests find it at /usr/bin/chromium or at QUARANTINE_CHROMIUM.
+# Chromium, headless, for the web UI's browser tests (driven by chromedp).
+# Sourced by scripts/services.sh. A binary: Debian's chromium package
+# (about 30 s to install). Tests read QUARANTINE_CHROMIUM.
+
+install_chromium() {
+	[[ -x /usr/bin/chromium ]] && return 0
+	log "installing chromium (Debian)"
+	apt_install chromium && [[ -x /usr/bin/chromium ]]
+}
 
 ensure_chromium() {
-	if [[ -x /usr/bin/chromium ]]; then
-		log "chromium ready (/usr/bin/chromium)"
-		return 0
-	fi
-	log "installing chromium"
-	apt_install chromium || { fail "could not install chromium"; return 1; }
-	if [[ ! -x /usr/bin/chromium ]]; then
-		fail "chromium installed but /usr/bin/chromium is missing"
-		return 1
-	fi
+	install_chromium || { fail "could not install chromium"; return 1; }
+	binary chromium QUARANTINE_CHROMIUM=/usr/bin/chromium
 	log "chromium ready (/usr/bin/chromium)"
 }

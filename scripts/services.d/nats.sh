@@ -1,91 +1,61 @@
-# NATS with JetStream on 127.0.0.1:4222 (monitor on 8222 when we start it).
-# Sourced by scripts/services.sh, which provides log, fail, as_root,
-# apt_install and wait_for. A server that already answers is never touched.
-#
-# Debian's nats-server (2.9) is preferred; when it cannot be installed, the
-# version pinned in go.mod is built with `go install`. Tests read
-# QUARANTINE_TEST_NATS_URL (default nats://127.0.0.1:4222); tests that kill
-# the server embed their own.
+# NATS with JetStream (Debian's nats-server; when it cannot be installed,
+# the version pinned in go.mod, built with `go install` into .tools/bin).
+# Sourced by scripts/services.sh. Its store, log and pid file are in the
+# instance folder. Tests read QUARANTINE_TEST_NATS_URL; tests that kill the
+# server embed their own.
 
-NATS_HOST=127.0.0.1
-NATS_PORT=4222
-NATS_MONITOR_PORT=8222
+nats_server_bin() {
+	local gobin="$ROOT/.tools/bin"
+	if command -v nats-server >/dev/null 2>&1; then
+		command -v nats-server
+	elif [[ -x "$gobin/nats-server" ]]; then
+		echo "$gobin/nats-server"
+	else
+		return 1
+	fi
+}
 
-# nats_js_ready asks the server for its JetStream account info over the
-# plain client protocol and expects an answer without an error.
+install_nats() {
+	nats_server_bin >/dev/null && return 0
+	log "installing nats-server (Debian nats-server)"
+	apt_install nats-server && nats_server_bin >/dev/null && return 0
+	log "Debian nats-server unavailable: building the version pinned in go.mod"
+	local version
+	version="$(cd "$ROOT" && go list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2)" || return 1
+	mkdir -p "$ROOT/.tools/bin"
+	GOBIN="$ROOT/.tools/bin" GOFLAGS=-buildvcs=false go install "github.com/nats-io/nats-server/v2@$version" >&2
+}
+
+# nats_js_ready PORT asks the server for its JetStream account info over
+# the plain client protocol and expects an answer without an error.
 nats_js_ready() {
 	local out
 	out="$(timeout 3 bash -c '
-		exec 3<>"/dev/tcp/$0/$1" || exit 1
+		exec 3<>"/dev/tcp/127.0.0.1/$0" || exit 1
 		printf "CONNECT {\"verbose\":false,\"pedantic\":false}\r\nSUB _INBOX.services 1\r\nPUB \$JS.API.INFO _INBOX.services 0\r\n\r\nPING\r\n" >&3
 		timeout 1 cat <&3
-	' "$NATS_HOST" "$NATS_PORT" 2>/dev/null)" || true
+	' "$1" 2>/dev/null)" || true
 	grep -q 'account_info_response' <<<"$out" && ! grep -q '"error"' <<<"$out"
 }
 
-nats_listening() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$NATS_HOST" "$NATS_PORT" 2>/dev/null; }
-
-# nats_server_bin prints a nats-server binary, installing one if needed.
-nats_server_bin() {
-	local bin
-	if bin="$(command -v nats-server)"; then
-		echo "$bin"
-		return 0
-	fi
-	log "installing nats-server (Debian nats-server)"
-	if apt_install nats-server >&2 && bin="$(command -v nats-server)"; then
-		echo "$bin"
-		return 0
-	fi
-	log "Debian nats-server unavailable: building the version pinned in go.mod"
-	local root version gobin
-	root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-	version="$(cd "$root" && go list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2 2>/dev/null)" || return 1
-	gobin="$root/.cache/bin"
-	mkdir -p "$gobin"
-	GOBIN="$gobin" go install "github.com/nats-io/nats-server/v2@$version" >&2 || return 1
-	echo "$gobin/nats-server"
-}
-
 ensure_nats() {
-	if nats_js_ready; then
-		log "nats ready on $NATS_HOST:$NATS_PORT (JetStream)"
-		return 0
-	fi
-	if nats_listening; then
-		log "a server listens on $NATS_HOST:$NATS_PORT: waiting for JetStream"
-		if wait_for nats_js_ready; then
-			log "nats ready on $NATS_HOST:$NATS_PORT (JetStream)"
-			return 0
+	local port="${QUARANTINE_NATS_PORT:-24222}" inst bin
+	inst="$(instance nats "$port")"
+	install_nats || { fail "could not install nats-server"; return 1; }
+	bin="$(nats_server_bin)"
+	if listening "$port"; then
+		if recorded_alive "$inst" && wait_for nats_js_ready "$port"; then
+			log "nats ready on 127.0.0.1:$port (ours, reused)"
+		else
+			fail "port $port is taken by something that is not our NATS server (set QUARANTINE_NATS_PORT)"
+			return 1
 		fi
-		fail "the server on $NATS_HOST:$NATS_PORT does not answer JetStream requests (started without -js?)"
-		return 1
-	fi
-	local bin store logfile
-	bin="$(nats_server_bin)" || { fail "could not install nats-server"; return 1; }
-	if [[ "$(id -u)" -eq 0 ]]; then
-		store=/var/lib/nats-server
-		logfile=/var/log/nats-server.log
 	else
-		store="${XDG_STATE_HOME:-$HOME/.local/state}/quarantine/nats"
-		logfile="$store/nats-server.log"
+		mkdir -p "$inst/data"
+		log "starting nats-server ($("$bin" --version 2>/dev/null)) with JetStream on 127.0.0.1:$port"
+		spawn "$inst" "$inst/nats-server.log" "$bin" -a 127.0.0.1 -p "$port" -js -sd "$inst/data"
+		wait_for nats_js_ready "$port" || { fail "nats-server is not ready on 127.0.0.1:$port (see $inst/nats-server.log)"; return 1; }
+		log "nats ready on 127.0.0.1:$port (JetStream)"
 	fi
-	mkdir -p "$store"
-	log "starting nats-server ($("$bin" --version 2>/dev/null)) with JetStream in $store"
-	local args=(-a "$NATS_HOST" -p "$NATS_PORT" -m "$NATS_MONITOR_PORT" -js -sd "$store" -l "$logfile")
-	if command -v start-stop-daemon >/dev/null 2>&1; then
-		start-stop-daemon --start --oknodo --background --make-pidfile --pidfile "$store/nats-server.pid" \
-			--exec "$bin" -- "${args[@]}" ||
-			log "start-stop-daemon failed"
-		[[ -s "$store/nats-server.pid" ]] && record_started nats "$(cat "$store/nats-server.pid")"
-	else
-		nohup "$bin" "${args[@]}" >/dev/null 2>&1 &
-		record_started nats "$!"
-		disown || true
-	fi
-	if ! wait_for nats_js_ready; then
-		fail "nats-server did not become ready on $NATS_HOST:$NATS_PORT (see $logfile)"
-		return 1
-	fi
-	log "nats ready on $NATS_HOST:$NATS_PORT (JetStream)"
+	write_env "$inst" "QUARANTINE_TEST_NATS_URL=nats://127.0.0.1:$port"
 }

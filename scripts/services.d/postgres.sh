@@ -1,74 +1,96 @@
-# PostgreSQL 15 from Debian, trusted on loopback, with the database "test".
-# Sourced by scripts/services.sh, which provides log, fail, as_root,
-# apt_install and wait_for.
+# PostgreSQL (Debian's postgresql, the newest version installed), a
+# private cluster with trust for its own superuser and the database
+# "test". Sourced by scripts/services.sh.
+#
+# initdb and the server run as the postgres user when we are root (initdb
+# refuses root), else as ourselves. The cluster's data, socket and log are
+# in the instance folder, or, when the postgres user cannot reach the
+# project (a checkout under /root, say), in /var/tmp/quarantine-services-*
+# (recorded in the instance's `home`). Its socket stays out of
+# /var/run/postgresql, the system cluster's.
+#
+# Tests read QUARANTINE_TEST_POSTGRES_URL.
 
-PG_HOST=127.0.0.1
-PG_PORT=5432
-PG_TEST_DB=test
+pg_bindir() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 
-pg_ready() { pg_isready -q -h "$PG_HOST" -p "$PG_PORT"; }
-
-# pg_trust_loopback puts trust lines for loopback at the top of
-# pg_hba.conf (first match wins) unless they are already there.
-pg_trust_loopback() {
-	local hba="$1" tmp
-	if head -n 5 "$hba" | grep -q '^host all all 127.0.0.1/32 trust'; then
+install_postgres() {
+	local bin
+	bin="$(pg_bindir)"
+	if [[ -n "$bin" && -x "$bin/initdb" && -x "$bin/pg_ctl" ]] && command -v pg_isready >/dev/null 2>&1 &&
+		command -v createdb >/dev/null 2>&1; then
 		return 0
 	fi
-	log "trusting loopback connections in $hba"
-	tmp="$(mktemp)"
-	{
-		echo "# added by quarantine scripts/services.sh: trust loopback (tests only)"
-		echo "host all all 127.0.0.1/32 trust"
-		echo "host all all ::1/128 trust"
-		cat "$hba"
-	} >"$tmp"
-	as_root cp "$tmp" "$hba"
-	rm -f "$tmp"
+	log "installing PostgreSQL (Debian postgresql)"
+	apt_install postgresql postgresql-client
+	bin="$(pg_bindir)"
+	[[ -n "$bin" && -x "$bin/initdb" ]]
+}
+
+# pg_user: who runs the cluster.
+pg_user() { if [[ "$(id -u)" -eq 0 ]]; then echo postgres; else id -un; fi; }
+
+# pg_home INST: the folder holding the cluster (see above).
+pg_home() {
+	local inst="$1" u home
+	u="$(pg_user)"
+	if [[ -f "$inst/home" ]]; then
+		cat "$inst/home"
+		return 0
+	fi
+	home="$inst/pg"
+	mkdir -p "$home"
+	if [[ "$u" != "$(id -un)" ]]; then
+		chown "$u:" "$home"
+		if ! as_user "$u" test -w "$home"; then
+			home="/var/tmp/quarantine-services-$(printf '%s' "$inst" | sha256sum | cut -c1-12)"
+			log "postgres: the $u user cannot reach $inst: the cluster lives in $home"
+			mkdir -p "$home"
+			chown "$u:" "$home"
+			chmod 700 "$home"
+		fi
+	fi
+	echo "$home" >"$inst/home"
+	echo "$home"
 }
 
 ensure_postgres() {
-	if ! pg_ready 2>/dev/null; then
-		if ! command -v pg_ctlcluster >/dev/null 2>&1; then
-			log "installing PostgreSQL (Debian postgresql)"
-			apt_install postgresql || { fail "could not install postgresql"; return 1; }
-		fi
-		local version
-		version="$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)"
-		if [[ -z "$version" ]]; then
-			fail "no PostgreSQL cluster under /etc/postgresql"
+	local port="${QUARANTINE_POSTGRES_PORT:-25432}" inst home bin u
+	inst="$(instance postgres "$port")"
+	install_postgres || { fail "could not install postgresql"; return 1; }
+	bin="$(pg_bindir)"
+	u="$(pg_user)"
+	home="$(pg_home "$inst")"
+	pg_ready() { pg_isready -q -h 127.0.0.1 -p "$port"; }
+	if listening "$port"; then
+		if ! recorded_alive "$inst" || ! wait_for pg_ready; then
+			fail "port $port is taken by something that is not our PostgreSQL (set QUARANTINE_POSTGRES_PORT)"
 			return 1
 		fi
-		if pg_ctlcluster "$version" main status >/dev/null 2>&1; then
-			log "PostgreSQL $version is running but not ready yet: waiting"
-		else
-			pg_trust_loopback "/etc/postgresql/$version/main/pg_hba.conf" ||
-				{ fail "could not edit pg_hba.conf"; return 1; }
-			log "starting PostgreSQL $version"
-			as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start &&
-				record_started postgres ||
-				log "pg_ctlcluster start failed"
+	else
+		if [[ ! -f "$home/data/PG_VERSION" ]]; then
+			log "postgres: initdb in $home/data"
+			rm -rf "$home/data"
+			as_user "$u" "$bin/initdb" -D "$home/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 --no-sync >"$inst/initdb.log" 2>&1 ||
+				{ fail "initdb failed (see $inst/initdb.log)"; return 1; }
 		fi
-		if ! wait_for pg_ready; then
-			fail "PostgreSQL is not ready on $PG_HOST:$PG_PORT"
-			return 1
-		fi
+		log "starting postgres on 127.0.0.1:$port (log: $home/log)"
+		as_user "$u" "$bin/pg_ctl" -D "$home/data" -l "$home/log" -w -t 60 \
+			-o "-p $port -k $home -c listen_addresses=127.0.0.1 -c max_connections=200" start >"$inst/pg_ctl.log" 2>&1 ||
+			{ fail "postgres did not start (see $inst/pg_ctl.log and $home/log)"; return 1; }
+		record "$inst" "$(head -n 1 "$home/data/postmaster.pid")"
+		wait_for pg_ready || { fail "postgres is not ready on 127.0.0.1:$port"; return 1; }
 	fi
-	if ! psql -h "$PG_HOST" -p "$PG_PORT" -U postgres -d postgres -tAc \
-		"SELECT 1 FROM pg_database WHERE datname = '$PG_TEST_DB'" 2>/dev/null | grep -q 1; then
-		log "creating database $PG_TEST_DB"
-		createdb -h "$PG_HOST" -p "$PG_PORT" -U postgres "$PG_TEST_DB" ||
-			{ fail "could not create database $PG_TEST_DB (is loopback trusted for user postgres?)"; return 1; }
+	if ! psql -h 127.0.0.1 -p "$port" -U postgres -d postgres -tAc \
+		"SELECT 1 FROM pg_database WHERE datname = 'test'" 2>/dev/null | grep -q 1; then
+		createdb -h 127.0.0.1 -p "$port" -U postgres test || { fail "could not create the database test"; return 1; }
 	fi
-	log "postgres ready on $PG_HOST:$PG_PORT (database $PG_TEST_DB)"
+	write_env "$inst" "QUARANTINE_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$port/test?sslmode=disable"
+	log "postgres ready on 127.0.0.1:$port (database test; ours)"
 }
 
-
-# stop_postgres stops the cluster that ensure_postgres started (called by
-# `services.sh stop` only when it did).
 stop_postgres() {
-	local version
-	version="$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n 1)"
-	[[ -n "$version" ]] || return 0
-	as_root pg_ctlcluster --skip-systemctl-redirect "$version" main stop
+	local home bin
+	home="$(cat "$1/home")"
+	bin="$(pg_bindir)"
+	as_user "$(pg_user)" "$bin/pg_ctl" -D "$home/data" -m fast -w -t 30 stop >/dev/null
 }

@@ -1,112 +1,119 @@
-# RabbitMQ 3.10 (Debian rabbitmq-server) on 127.0.0.1:5672, guest/guest.
-# Sourced by scripts/services.sh, which provides log, fail, as_root,
-# apt_install and wait_for. A broker that already answers is never touched.
+# RabbitMQ (Debian's rabbitmq-server), a private node: its own name,
+# AMQP port, distribution port and epmd (ERL_EPMD_PORT), with its
+# configuration, environment file, Mnesia data, logs and pid file in the
+# instance folder, so that neither /etc/rabbitmq nor the machine's node or
+# epmd is read or touched. guest/guest on loopback. Sourced by
+# scripts/services.sh.
 #
-# Everything stays on loopback: the AMQP listener (rabbitmq.conf) and epmd
-# (ERL_EPMD_ADDRESS in rabbitmq-env.conf, written before the first start).
-# Tests read QUARANTINE_TEST_AMQP_URL (default
-# amqp://guest:guest@127.0.0.1:5672/); guest may only log in from loopback.
+# As root the node runs as the rabbitmq user (as Debian's wrapper does;
+# its cookie is that user's); otherwise as ourselves. Tests read
+# QUARANTINE_TEST_AMQP_URL, and, to run rabbitmqctl against the node or
+# start nodes of their own on the same epmd, QUARANTINE_TEST_RABBITMQ_NODE
+# and QUARANTINE_TEST_ERL_EPMD_PORT.
 
-RABBITMQ_HOST=127.0.0.1
-RABBITMQ_PORT=5672
-RABBITMQ_ETC=/etc/rabbitmq
+RABBITMQ_LIB=/usr/lib/rabbitmq/bin
 
-# rabbitmq_ready opens an AMQP 0-9-1 connection and expects the broker's
-# connection.start: a method frame (type 1) on channel 0.
+install_rabbitmq() {
+	[[ -x "$RABBITMQ_LIB/rabbitmq-server" && -x "$RABBITMQ_LIB/rabbitmqctl" ]] && return 0
+	log "installing RabbitMQ (Debian rabbitmq-server)"
+	apt_install rabbitmq-server && [[ -x "$RABBITMQ_LIB/rabbitmq-server" ]]
+}
+
+rabbitmq_user() { if [[ "$(id -u)" -eq 0 ]]; then echo rabbitmq; else id -un; fi; }
+
+# rabbitmq_env INST PORT: the node's environment.
+rabbitmq_env() {
+	local inst="$1" port="$2"
+	echo "RABBITMQ_NODENAME=qsvc$port@localhost"
+	echo "RABBITMQ_NODE_IP_ADDRESS=127.0.0.1"
+	echo "RABBITMQ_NODE_PORT=$port"
+	echo "RABBITMQ_DIST_PORT=$((port + 1))"
+	echo "ERL_EPMD_PORT=$((port + 2))"
+	echo "ERL_EPMD_ADDRESS=127.0.0.1"
+	echo "ERL_FLAGS=-kernel inet_dist_use_interface {127,0,0,1}" # the distribution port too
+	echo "RABBITMQ_CONF_ENV_FILE=$inst/rabbitmq-env.conf"
+	echo "RABBITMQ_CONFIG_FILE=$inst/rabbitmq.conf"
+	echo "RABBITMQ_ADVANCED_CONFIG_FILE=$inst/advanced.config"
+	echo "RABBITMQ_ENABLED_PLUGINS_FILE=$inst/enabled_plugins"
+	echo "RABBITMQ_MNESIA_BASE=$inst/mnesia"
+	echo "RABBITMQ_LOG_BASE=$inst/log"
+	echo "RABBITMQ_PID_FILE=$inst/rabbitmq.pid"
+}
+
+# rabbitmq_run INST PORT CMD...: a RabbitMQ command with the node's
+# environment, as the node's user.
+rabbitmq_run() {
+	local inst="$1" port="$2" cmd="$3"
+	shift 3
+	local envs
+	mapfile -t envs < <(rabbitmq_env "$inst" "$port")
+	as_user "$(rabbitmq_user)" env "${envs[@]}" "$RABBITMQ_LIB/$cmd" "$@"
+}
+
+# rabbitmq_ready PORT opens an AMQP 0-9-1 connection and expects the
+# broker's connection.start: a method frame (type 1) on channel 0.
 rabbitmq_ready() {
 	local first
 	first="$(timeout 3 bash -c '
-		exec 3<>"/dev/tcp/$0/$1" || exit 1
+		exec 3<>"/dev/tcp/127.0.0.1/$0" || exit 1
 		printf "AMQP\000\000\011\001" >&3
 		head -c 3 <&3 | od -An -tx1
-	' "$RABBITMQ_HOST" "$RABBITMQ_PORT" 2>/dev/null)" || return 1
+	' "$1" 2>/dev/null)" || return 1
 	[[ "$(tr -d ' \n' <<<"$first")" == "010000" ]]
 }
 
-rabbitmq_listening() { timeout 2 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$RABBITMQ_HOST" "$RABBITMQ_PORT" 2>/dev/null; }
-
-# rabbitmq_loopback_config writes the loopback settings unless the files
-# already exist (an operator's configuration is never overwritten).
-rabbitmq_loopback_config() {
-	as_root mkdir -p "$RABBITMQ_ETC" || return 1
-	if [[ ! -f "$RABBITMQ_ETC/rabbitmq-env.conf" ]]; then
-		log "writing $RABBITMQ_ETC/rabbitmq-env.conf (epmd on loopback)"
-		printf 'NODENAME=rabbit@localhost\nERL_EPMD_ADDRESS=127.0.0.1\n' |
-			as_root tee "$RABBITMQ_ETC/rabbitmq-env.conf" >/dev/null || return 1
-	elif ! grep -q '^ERL_EPMD_ADDRESS=' "$RABBITMQ_ETC/rabbitmq-env.conf"; then
-		log "WARNING: $RABBITMQ_ETC/rabbitmq-env.conf does not set ERL_EPMD_ADDRESS: epmd may listen beyond loopback"
-	fi
-	if [[ ! -f "$RABBITMQ_ETC/rabbitmq.conf" ]]; then
-		log "writing $RABBITMQ_ETC/rabbitmq.conf (AMQP on $RABBITMQ_HOST:$RABBITMQ_PORT)"
-		printf 'listeners.tcp.local = %s:%s\n' "$RABBITMQ_HOST" "$RABBITMQ_PORT" |
-			as_root tee "$RABBITMQ_ETC/rabbitmq.conf" >/dev/null || return 1
-	fi
-}
-
-# rabbitmq_await_startup retries `rabbitmqctl await_startup`, which exits
-# 69 until the node has registered with epmd.
-rabbitmq_await_startup() {
-	local i
-	for i in $(seq 1 60); do
-		if as_root env ERL_EPMD_ADDRESS=127.0.0.1 rabbitmqctl -q await_startup --timeout 10 >/dev/null 2>&1; then
-			return 0
-		fi
-		sleep 1
-	done
-	return 1
-}
-
 ensure_rabbitmq() {
-	export ERL_EPMD_ADDRESS=127.0.0.1
-	if rabbitmq_ready; then
-		log "rabbitmq ready on $RABBITMQ_HOST:$RABBITMQ_PORT"
-		return 0
-	fi
-	if rabbitmq_listening; then
-		log "something listens on $RABBITMQ_HOST:$RABBITMQ_PORT: waiting for AMQP"
-		wait_for rabbitmq_ready && { log "rabbitmq ready on $RABBITMQ_HOST:$RABBITMQ_PORT"; return 0; }
-		fail "port $RABBITMQ_PORT is taken by something that does not speak AMQP"
-		return 1
-	fi
-	rabbitmq_loopback_config || { fail "could not write the RabbitMQ configuration under $RABBITMQ_ETC"; return 1; }
-	if ! command -v rabbitmq-server >/dev/null 2>&1 && [[ ! -x /usr/sbin/rabbitmq-server ]]; then
-		log "installing RabbitMQ (Debian rabbitmq-server)"
-		# --force-confold keeps the loopback files written above.
-		apt_install -o Dpkg::Options::=--force-confold rabbitmq-server ||
-			{ fail "could not install rabbitmq-server"; return 1; }
-		# The package may have started the node itself.
-		if wait_for rabbitmq_ready; then
-			log "rabbitmq ready on $RABBITMQ_HOST:$RABBITMQ_PORT"
-			return 0
-		fi
-	fi
-	if as_root env ERL_EPMD_ADDRESS=127.0.0.1 rabbitmqctl -q status >/dev/null 2>&1; then
-		log "the RabbitMQ node is up but AMQP does not answer yet: waiting"
-	else
-		log "starting RabbitMQ (rabbitmq-server -detached)"
-		local epmd_ours=1
-		pgrep -x epmd >/dev/null 2>&1 && epmd_ours=0
-		if as_root env ERL_EPMD_ADDRESS=127.0.0.1 PATH="/usr/sbin:$PATH" rabbitmq-server -detached; then
-			record_started rabbitmq
-			[[ "$epmd_ours" -eq 1 ]] && record_started rabbitmq-epmd
+	local port="${QUARANTINE_RABBITMQ_PORT:-26672}" inst u i
+	inst="$(instance rabbitmq "$port")"
+	install_rabbitmq || { fail "could not install rabbitmq-server"; return 1; }
+	u="$(rabbitmq_user)"
+	if listening "$port"; then
+		if recorded_alive "$inst" && wait_for rabbitmq_ready "$port"; then
+			log "rabbitmq ready on 127.0.0.1:$port (ours, reused)"
 		else
-			log "rabbitmq-server -detached failed"
+			fail "port $port is taken by something that is not our RabbitMQ node (set QUARANTINE_RABBITMQ_PORT)"
+			return 1
 		fi
+	else
+		for i in 1 2; do
+			if listening "$((port + i))"; then
+				fail "port $((port + i)) (the node's distribution or epmd port) is taken (set QUARANTINE_RABBITMQ_PORT)"
+				return 1
+			fi
+		done
+		printf 'listeners.tcp.local = 127.0.0.1:%s\nloopback_users.guest = true\n' "$port" >"$inst/rabbitmq.conf"
+		echo '[].' >"$inst/advanced.config"
+		echo '[].' >"$inst/enabled_plugins"
+		: >"$inst/rabbitmq-env.conf"
+		mkdir -p "$inst/mnesia" "$inst/log"
+		rm -f "$inst/rabbitmq.pid"
+		[[ "$u" == "$(id -un)" ]] || chown -R "$u:" "$inst"
+		log "starting RabbitMQ node qsvc$port@localhost on 127.0.0.1:$port"
+		rabbitmq_run "$inst" "$port" rabbitmq-server -detached >"$inst/start.log" 2>&1 ||
+			{ fail "rabbitmq-server -detached failed (see $inst/start.log)"; return 1; }
+		for i in $(seq 1 60); do
+			rabbitmq_run "$inst" "$port" rabbitmqctl -n "qsvc$port@localhost" -q await_startup --timeout 10 >/dev/null 2>&1 && break
+			sleep 0.5
+		done
+		[[ -s "$inst/rabbitmq.pid" ]] && record "$inst" "$(cat "$inst/rabbitmq.pid")"
+		if ! recorded_alive "$inst" || ! wait_for rabbitmq_ready "$port"; then
+			fail "RabbitMQ is not ready on 127.0.0.1:$port (see $inst/log)"
+			return 1
+		fi
+		log "rabbitmq ready on 127.0.0.1:$port"
 	fi
-	if ! rabbitmq_await_startup || ! wait_for rabbitmq_ready; then
-		fail "RabbitMQ is not ready on $RABBITMQ_HOST:$RABBITMQ_PORT"
-		return 1
-	fi
-	log "rabbitmq ready on $RABBITMQ_HOST:$RABBITMQ_PORT"
+	write_env "$inst" "QUARANTINE_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:$port/" \
+		"QUARANTINE_TEST_RABBITMQ_NODE=qsvc$port@localhost" "QUARANTINE_TEST_ERL_EPMD_PORT=$((port + 2))"
 }
 
-# stop_rabbitmq stops the node that ensure_rabbitmq started (called by
-# `services.sh stop` only when it did), and epmd when the node's start
-# started it (rabbitmqctl stop leaves it running).
 stop_rabbitmq() {
-	as_root env ERL_EPMD_ADDRESS=127.0.0.1 PATH="/usr/sbin:$PATH" rabbitmqctl stop || return 1
-	if [[ -f "$STATE_DIR/rabbitmq-epmd.started" ]]; then
-		epmd -kill >/dev/null 2>&1 || true
-		rm -f "$STATE_DIR/rabbitmq-epmd.started"
-	fi
+	local port="${1##*-}"
+	rabbitmq_run "$1" "$port" rabbitmqctl -n "qsvc$port@localhost" -q stop >/dev/null 2>&1
+}
+
+# after_stop_rabbitmq: the node's own epmd outlives it (rabbitmqctl stop
+# leaves it running).
+after_stop_rabbitmq() {
+	local port="${1##*-}"
+	as_user "$(rabbitmq_user)" env ERL_EPMD_PORT="$((port + 2))" epmd -kill >/dev/null 2>&1 || true
 }

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -78,6 +79,18 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// noSuchDatabase is the test server's URL naming a database it does not
+// have.
+func noSuchDatabase(t *testing.T) string {
+	t.Helper()
+	u, err := url.Parse(pgtest.BaseURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/quarantine_no_such_db"
+	return pgtest.WithSearchPath(t, u.String(), "x")
+}
+
 func TestOpenErrors(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -85,7 +98,7 @@ func TestOpenErrors(t *testing.T) {
 	}{
 		{"unparseable", "postgres://%zz", quarantine.EINVALID},
 		{"nobody listening", "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2", quarantine.EUNAVAILABLE},
-		{"no such database", pgtest.WithSearchPath(t, "postgres://postgres@127.0.0.1:5432/quarantine_no_such_db?sslmode=disable", "x"), quarantine.EUNAVAILABLE},
+		{"no such database", noSuchDatabase(t), quarantine.EUNAVAILABLE},
 	}
 	for _, c := range cases {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
