@@ -54,27 +54,21 @@ func bearer(h string) (string, error) {
 
 // authenticate finds the token of the request; without a valid, active
 // one the answer is 401. Refusals are counted per client (the remote IP,
-// or the X-Forwarded-For client of a trusted proxy): one
-// auth.refused audit event per client and minute, and past the client's
-// budget every request of it is 429 with Retry-After (see refusals).
+// or the X-Forwarded-For client of a trusted proxy): one auth.refused
+// audit event per client and minute, and past the client's budget or
+// the global one a refused attempt is 429 with Retry-After instead (see
+// refusals). A valid token is never refused for others' failures.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		client := s.cfg.TrustedProxies.ClientIP(r)
-		if wait, throttled := s.refusals.throttled(client); throttled {
-			tooManyRefusals(w, r, wait)
-			return
-		}
 		secret, err := bearer(r.Header.Get("Authorization"))
 		if err != nil {
-			s.refusals.refused(client)
-			s.fail(w, r, err)
+			s.refuse(w, r, err)
 			return
 		}
 		t, err := s.cfg.Store.TokenBySecretHash(r.Context(), quarantine.HashTokenSecret(secret))
 		switch {
 		case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !t.Active()):
-			s.refusals.refused(client)
-			s.fail(w, r, quarantine.Errorf(quarantine.EUNAUTHORIZED, "the token is unknown or revoked"))
+			s.refuse(w, r, quarantine.Errorf(quarantine.EUNAUTHORIZED, "the token is unknown or revoked"))
 			return
 		case err != nil:
 			s.fail(w, r, err)
@@ -85,6 +79,16 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyToken, t)))
 	})
+}
+
+// refuse answers a refused login: err (401) within the budgets, 429 with
+// Retry-After past them.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if wait, slowed := s.refusals.refuse(s.cfg.TrustedProxies.ClientIP(r)); slowed {
+		tooManyRefusals(w, r, wait)
+		return
+	}
+	s.fail(w, r, err)
 }
 
 // require lets the request through when its token satisfies rl, and

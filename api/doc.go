@@ -15,8 +15,10 @@
 // refusal (403) is written to the audit log as access.denied. Refused
 // logins (401) are counted per client address: one auth.refused event per
 // client and minute with the counts, and past the client's budget (20,
-// then one per 3 s) each of its requests is 429 with Retry-After, with a
-// valid token too, so that guessing cannot go on at request speed.
+// then one per 3 s) or the global one (600 a minute over every client)
+// a refused attempt is 429 with Retry-After instead of 401, so that
+// guessing cannot go on at request speed. A valid token is never refused
+// by these budgets: others' failures do not lock it out.
 // Authenticated answers carry Cache-Control: no-store. HEAD on a GET
 // route answers like GET, without a body.
 //

@@ -21,20 +21,26 @@ import (
 // counts of 401 and 429 answers.
 const ActionAuthRefused = "auth.refused"
 
-// The refusal budget of one client: refusedBurst failed logins at once,
-// then one more every refusedEvery. Past it every authenticated request
-// of that client, with a valid token or not, is 429 with Retry-After
-// until the budget refills: guesses cannot go on at request speed.
+// The budgets of refused logins. One client (address) may be refused
+// refusedBurst times at once, then once more every refusedEvery; all
+// clients together refusedGlobal times a minute (the same at once). Past
+// either budget a refused attempt is answered 429 with Retry-After
+// instead of 401, until the budget refills, so that guessing, from one
+// address or spread over many, cannot go on at request speed. A request
+// whose token is valid is never refused by them: the budgets count
+// failures, and someone else's failures (behind the same NAT or proxy,
+// or anywhere) must not lock out a valid token.
 const (
 	refusedBurst   = 20
 	refusedEvery   = 3 * time.Second
+	refusedGlobal  = 600   // refusals a minute over every client
 	refusedClients = 10000 // clients tracked at once (least recently refused forgotten first)
 )
 
-// refusals tracks failed logins per client: a token bucket each (the
-// throttle) and the counts of the current minute (the audit event). It
-// is bounded: at most refusedClients entries, the least recently
-// refused evicted first, its pending counts written out.
+// refusals tracks failed logins per client: a token bucket each and one
+// for all clients (the throttle), and the counts of the current minute
+// (the audit event). It is bounded: at most refusedClients entries, the
+// least recently refused evicted first, its pending counts written out.
 type refusals struct {
 	mu     sync.Mutex
 	byIP   map[string]*list.Element
@@ -45,7 +51,8 @@ type refusals struct {
 	log    *slog.Logger
 	limit  rate.Limit
 	burst  int
-	closed bool // flushAll ran: counts are written at once
+	global *rate.Limiter // refusals of every client
+	closed bool          // flushAll ran: counts are written at once
 }
 
 type refusalEntry struct {
@@ -61,7 +68,8 @@ type refusalEntry struct {
 
 func newRefusals(now func() time.Time, record func(context.Context, quarantine.AuditEvent) error, log *slog.Logger) *refusals {
 	return &refusals{byIP: map[string]*list.Element{}, lru: list.New(), cap: refusedClients, now: now, record: record, log: log,
-		limit: rate.Every(refusedEvery), burst: refusedBurst}
+		limit: rate.Every(refusedEvery), burst: refusedBurst,
+		global: rate.NewLimiter(rate.Every(time.Minute/refusedGlobal), refusedGlobal)}
 }
 
 // entry returns the entry of ip, created (and the oldest evicted) if
@@ -82,38 +90,30 @@ func (f *refusals) entry(ip string) (e *refusalEntry, evicted *refusalEntry) {
 	return e, evicted
 }
 
-// throttled reports whether ip has spent its budget, and if so how long
-// until one more attempt is allowed. A throttled request is counted.
-func (f *refusals) throttled(ip string) (time.Duration, bool) {
-	now := f.now()
-	f.mu.Lock()
-	el, ok := f.byIP[ip]
-	if !ok {
-		f.mu.Unlock()
-		return 0, false
-	}
-	e := el.Value.(*refusalEntry)
-	tokens := e.limiter.TokensAt(now)
+// waitFor is how long until l has one token at now (0 when it has one).
+func waitFor(l *rate.Limiter, now time.Time) time.Duration {
+	tokens := l.TokensAt(now)
 	if tokens >= 1 {
-		f.mu.Unlock()
-		return 0, false
+		return 0
 	}
-	wait := time.Duration((1 - tokens) / float64(f.limit) * float64(time.Second))
-	done := f.countLocked(e, now, false)
-	late := f.lateLocked(e)
-	f.mu.Unlock()
-	f.flush(done)
-	f.flush(late)
-	return wait, true
+	return time.Duration((1 - tokens) / float64(l.Limit()) * float64(time.Second))
 }
 
-// refused counts a 401 for ip and spends one unit of its budget.
-func (f *refusals) refused(ip string) {
+// refuse counts a refused login of ip. Within its budget and the global
+// one it spends one unit of each and returns (0, false): answer 401.
+// Past either it spends nothing and returns how long until both allow
+// one more, and true: answer 429 with Retry-After.
+func (f *refusals) refuse(ip string) (time.Duration, bool) {
 	now := f.now()
 	f.mu.Lock()
 	e, evicted := f.entry(ip)
-	e.limiter.AllowN(now, 1)
-	done := f.countLocked(e, now, true)
+	wait := max(waitFor(e.limiter, now), waitFor(f.global, now))
+	slowed := wait > 0
+	if !slowed {
+		e.limiter.AllowN(now, 1)
+		f.global.AllowN(now, 1)
+	}
+	done := f.countLocked(e, now, !slowed)
 	var old *refusalEntry
 	if evicted != nil && evicted.window != (time.Time{}) {
 		old = evicted.take()
@@ -123,6 +123,7 @@ func (f *refusals) refused(ip string) {
 	f.flush(done)
 	f.flush(old)
 	f.flush(late)
+	return wait, slowed
 }
 
 // lateLocked returns e's counts to write at once when flushAll already
@@ -223,9 +224,10 @@ func retryAfter(d time.Duration) string {
 	return strconv.Itoa(int(math.Max(1, math.Ceil(d.Seconds()))))
 }
 
-// tooManyRefusals answers 429: the client spent its refusal budget.
+// tooManyRefusals answers 429 to a refused login past a budget: the
+// client's, or the global one.
 func tooManyRefusals(w http.ResponseWriter, r *http.Request, wait time.Duration) {
 	w.Header().Set("Retry-After", retryAfter(wait))
 	writeProblem(w, r, http.StatusTooManyRequests, "too_many_requests",
-		"too many refused logins from this address: retry after "+retryAfter(wait)+" s", "")
+		"the token is unknown or revoked, and too many logins were refused: retry after "+retryAfter(wait)+" s", "")
 }

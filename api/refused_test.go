@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -44,10 +45,10 @@ func (e *env) serveFrom(addr, method, target, secret string) *resp {
 }
 
 // TestRefusedLoginsThrottledAndAudited sends 900 wrong tokens from one
-// client: after the budget every request of that client is 429 with
-// Retry-After, a valid token too, while a valid token from another
-// client is served; the refusals become one auth.refused event for the
-// client and minute, with the counts, not 900 events.
+// client: after the budget each is 429 with Retry-After, while a valid
+// token is served, from that client as from another; the refusals become
+// one auth.refused event for the client and minute, with the counts, not
+// 900 events.
 func TestRefusedLoginsThrottledAndAudited(t *testing.T) {
 	t.Parallel()
 	clock := &fakeClock{now: time.Date(2026, 12, 1, 12, 0, 5, 0, time.UTC)}
@@ -77,8 +78,12 @@ func TestRefusedLoginsThrottledAndAudited(t *testing.T) {
 	if counts[http.StatusUnauthorized] < 20 || counts[http.StatusUnauthorized] > 23 || counts[http.StatusTooManyRequests] != 900-counts[http.StatusUnauthorized] {
 		t.Fatalf("900 wrong tokens answered %v, want about 20 × 401 and the rest 429", counts)
 	}
-	// The throttled client is refused even with a valid token: guessing stops.
-	e.serveFrom(attacker, http.MethodGet, "/api/v1/messages", e.viewer).problem(t, http.StatusTooManyRequests, "")
+	// A valid token from the throttled address is served (another person
+	// behind the same NAT or proxy), and its next wrong one is slowed.
+	e.serveFrom(attacker, http.MethodGet, "/api/v1/messages", e.viewer).want(t, http.StatusOK)
+	e.serveFrom(attacker, http.MethodGet, "/api/v1/messages", e.admin).want(t, http.StatusOK)
+	e.serveFrom(attacker, http.MethodGet, "/api/v1/messages", wrong).problem(t, http.StatusTooManyRequests, "")
+	counts[http.StatusTooManyRequests]++
 	// Another client is unaffected, and has its own budget.
 	e.serveFrom(other, http.MethodGet, "/api/v1/messages", e.viewer).want(t, http.StatusOK)
 	e.serveFrom(other, http.MethodGet, "/api/v1/messages", wrong).problem(t, http.StatusUnauthorized, "")
@@ -105,9 +110,9 @@ func TestRefusedLoginsThrottledAndAudited(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ev.Subject != "192.0.2.10" || d.Client != "192.0.2.10" || d.Minute != "2026-12-01T12:00:00Z" ||
-		d.Refused != counts[http.StatusUnauthorized] || d.Throttled != counts[http.StatusTooManyRequests]+1 {
+		d.Refused != counts[http.StatusUnauthorized] || d.Throttled != counts[http.StatusTooManyRequests] {
 		t.Fatalf("auth.refused event %s %s, want client 192.0.2.10, %d refused and %d throttled",
-			ev.Subject, ev.Details, counts[http.StatusUnauthorized], counts[http.StatusTooManyRequests]+1)
+			ev.Subject, ev.Details, counts[http.StatusUnauthorized], counts[http.StatusTooManyRequests])
 	}
 	if v := e.get("/api/v1/audit/verify", e.admin).want(t, http.StatusOK); !json.Valid(v.body) {
 		t.Fatal("verify")
@@ -208,8 +213,9 @@ func TestRefusedLoginsBehindTrustedProxy(t *testing.T) {
 	for range 30 {
 		from(proxy, "192.0.2.66", "")
 	}
-	from(proxy, "192.0.2.66", e.viewer).problem(t, http.StatusTooManyRequests, "")
+	from(proxy, "192.0.2.66", "").problem(t, http.StatusTooManyRequests, "")
 	// ...and another client behind the same proxy is not throttled.
+	from(proxy, "198.51.100.20", "").problem(t, http.StatusUnauthorized, "")
 	from(proxy, "198.51.100.20", e.viewer).want(t, http.StatusOK)
 	// A direct client's X-Forwarded-For is ignored: it is counted as itself.
 	from("203.0.113.1:1", "198.51.100.20", "").problem(t, http.StatusUnauthorized, "")
@@ -222,7 +228,72 @@ func TestRefusedLoginsBehindTrustedProxy(t *testing.T) {
 	for _, ev := range e.refusedEvents() {
 		subjects[ev.Subject] = true
 	}
-	if len(subjects) != 2 || !subjects["192.0.2.66"] || !subjects["203.0.113.1"] {
-		t.Fatalf("auth.refused subjects %v, want 192.0.2.66 (behind the proxy) and 203.0.113.1 (direct)", subjects)
+	if len(subjects) != 3 || !subjects["192.0.2.66"] || !subjects["198.51.100.20"] || !subjects["203.0.113.1"] {
+		t.Fatalf("auth.refused subjects %v, want 192.0.2.66 and 198.51.100.20 (behind the proxy) and 203.0.113.1 (direct)", subjects)
+	}
+}
+
+// TestRefusedLoginsGlobalBudget spreads a flood of wrong tokens over many
+// addresses, one each: past the global budget (600 a minute) the wrong
+// ones are 429 with Retry-After, from addresses never refused before
+// too, while a valid token is served from a flooding address and from a
+// new one. Each address still gets one auth.refused event.
+func TestRefusedLoginsGlobalBudget(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{now: time.Date(2026, 12, 1, 12, 0, 5, 0, time.UTC)} // no time passes: nothing refills
+	e := newEnv(t, withNow(clock.Now))
+	wrong, _ := quarantine.NewTokenSecret()
+	const flood = 650
+	addr := func(i int) string { return fmt.Sprintf("198.18.%d.%d:1000", i/200, i%200+1) }
+	counts := map[int]int{}
+	for i := range flood {
+		r := e.serveFrom(addr(i), http.MethodGet, "/api/v1/queues", wrong)
+		counts[r.status]++
+		switch r.status {
+		case http.StatusUnauthorized:
+			r.problem(t, r.status, "")
+			if counts[http.StatusTooManyRequests] > 0 {
+				t.Fatalf("address %d refused with 401 after the budget was spent", i)
+			}
+		case http.StatusTooManyRequests:
+			r.problem(t, r.status, "")
+			if n, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || n != 1 {
+				t.Fatalf("Retry-After %q, want 1 (the global budget refills one every 100 ms)", r.header.Get("Retry-After"))
+			}
+		default:
+			t.Fatalf("wrong token from address %d: status %d", i, r.status)
+		}
+	}
+	if counts[http.StatusUnauthorized] != 600 || counts[http.StatusTooManyRequests] != flood-600 {
+		t.Fatalf("%d wrong tokens from as many addresses answered %v, want 600 × 401 then 429", flood, counts)
+	}
+	e.serveFrom(addr(flood-1), http.MethodGet, "/api/v1/queues", e.viewer).want(t, http.StatusOK)
+	e.serveFrom("203.0.113.77:1", http.MethodGet, "/api/v1/queues", e.operator).want(t, http.StatusOK)
+	e.serveFrom("203.0.113.78:1", http.MethodGet, "/api/v1/queues", "").problem(t, http.StatusTooManyRequests, "")
+	// After a while the budget is back for everyone.
+	clock.Add(time.Second)
+	e.serveFrom("203.0.113.78:1", http.MethodGet, "/api/v1/queues", "").problem(t, http.StatusUnauthorized, "")
+
+	e.srv.Close()
+	if err := e.api.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clients := map[string]bool{}
+	var seq int64
+	for {
+		evs, err := e.store.ListAudit(t.Context(), quarantine.AuditFilter{Action: api.ActionAuthRefused, Seq: seq, Limit: quarantine.MaxLimit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, ev := range evs {
+			clients[ev.Subject] = true
+			seq = ev.Seq
+		}
+	}
+	if len(clients) != flood+1 || !clients["198.18.0.1"] || !clients["203.0.113.78"] {
+		t.Fatalf("auth.refused events of %d addresses, want one per refused address (%d)", len(clients), flood+1)
 	}
 }

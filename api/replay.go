@@ -58,7 +58,10 @@ type replayPreview struct {
 // within the token's owners, as a new batch: a draft with dry_run, else
 // started at once. The checks, in order: the body (400, 413), the
 // request's rules (422 for the reason, a rate above the maximum, an
-// unknown collector; 400 for malformed values), then the store (409 when
+// unknown collector; 400 for malformed values), the destination (403
+// naming /destination, recorded as access.denied, for a destination
+// queue outside the token's owners: see DestinationAllowed), then the
+// store (409 when
 // expect_count does not hold, 422 above quarantine.MaxBulk). Ids of
 // other owners' messages are skipped as not found, and the attempt is
 // recorded as access.denied, as a bulk discard does.
@@ -70,6 +73,10 @@ func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
 	}
 	t := tokenFrom(r.Context())
 	req, err := s.replayRequest(&b, t)
+	if quarantine.ErrorCode(err) == quarantine.EFORBIDDEN {
+		s.denyDestination(w, r, req.Destination, err)
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -109,6 +116,21 @@ func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
 	}
 	items = nonNilItems(items)
 	s.writeJSON(w, r, http.StatusCreated, replayPreview{replayCreated: out, Items: items, NextCursor: nextItemCursor(items, more)})
+}
+
+// denyDestination records a refused destination as access.denied and
+// answers err (EFORBIDDEN naming /destination). No 403 goes out
+// unrecorded: if the audit log cannot be written, the store's error is
+// the answer.
+func (s *Server) denyDestination(w http.ResponseWriter, r *http.Request, dst quarantine.ReplayDestination, err error) {
+	d := s.cfg.Replay.DestinationDenied(dst)
+	d["method"], d["path"] = clip(r.Method), clipPath(r.URL.Path)
+	ev := quarantine.NewAuditEvent(tokenFrom(r.Context()).Actor(), quarantine.ActionAccessDenied, clipPath(r.URL.Path), d)
+	if _, aerr := s.cfg.Store.AppendAudit(r.Context(), ev); aerr != nil {
+		s.fail(w, r, aerr)
+		return
+	}
+	s.fail(w, r, err)
 }
 
 // replayRequest reads a replay body and builds the store's request with

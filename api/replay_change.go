@@ -25,7 +25,9 @@ type replayStartBody struct {
 // The checks, in order: the body (400, 413), the reason (422), the batch
 // (404, also for one the token may not see), the token's owners (403
 // unless every owner of the batch's messages is one of them, recorded as
-// access.denied), then the store's transition (409 when the batch's
+// access.denied), for start and resume the destination (403 naming
+// /destination when its queue is outside the token's owners, see
+// DestinationAllowed), then the store's transition (409 when the batch's
 // state does not allow the action). The answer is the batch after it.
 func (s *Server) changeReplay(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -64,6 +66,14 @@ func (s *Server) changeReplay(action string) http.HandlerFunc {
 			s.deny(w, r, map[string]any{"replay": b.ID, "owners": b.Owners},
 				"this replay holds messages of owners this token may not act for")
 			return
+		}
+		if action == quarantine.ReplayActStart || action == quarantine.ReplayActResume {
+			// Starting or resuming publishes: the token doing it must be
+			// allowed the destination, whoever created the batch.
+			if err := s.cfg.Replay.DestinationAllowed(t, b.Destination); err != nil {
+				s.denyDestination(w, r, b.Destination, err)
+				return
+			}
 		}
 		b, err := s.cfg.Store.ChangeReplay(r.Context(), c)
 		if err != nil {

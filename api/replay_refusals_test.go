@@ -100,10 +100,10 @@ func TestReplayConfiguredDefaults(t *testing.T) {
 		t.Fatalf("defaults %+v, estimate %v", b, c.EstimatedSeconds)
 	}
 	c = e.createReplay(e.operator, map[string]any{"ids": ids, "reason": "given", "dry_run": true, "rate": 50, "burst": 7, "canary": 0,
-		"observe": "0s", "halt_refail_ratio": 0, "destination": map[string]any{"queue": "billing.retry", "collector": "billing-sqs"}})
+		"observe": "0s", "halt_refail_ratio": 0, "destination": map[string]any{"queue": "payments.retry", "collector": "billing-sqs"}})
 	b = c.Replay
 	if b.Rate != 50 || b.Burst != 7 || b.Canary != 0 || b.Observe != "0s" || b.HaltRefailRatio != 0 ||
-		b.Destination != (quarantine.ReplayDestination{Queue: "billing.retry", Collector: "billing-sqs"}) || c.EstimatedSeconds != 0 {
+		b.Destination != (quarantine.ReplayDestination{Queue: "payments.retry", Collector: "billing-sqs"}) || c.EstimatedSeconds != 0 {
 		t.Fatalf("given %+v, estimate %v", b, c.EstimatedSeconds)
 	}
 	// Without configured collectors, any collector is unknown.

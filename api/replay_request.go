@@ -50,8 +50,10 @@ func (d ReplayDefaults) Guard() *quarantine.IncidentGuard { return d.guard() }
 // (d as WithDefaults returns it) and t's owners and actor. Errors name the
 // field as a JSON Pointer ("/rate", "/destination/collector"):
 // EUNPROCESSABLE for the reason, a rate above d.MaxRate and an unknown
-// collector, EINVALID for malformed values. Both the API and the web UI
-// create replays with it.
+// collector, EINVALID for malformed values, then EFORBIDDEN naming
+// /destination for a destination queue t may not replay to
+// (DestinationAllowed: the caller records it as access.denied). Both the
+// API and the web UI create replays with it.
 func (d ReplayDefaults) Request(in ReplayInput, t *quarantine.Token) (quarantine.ReplayRequest, error) {
 	req := quarantine.ReplayRequest{
 		IDs: in.IDs, Filter: in.Filter, // the store narrows a filter to req.Owners
@@ -85,6 +87,9 @@ func (d ReplayDefaults) Request(in ReplayInput, t *quarantine.Token) (quarantine
 	if c := req.Destination.Collector; c != "" && !slices.Contains(d.Collectors, c) {
 		return req, quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "/destination/collector",
 			"no collector named %q is configured", clip(c))
+	}
+	if err := d.DestinationAllowed(t, req.Destination); err != nil {
+		return req, err
 	}
 	return req, nil
 }

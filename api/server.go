@@ -78,6 +78,11 @@ type ReplayDefaults struct {
 	// Collectors are the configured collector names: a destination
 	// naming another one is 422.
 	Collectors []string
+	// Owners are the owner rules (config owners:) that decide which
+	// destination queues a token may name (DestinationAllowed). New uses
+	// Config.Owners when it is nil; with none, only an admin without
+	// owners may name a destination queue.
+	Owners []quarantine.OwnerRule
 	// MaxReplays: a job replayed that many times already (and failed
 	// again each time) is skipped unless an admin replays it (0: no cap).
 	MaxReplays int
@@ -132,6 +137,9 @@ func New(cfg Config) *Server {
 		if err := ValidatePointer(p); err != nil {
 			panic("api: Config.RedactPointers: " + err.Error())
 		}
+	}
+	if cfg.Replay.Owners == nil {
+		cfg.Replay.Owners = cfg.Owners
 	}
 	cfg.Replay = cfg.Replay.WithDefaults()
 	if cfg.Registry == nil {

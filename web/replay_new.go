@@ -205,6 +205,16 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	req, err := h.cfg.Replay.Request(in, s.token)
+	if quarantine.ErrorCode(err) == quarantine.EFORBIDDEN {
+		// A destination queue outside the token's owners: recorded, and
+		// the form again with the field marked; nothing is created.
+		if !h.auditDestination(w, r, s, "/replays", req.Destination) {
+			return
+		}
+		c.Errors["dest_queue"] = quarantine.ErrorMessage(err)
+		h.replayFormAgain(w, r, s, c, http.StatusForbidden, "Not created: your token may not replay to this destination.")
+		return
+	}
 	if err != nil {
 		field := strings.ReplaceAll(strings.TrimPrefix(quarantine.ErrorField(err), "/"), "/", "_")
 		field = strings.Replace(field, "destination_", "dest_", 1)
@@ -239,6 +249,21 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 	default:
 		h.fail(w, r, s, err)
 	}
+}
+
+// auditDestination appends the access.denied event of a destination
+// refused to the session's token (api.ReplayDefaults.DestinationDenied),
+// and reports whether it was written (if not, it answered the store's
+// error).
+func (h *Handler) auditDestination(w http.ResponseWriter, r *http.Request, s *session, target string, dst quarantine.ReplayDestination) bool {
+	d := h.cfg.Replay.DestinationDenied(dst)
+	d["method"], d["path"] = r.Method, truncate(200, r.URL.Path)
+	ev := quarantine.NewAuditEvent(s.token.Actor(), quarantine.ActionAccessDenied, target, d)
+	if _, err := h.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
+		h.fail(w, r, s, err)
+		return false
+	}
+	return true
 }
 
 // replayFormAgain shows the replay form with the posted values and errors.

@@ -158,7 +158,11 @@ func (h *Handler) replayContent(r *http.Request, s *session, b *quarantine.Repla
 	rate, eta := api.ReplayProgress(b, h.cfg.Now())
 	c.Rate, c.ETA = showRate(rate), showSeconds(eta)
 	if canOperate(s.token) && api.ActsOnReplay(s.token, b) {
+		publishes := h.cfg.Replay.DestinationAllowed(s.token, b.Destination) == nil
 		for _, a := range replayActions {
+			if (a == quarantine.ReplayActStart || a == quarantine.ReplayActResume) && !publishes {
+				continue
+			}
 			if _, _, err := quarantine.ReplayTransition(b.State, a); err == nil {
 				c.Actions = append(c.Actions, a)
 			}
@@ -261,8 +265,9 @@ func (h *Handler) replayReport(w http.ResponseWriter, r *http.Request, s *sessio
 
 // changeReplay is POST /replays/{id}/{action}: start, pause, resume or
 // cancel with a reason, as the API's POST /api/v1/replays/{id}/{action}
-// (an operator whose owners cover every owner of the batch's messages;
-// refusals audited), then a redirect to the batch.
+// (an operator whose owners cover every owner of the batch's messages,
+// and for start and resume its destination queue; refusals audited),
+// then a redirect to the batch.
 func (h *Handler) changeReplay(w http.ResponseWriter, r *http.Request, s *session) {
 	action := r.PathValue("action")
 	if !slices.Contains(replayActions, action) {
@@ -278,6 +283,16 @@ func (h *Handler) changeReplay(w http.ResponseWriter, r *http.Request, s *sessio
 			h.forbidden(w, r, s, "Your token may not "+action+" this replay: it needs the operator role and every owner of its messages.")
 		}
 		return
+	}
+	if action == quarantine.ReplayActStart || action == quarantine.ReplayActResume {
+		// Starting or resuming publishes: this token must be allowed the
+		// destination, whoever created the batch.
+		if err := h.cfg.Replay.DestinationAllowed(s.token, b.Destination); err != nil {
+			if h.auditDestination(w, r, s, b.ID, b.Destination) {
+				h.forbidden(w, r, s, "Your token may not "+action+" this replay: "+quarantine.ErrorMessage(err)+".")
+			}
+			return
+		}
 	}
 	c := quarantine.ReplayChange{BatchID: b.ID, Action: action, Actor: s.token.Actor(), Reason: r.PostFormValue("reason")}
 	if action == quarantine.ReplayActStart {

@@ -64,7 +64,9 @@ type Config struct {
 	// means DefaultLoginDelay.
 	LoginDelay time.Duration
 	// Owners are the owner rules (config owners:): the overview shows
-	// each queue's owner by them, as GET /api/v1/queues does.
+	// each queue's owner by them, as GET /api/v1/queues does, and they
+	// decide the destination queues a token may replay to when
+	// Replay.Owners is nil.
 	Owners []quarantine.OwnerRule
 	// Alarms are the age alarms (config alarms:): the overview colours
 	// each queue's oldest age against the max_age of its alarms.
@@ -120,6 +122,9 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 	}
 	if cfg.LoginDelay <= 0 {
 		cfg.LoginDelay = DefaultLoginDelay
+	}
+	if cfg.Replay.Owners == nil {
+		cfg.Replay.Owners = cfg.Owners // the destination queues a token may name
 	}
 	cfg.Replay = cfg.Replay.WithDefaults()
 	st, err := loadAssets(sfs)

@@ -25,7 +25,6 @@ const (
 	readTimeout       = 2 * time.Minute
 	writeTimeout      = 2 * time.Minute
 	idleTimeout       = 2 * time.Minute
-	maxHeaderBytes    = 64 << 10
 	shutdownTimeout   = 20 * time.Second
 )
 
@@ -99,12 +98,14 @@ func (m *Main) runServe(ctx context.Context) error {
 		m.retention.start()
 	}
 	m.server = &http.Server{
-		Handler:           h,
+		// Headers above api.MaxHeaderBytes are 431 as problem+json; the
+		// server reads up to its larger limit so that the handler sees them.
+		Handler:           api.LimitHeaders(api.MaxHeaderBytes)(h),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
+		MaxHeaderBytes:    api.ServerMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(m.logger.With("component", "http").Handler(), slog.LevelWarn),
 	}
 	m.served = make(chan error, 1)

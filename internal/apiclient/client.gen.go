@@ -1949,7 +1949,11 @@ type ClientInterface interface {
 	// configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
 	// A `rate` above the configured maximum is 422 naming `/rate`; a
 	// `destination.collector` that is not configured is 422 naming
-	// `/destination/collector`.
+	// `/destination/collector`. A `destination.queue` must belong, by the
+	// `owners:` rules, to one of the token's owners (a token without
+	// owners: to any team; an admin without owners: any queue), else 403
+	// naming `/destination`, recorded as `access.denied`, and nothing is
+	// created; without it each message goes back to its own queue.
 	//
 	// Without `dry_run` the batch is `running` at once: each pending
 	// item's message becomes `replaying` (audited as `replay.create` and
@@ -1981,7 +1985,11 @@ type ClientInterface interface {
 	// configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
 	// A `rate` above the configured maximum is 422 naming `/rate`; a
 	// `destination.collector` that is not configured is 422 naming
-	// `/destination/collector`.
+	// `/destination/collector`. A `destination.queue` must belong, by the
+	// `owners:` rules, to one of the token's owners (a token without
+	// owners: to any team; an admin without owners: any queue), else 403
+	// naming `/destination`, recorded as `access.denied`, and nothing is
+	// created; without it each message goes back to its own queue.
 	//
 	// Without `dry_run` the batch is `running` at once: each pending
 	// item's message becomes `replaying` (audited as `replay.create` and
@@ -2071,7 +2079,9 @@ type ClientInterface interface {
 	//
 	// Needs an operator or admin, acting for every owner of the batch's
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
-	// token may not see is 404). A reason is required (422). A state
+	// token may not see is 404), and allowed its `destination.queue`
+	// as on creation (403 naming `/destination` otherwise, recorded). A
+	// reason is required (422). A state
 	// that does not allow it is 409. The batch becomes `running` again (`replay.resume`); resuming a halted batch overrides its failed canary.
 	//
 	// Takes any type of body and a specified content type.
@@ -2083,7 +2093,9 @@ type ClientInterface interface {
 	//
 	// Needs an operator or admin, acting for every owner of the batch's
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
-	// token may not see is 404). A reason is required (422). A state
+	// token may not see is 404), and allowed its `destination.queue`
+	// as on creation (403 naming `/destination` otherwise, recorded). A
+	// reason is required (422). A state
 	// that does not allow it is 409. The batch becomes `running` again (`replay.resume`); resuming a halted batch overrides its failed canary.
 	//
 	// Takes a body of the `application/json` content type.
@@ -2095,7 +2107,9 @@ type ClientInterface interface {
 	//
 	// Needs an operator or admin, acting for every owner of the batch's
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
-	// token may not see is 404). A reason is required (422). A state
+	// token may not see is 404), and allowed its `destination.queue`
+	// as on creation (403 naming `/destination` otherwise, recorded). A
+	// reason is required (422). A state
 	// that does not allow it is 409. The draft becomes `running` (`replay.start`). Items whose message is no longer quarantined are skipped. A draft past its expiry is 409 (and expires). `force` and `accept_key_rule_change` are audited with the reason.
 	//
 	// Takes any type of body and a specified content type.
@@ -2107,7 +2121,9 @@ type ClientInterface interface {
 	//
 	// Needs an operator or admin, acting for every owner of the batch's
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
-	// token may not see is 404). A reason is required (422). A state
+	// token may not see is 404), and allowed its `destination.queue`
+	// as on creation (403 naming `/destination` otherwise, recorded). A
+	// reason is required (422). A state
 	// that does not allow it is 409. The draft becomes `running` (`replay.start`). Items whose message is no longer quarantined are skipped. A draft past its expiry is 409 (and expires). `force` and `accept_key_rule_change` are audited with the reason.
 	//
 	// Takes a body of the `application/json` content type.
@@ -2696,7 +2712,11 @@ func (c *Client) ListReplays(ctx context.Context, params *ListReplaysParams, req
 // configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
 // A `rate` above the configured maximum is 422 naming `/rate`; a
 // `destination.collector` that is not configured is 422 naming
-// `/destination/collector`.
+// `/destination/collector`. A `destination.queue` must belong, by the
+// `owners:` rules, to one of the token's owners (a token without
+// owners: to any team; an admin without owners: any queue), else 403
+// naming `/destination`, recorded as `access.denied`, and nothing is
+// created; without it each message goes back to its own queue.
 //
 // Without `dry_run` the batch is `running` at once: each pending
 // item's message becomes `replaying` (audited as `replay.create` and
@@ -2738,7 +2758,11 @@ func (c *Client) CreateReplayWithBody(ctx context.Context, contentType string, b
 // configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
 // A `rate` above the configured maximum is 422 naming `/rate`; a
 // `destination.collector` that is not configured is 422 naming
-// `/destination/collector`.
+// `/destination/collector`. A `destination.queue` must belong, by the
+// `owners:` rules, to one of the token's owners (a token without
+// owners: to any team; an admin without owners: any queue), else 403
+// naming `/destination`, recorded as `access.denied`, and nothing is
+// created; without it each message goes back to its own queue.
 //
 // Without `dry_run` the batch is `running` at once: each pending
 // item's message becomes `replaying` (audited as `replay.create` and
@@ -2908,7 +2932,9 @@ func (c *Client) ReplayReport(ctx context.Context, id ReplayID, reqEditors ...Re
 //
 // Needs an operator or admin, acting for every owner of the batch's
 // messages (403 otherwise, recorded as `access.denied`; a batch the
-// token may not see is 404). A reason is required (422). A state
+// token may not see is 404), and allowed its `destination.queue`
+// as on creation (403 naming `/destination` otherwise, recorded). A
+// reason is required (422). A state
 // that does not allow it is 409. The batch becomes `running` again (`replay.resume`); resuming a halted batch overrides its failed canary.
 //
 // Takes any type of body and a specified content type.
@@ -2930,7 +2956,9 @@ func (c *Client) ResumeReplayWithBody(ctx context.Context, id ReplayID, contentT
 //
 // Needs an operator or admin, acting for every owner of the batch's
 // messages (403 otherwise, recorded as `access.denied`; a batch the
-// token may not see is 404). A reason is required (422). A state
+// token may not see is 404), and allowed its `destination.queue`
+// as on creation (403 naming `/destination` otherwise, recorded). A
+// reason is required (422). A state
 // that does not allow it is 409. The batch becomes `running` again (`replay.resume`); resuming a halted batch overrides its failed canary.
 //
 // Takes a body of the `application/json` content type.
@@ -2952,7 +2980,9 @@ func (c *Client) ResumeReplay(ctx context.Context, id ReplayID, body ResumeRepla
 //
 // Needs an operator or admin, acting for every owner of the batch's
 // messages (403 otherwise, recorded as `access.denied`; a batch the
-// token may not see is 404). A reason is required (422). A state
+// token may not see is 404), and allowed its `destination.queue`
+// as on creation (403 naming `/destination` otherwise, recorded). A
+// reason is required (422). A state
 // that does not allow it is 409. The draft becomes `running` (`replay.start`). Items whose message is no longer quarantined are skipped. A draft past its expiry is 409 (and expires). `force` and `accept_key_rule_change` are audited with the reason.
 //
 // Takes any type of body and a specified content type.
@@ -2974,7 +3004,9 @@ func (c *Client) StartReplayWithBody(ctx context.Context, id ReplayID, contentTy
 //
 // Needs an operator or admin, acting for every owner of the batch's
 // messages (403 otherwise, recorded as `access.denied`; a batch the
-// token may not see is 404). A reason is required (422). A state
+// token may not see is 404), and allowed its `destination.queue`
+// as on creation (403 naming `/destination` otherwise, recorded). A
+// reason is required (422). A state
 // that does not allow it is 409. The draft becomes `running` (`replay.start`). Items whose message is no longer quarantined are skipped. A draft past its expiry is 409 (and expires). `force` and `accept_key_rule_change` are audited with the reason.
 //
 // Takes a body of the `application/json` content type.
@@ -5479,7 +5511,11 @@ type ClientWithResponsesInterface interface {
 	// configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
 	// A `rate` above the configured maximum is 422 naming `/rate`; a
 	// `destination.collector` that is not configured is 422 naming
-	// `/destination/collector`.
+	// `/destination/collector`. A `destination.queue` must belong, by the
+	// `owners:` rules, to one of the token's owners (a token without
+	// owners: to any team; an admin without owners: any queue), else 403
+	// naming `/destination`, recorded as `access.denied`, and nothing is
+	// created; without it each message goes back to its own queue.
 	//
 	// Without `dry_run` the batch is `running` at once: each pending
 	// item's message becomes `replaying` (audited as `replay.create` and
@@ -5511,7 +5547,11 @@ type ClientWithResponsesInterface interface {
 	// configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
 	// A `rate` above the configured maximum is 422 naming `/rate`; a
 	// `destination.collector` that is not configured is 422 naming
-	// `/destination/collector`.
+	// `/destination/collector`. A `destination.queue` must belong, by the
+	// `owners:` rules, to one of the token's owners (a token without
+	// owners: to any team; an admin without owners: any queue), else 403
+	// naming `/destination`, recorded as `access.denied`, and nothing is
+	// created; without it each message goes back to its own queue.
 	//
 	// Without `dry_run` the batch is `running` at once: each pending
 	// item's message becomes `replaying` (audited as `replay.create` and
@@ -5607,7 +5647,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Needs an operator or admin, acting for every owner of the batch's
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
-	// token may not see is 404). A reason is required (422). A state
+	// token may not see is 404), and allowed its `destination.queue`
+	// as on creation (403 naming `/destination` otherwise, recorded). A
+	// reason is required (422). A state
 	// that does not allow it is 409. The batch becomes `running` again (`replay.resume`); resuming a halted batch overrides its failed canary.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -5619,7 +5661,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Needs an operator or admin, acting for every owner of the batch's
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
-	// token may not see is 404). A reason is required (422). A state
+	// token may not see is 404), and allowed its `destination.queue`
+	// as on creation (403 naming `/destination` otherwise, recorded). A
+	// reason is required (422). A state
 	// that does not allow it is 409. The batch becomes `running` again (`replay.resume`); resuming a halted batch overrides its failed canary.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -5631,7 +5675,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Needs an operator or admin, acting for every owner of the batch's
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
-	// token may not see is 404). A reason is required (422). A state
+	// token may not see is 404), and allowed its `destination.queue`
+	// as on creation (403 naming `/destination` otherwise, recorded). A
+	// reason is required (422). A state
 	// that does not allow it is 409. The draft becomes `running` (`replay.start`). Items whose message is no longer quarantined are skipped. A draft past its expiry is 409 (and expires). `force` and `accept_key_rule_change` are audited with the reason.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -5643,7 +5689,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Needs an operator or admin, acting for every owner of the batch's
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
-	// token may not see is 404). A reason is required (422). A state
+	// token may not see is 404), and allowed its `destination.queue`
+	// as on creation (403 naming `/destination` otherwise, recorded). A
+	// reason is required (422). A state
 	// that does not allow it is 409. The draft becomes `running` (`replay.start`). Items whose message is no longer quarantined are skipped. A draft past its expiry is 409 (and expires). `force` and `accept_key_rule_change` are audited with the reason.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -10389,7 +10437,11 @@ func (c *ClientWithResponses) ListReplaysWithResponse(ctx context.Context, param
 // configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
 // A `rate` above the configured maximum is 422 naming `/rate`; a
 // `destination.collector` that is not configured is 422 naming
-// `/destination/collector`.
+// `/destination/collector`. A `destination.queue` must belong, by the
+// `owners:` rules, to one of the token's owners (a token without
+// owners: to any team; an admin without owners: any queue), else 403
+// naming `/destination`, recorded as `access.denied`, and nothing is
+// created; without it each message goes back to its own queue.
 //
 // Without `dry_run` the batch is `running` at once: each pending
 // item's message becomes `replaying` (audited as `replay.create` and
@@ -10427,7 +10479,11 @@ func (c *ClientWithResponses) CreateReplayWithBodyWithResponse(ctx context.Conte
 // configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
 // A `rate` above the configured maximum is 422 naming `/rate`; a
 // `destination.collector` that is not configured is 422 naming
-// `/destination/collector`.
+// `/destination/collector`. A `destination.queue` must belong, by the
+// `owners:` rules, to one of the token's owners (a token without
+// owners: to any team; an admin without owners: any queue), else 403
+// naming `/destination`, recorded as `access.denied`, and nothing is
+// created; without it each message goes back to its own queue.
 //
 // Without `dry_run` the batch is `running` at once: each pending
 // item's message becomes `replaying` (audited as `replay.create` and
@@ -10571,7 +10627,9 @@ func (c *ClientWithResponses) ReplayReportWithResponse(ctx context.Context, id R
 //
 // Needs an operator or admin, acting for every owner of the batch's
 // messages (403 otherwise, recorded as `access.denied`; a batch the
-// token may not see is 404). A reason is required (422). A state
+// token may not see is 404), and allowed its `destination.queue`
+// as on creation (403 naming `/destination` otherwise, recorded). A
+// reason is required (422). A state
 // that does not allow it is 409. The batch becomes `running` again (`replay.resume`); resuming a halted batch overrides its failed canary.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -10589,7 +10647,9 @@ func (c *ClientWithResponses) ResumeReplayWithBodyWithResponse(ctx context.Conte
 //
 // Needs an operator or admin, acting for every owner of the batch's
 // messages (403 otherwise, recorded as `access.denied`; a batch the
-// token may not see is 404). A reason is required (422). A state
+// token may not see is 404), and allowed its `destination.queue`
+// as on creation (403 naming `/destination` otherwise, recorded). A
+// reason is required (422). A state
 // that does not allow it is 409. The batch becomes `running` again (`replay.resume`); resuming a halted batch overrides its failed canary.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
@@ -10607,7 +10667,9 @@ func (c *ClientWithResponses) ResumeReplayWithResponse(ctx context.Context, id R
 //
 // Needs an operator or admin, acting for every owner of the batch's
 // messages (403 otherwise, recorded as `access.denied`; a batch the
-// token may not see is 404). A reason is required (422). A state
+// token may not see is 404), and allowed its `destination.queue`
+// as on creation (403 naming `/destination` otherwise, recorded). A
+// reason is required (422). A state
 // that does not allow it is 409. The draft becomes `running` (`replay.start`). Items whose message is no longer quarantined are skipped. A draft past its expiry is 409 (and expires). `force` and `accept_key_rule_change` are audited with the reason.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -10625,7 +10687,9 @@ func (c *ClientWithResponses) StartReplayWithBodyWithResponse(ctx context.Contex
 //
 // Needs an operator or admin, acting for every owner of the batch's
 // messages (403 otherwise, recorded as `access.denied`; a batch the
-// token may not see is 404). A reason is required (422). A state
+// token may not see is 404), and allowed its `destination.queue`
+// as on creation (403 naming `/destination` otherwise, recorded). A
+// reason is required (422). A state
 // that does not allow it is 409. The draft becomes `running` (`replay.start`). Items whose message is no longer quarantined are skipped. A draft past its expiry is 409 (and expires). `force` and `accept_key_rule_change` are audited with the reason.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
