@@ -80,10 +80,25 @@ func TestAlarmLockLostPostgres(t *testing.T) {
 	}
 	defer la.Release()
 	// Kill the holder's session, as a crash of its host would end it.
-	_, err = b.(*postgres.Store).Pool().Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_locks
-		WHERE locktype = 'advisory' AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(current_schema() || '.quarantine.alarms', 0)`)
-	if err != nil {
+	const holders = `FROM pg_locks WHERE locktype = 'advisory'
+		AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(current_schema() || '.quarantine.alarms', 0)`
+	pool := b.(*postgres.Store).Pool()
+	if _, err := pool.Exec(t.Context(), `SELECT pg_terminate_backend(pid) `+holders); err != nil {
 		t.Fatal(err)
+	}
+	// pg_terminate_backend only signals the backend: its lock is gone
+	// once the process has exited.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var n int
+		if err := pool.QueryRow(t.Context(), `SELECT count(*) `+holders).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the terminated session still holds the lock after 10 s")
+		}
 	}
 	if err := la.Check(t.Context()); quarantine.ErrorCode(err) != quarantine.EUNAVAILABLE {
 		t.Fatalf("Check after the session died = %v, want EUNAVAILABLE", err)
