@@ -89,6 +89,7 @@ const (
 	FailureClassExhausted     FailureClass = "exhausted"
 	FailureClassExpired       FailureClass = "expired"
 	FailureClassMalformed     FailureClass = "malformed"
+	FailureClassOverflow      FailureClass = "overflow"
 	FailureClassPermanent     FailureClass = "permanent"
 	FailureClassRejected      FailureClass = "rejected"
 	FailureClassUnknown       FailureClass = "unknown"
@@ -105,6 +106,8 @@ func (e FailureClass) Valid() bool {
 	case FailureClassExpired:
 		return true
 	case FailureClassMalformed:
+		return true
+	case FailureClassOverflow:
 		return true
 	case FailureClassPermanent:
 		return true
@@ -509,6 +512,15 @@ type EditRequest struct {
 type Envelope struct {
 	Envelope EnvelopeEnvelope `json:"envelope"`
 	Failure  struct {
+		// Class Why the job was dead-lettered: `permanent` (the worker judged it
+		// unrecoverable), `exhausted` (its retries ran out; also SQS redrive
+		// after maxReceiveCount receives), `unknown_name` (no handler for its
+		// job name), `malformed` (the body could not be decoded: stored raw),
+		// `rejected` (a consumer rejected or nacked it without requeue),
+		// `expired` (its time to live ran out), `delivery_limit` (the
+		// broker's delivery limit was reached), `overflow` (a full queue's
+		// length limit dropped it: RabbitMQ x-death reason `maxlen`),
+		// `unknown` (not said).
 		Class *FailureClass `json:"class,omitempty"`
 
 		// FailedAt Default the collection time.
@@ -559,7 +571,15 @@ type EnvelopeProblem struct {
 	Field string `json:"field"`
 }
 
-// FailureClass defines model for FailureClass.
+// FailureClass Why the job was dead-lettered: `permanent` (the worker judged it
+// unrecoverable), `exhausted` (its retries ran out; also SQS redrive
+// after maxReceiveCount receives), `unknown_name` (no handler for its
+// job name), `malformed` (the body could not be decoded: stored raw),
+// `rejected` (a consumer rejected or nacked it without requeue),
+// `expired` (its time to live ran out), `delivery_limit` (the
+// broker's delivery limit was reached), `overflow` (a full queue's
+// length limit dropped it: RabbitMQ x-death reason `maxlen`),
+// `unknown` (not said).
 type FailureClass string
 
 // Flag What was wrong with the message as it arrived.
@@ -572,7 +592,17 @@ type Group struct {
 	Count int `json:"count"`
 
 	// ExampleId A ULID.
-	ExampleId     ID           `json:"example_id"`
+	ExampleId ID `json:"example_id"`
+
+	// FailureClass Why the job was dead-lettered: `permanent` (the worker judged it
+	// unrecoverable), `exhausted` (its retries ran out; also SQS redrive
+	// after maxReceiveCount receives), `unknown_name` (no handler for its
+	// job name), `malformed` (the body could not be decoded: stored raw),
+	// `rejected` (a consumer rejected or nacked it without requeue),
+	// `expired` (its time to live ran out), `delivery_limit` (the
+	// broker's delivery limit was reached), `overflow` (a full queue's
+	// length limit dropped it: RabbitMQ x-death reason `maxlen`),
+	// `unknown` (not said).
 	FailureClass  FailureClass `json:"failure_class"`
 	Fingerprint   string       `json:"fingerprint"`
 	FirstFailedAt time.Time    `json:"first_failed_at"`
@@ -602,6 +632,15 @@ type ID = string
 
 // IngestItem defines model for IngestItem.
 type IngestItem struct {
+	// FailureClass Why the job was dead-lettered: `permanent` (the worker judged it
+	// unrecoverable), `exhausted` (its retries ran out; also SQS redrive
+	// after maxReceiveCount receives), `unknown_name` (no handler for its
+	// job name), `malformed` (the body could not be decoded: stored raw),
+	// `rejected` (a consumer rejected or nacked it without requeue),
+	// `expired` (its time to live ran out), `delivery_limit` (the
+	// broker's delivery limit was reached), `overflow` (a full queue's
+	// length limit dropped it: RabbitMQ x-death reason `maxlen`),
+	// `unknown` (not said).
 	FailureClass FailureClass `json:"failure_class"`
 	Flags        []Flag       `json:"flags"`
 
@@ -637,12 +676,22 @@ type ItemOutcome string
 // present on a single message (GET, edit, discard), not in lists or
 // samples.
 type Message struct {
-	Attempts     int           `json:"attempts"`
-	CollectedAt  time.Time     `json:"collected_at"`
-	ContentType  string        `json:"content_type"`
-	EnqueuedAt   *NullableTime `json:"enqueued_at"`
-	FailedAt     time.Time     `json:"failed_at"`
-	FailureClass FailureClass  `json:"failure_class"`
+	Attempts    int           `json:"attempts"`
+	CollectedAt time.Time     `json:"collected_at"`
+	ContentType string        `json:"content_type"`
+	EnqueuedAt  *NullableTime `json:"enqueued_at"`
+	FailedAt    time.Time     `json:"failed_at"`
+
+	// FailureClass Why the job was dead-lettered: `permanent` (the worker judged it
+	// unrecoverable), `exhausted` (its retries ran out; also SQS redrive
+	// after maxReceiveCount receives), `unknown_name` (no handler for its
+	// job name), `malformed` (the body could not be decoded: stored raw),
+	// `rejected` (a consumer rejected or nacked it without requeue),
+	// `expired` (its time to live ran out), `delivery_limit` (the
+	// broker's delivery limit was reached), `overflow` (a full queue's
+	// length limit dropped it: RabbitMQ x-death reason `maxlen`),
+	// `unknown` (not said).
+	FailureClass FailureClass `json:"failure_class"`
 
 	// Fingerprint The failure group.
 	Fingerprint   string            `json:"fingerprint"`
