@@ -1015,7 +1015,7 @@ type ReplayPage struct {
 
 // ReplayRequest Exactly one of ids and filter. Absent optional members take the configured defaults.
 type ReplayRequest struct {
-	// AcceptKeyRuleChange Replay messages whose queue's key rule changed since collection (audited).
+	// AcceptKeyRuleChange Replay messages whose queue's key rule changed since collection (audited). Absent: false.
 	AcceptKeyRuleChange *bool `json:"accept_key_rule_change,omitempty"`
 
 	// Burst Tokens the batch may use at once (0: max(1, rate/10)).
@@ -1027,7 +1027,7 @@ type ReplayRequest struct {
 	// Destination Zero members keep the default, the message's own queue through the broker it came from.
 	Destination *ReplayDestination `json:"destination,omitempty"`
 
-	// DryRun Create a draft to preview; nothing is published until it is started.
+	// DryRun Create a draft to preview; nothing is published until it is started. Absent: false.
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// ExpectCount The count the operator previewed; another count is 409 and nothing is created.
@@ -1036,10 +1036,10 @@ type ReplayRequest struct {
 	// Filter The filters of the message list, as an object; all optional.
 	Filter *MessageFilter `json:"filter,omitempty"`
 
-	// Force Override the incident guard (audited as replay.force): without it, a batch larger than its canary does not start while one of its queues received more than replay.incident_rate new dead letters a minute over replay.incident_window, the batch's own messages not counted (409 naming /force).
+	// Force Override the incident guard (audited as replay.force): without it, a batch larger than its canary does not start while one of its queues received more than replay.incident_rate new dead letters a minute over replay.incident_window, the batch's own messages not counted (409 naming /force). Absent: false.
 	Force *bool `json:"force,omitempty"`
 
-	// ForceWithoutKey Replay messages that have no idempotency key (audited).
+	// ForceWithoutKey Replay messages that have no idempotency key (audited). Absent: false.
 	ForceWithoutKey *bool `json:"force_without_key,omitempty"`
 
 	// HaltRefailRatio Pause when refailed/published passes it (after 10 published); 0 disables.
@@ -1060,10 +1060,10 @@ type ReplayRequest struct {
 
 // ReplayStart defines model for ReplayStart.
 type ReplayStart struct {
-	// AcceptKeyRuleChange Start even when a queue's key rule changed (audited).
+	// AcceptKeyRuleChange Start even when a queue's key rule changed (audited). Absent: false.
 	AcceptKeyRuleChange *bool `json:"accept_key_rule_change,omitempty"`
 
-	// Force Override the incident guard (audited).
+	// Force Override the incident guard (audited). Absent: false.
 	Force  *bool  `json:"force,omitempty"`
 	Reason string `json:"reason"`
 }
@@ -1085,12 +1085,16 @@ type SampleRequest struct {
 	Filter *MessageFilter `json:"filter,omitempty"`
 
 	// Seed Absent: the server picks one and returns it.
-	Seed       *int                     `json:"seed,omitempty"`
-	Size       *int                     `json:"size,omitempty"`
+	Seed *int `json:"seed,omitempty"`
+
+	// Size How many messages to draw. Absent: 10.
+	Size *int `json:"size,omitempty"`
+
+	// StratifyBy With fingerprint or queue, every failure group or queue of the set is represented (one each first, the rest in proportion), as far as size allows. Absent: none.
 	StratifyBy *SampleRequestStratifyBy `json:"stratify_by,omitempty"`
 }
 
-// SampleRequestStratifyBy defines model for SampleRequest.StratifyBy.
+// SampleRequestStratifyBy With fingerprint or queue, every failure group or queue of the set is represented (one each first, the rest in proportion), as far as size allows. Absent: none.
 type SampleRequestStratifyBy string
 
 // SampleResult defines model for SampleResult.
