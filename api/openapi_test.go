@@ -126,3 +126,33 @@ func defaultsIn(ref *openapi3.SchemaRef, at string, seen map[*openapi3.Schema]bo
 	}
 	return out
 }
+
+// TestSpecJSONLinesNameTheirLines: every JSON Lines response names the
+// schema of its lines (contentSchema), which checkResponse validates
+// each line against.
+func TestSpecJSONLinesNameTheirLines(t *testing.T) {
+	t.Parallel()
+	doc, _ := loadSpec(t)
+	n := 0
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			for code, r := range op.Responses.Map() {
+				if r.Value == nil {
+					continue
+				}
+				mt := r.Value.Content.Get("application/x-ndjson")
+				if mt == nil {
+					continue
+				}
+				n++
+				if mt.Schema == nil || mt.Schema.Value == nil || mt.Schema.Value.ContentSchema == nil ||
+					!strings.HasPrefix(mt.Schema.Value.ContentSchema.Ref, "#/components/schemas/") {
+					t.Errorf("%s %s %s: a JSON Lines body without a contentSchema naming its lines", method, path, code)
+				}
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d JSON Lines responses, want 2 (audit export, replay report)", n)
+	}
+}

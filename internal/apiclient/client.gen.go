@@ -2082,6 +2082,11 @@ type ClientInterface interface {
 
 	// ListReplayItems The items of a batch, in publication order (canary first).
 	//
+	// Any role. One page of the batch's items, each a message with its
+	// outcome, leases taken, publication time and the entry it re-failed
+	// as; `outcome` keeps the items with one of the outcomes given. A
+	// batch the token may not see is 404, like one that does not exist.
+	//
 	// Corresponds with GET /api/v1/replays/{id}/items (the `ListReplayItems` operationId).
 	ListReplayItems(ctx context.Context, id ReplayID, params *ListReplayItemsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2208,6 +2213,10 @@ type ClientInterface interface {
 
 	// Healthz Liveness; 200 while the process serves HTTP.
 	//
+	// For liveness probes; no token. Answers `{"status": "ok"}` while the
+	// process serves HTTP, and checks nothing else: the store may be down
+	// (see /readyz).
+	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2224,6 +2233,10 @@ type ClientInterface interface {
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Readyz Readiness; 200 when the store answers.
+	//
+	// For readiness probes and load balancers; no token. Pings the store,
+	// for at most 2 seconds: `{"status": "ready"}` when it answers, else
+	// 503 problem+json (`unavailable`).
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2879,6 +2892,11 @@ func (c *Client) CancelReplay(ctx context.Context, id ReplayID, body CancelRepla
 
 // ListReplayItems The items of a batch, in publication order (canary first).
 //
+// Any role. One page of the batch's items, each a message with its
+// outcome, leases taken, publication time and the entry it re-failed
+// as; `outcome` keeps the items with one of the outcomes given. A
+// batch the token may not see is 404, like one that does not exist.
+//
 // Corresponds with GET /api/v1/replays/{id}/items (the `ListReplayItems` operationId).
 func (c *Client) ListReplayItems(ctx context.Context, id ReplayID, params *ListReplayItemsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListReplayItemsRequest(c.Server, id, params)
@@ -3125,6 +3143,10 @@ func (c *Client) RevokeToken(ctx context.Context, id ID, reqEditors ...RequestEd
 
 // Healthz Liveness; 200 while the process serves HTTP.
 //
+// For liveness probes; no token. Answers `{"status": "ok"}` while the
+// process serves HTTP, and checks nothing else: the store may be down
+// (see /readyz).
+//
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHealthzRequest(c.Server)
@@ -3161,6 +3183,10 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 }
 
 // Readyz Readiness; 200 when the store answers.
+//
+// For readiness probes and load balancers; no token. Pings the store,
+// for at most 2 seconds: `{"status": "ready"}` when it answers, else
+// 503 problem+json (`unavailable`).
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5614,6 +5640,11 @@ type ClientWithResponsesInterface interface {
 
 	// ListReplayItemsWithResponse The items of a batch, in publication order (canary first).
 	//
+	// Any role. One page of the batch's items, each a message with its
+	// outcome, leases taken, publication time and the entry it re-failed
+	// as; `outcome` keeps the items with one of the outcomes given. A
+	// batch the token may not see is 404, like one that does not exist.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/replays/{id}/items (the `ListReplayItems` operationId).
@@ -5748,6 +5779,10 @@ type ClientWithResponsesInterface interface {
 
 	// HealthzWithResponse Liveness; 200 while the process serves HTTP.
 	//
+	// For liveness probes; no token. Answers `{"status": "ok"}` while the
+	// process serves HTTP, and checks nothing else: the store may be down
+	// (see /readyz).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
@@ -5768,6 +5803,10 @@ type ClientWithResponsesInterface interface {
 	MetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MetricsResponse, error)
 
 	// ReadyzWithResponse Readiness; 200 when the store answers.
+	//
+	// For readiness probes and load balancers; no token. Pings the store,
+	// for at most 2 seconds: `{"status": "ready"}` when it answers, else
+	// 503 problem+json (`unavailable`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10554,6 +10593,11 @@ func (c *ClientWithResponses) CancelReplayWithResponse(ctx context.Context, id R
 
 // ListReplayItemsWithResponse The items of a batch, in publication order (canary first).
 //
+// Any role. One page of the batch's items, each a message with its
+// outcome, leases taken, publication time and the entry it re-failed
+// as; `outcome` keeps the items with one of the outcomes given. A
+// batch the token may not see is 404, like one that does not exist.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/replays/{id}/items (the `ListReplayItems` operationId).
@@ -10760,6 +10804,10 @@ func (c *ClientWithResponses) RevokeTokenWithResponse(ctx context.Context, id ID
 
 // HealthzWithResponse Liveness; 200 while the process serves HTTP.
 //
+// For liveness probes; no token. Answers `{"status": "ok"}` while the
+// process serves HTTP, and checks nothing else: the store may be down
+// (see /readyz).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
@@ -10792,6 +10840,10 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 }
 
 // ReadyzWithResponse Readiness; 200 when the store answers.
+//
+// For readiness probes and load balancers; no token. Pings the store,
+// for at most 2 seconds: `{"status": "ready"}` when it answers, else
+// 503 problem+json (`unavailable`).
 //
 // Returns a wrapper object for the known response body format(s).
 //
