@@ -73,12 +73,13 @@ const (
 	ClassRejected      FailureClass = "rejected"       // broker: rejected/nacked without requeue
 	ClassExpired       FailureClass = "expired"        // broker: TTL expired
 	ClassDeliveryLimit FailureClass = "delivery_limit" // broker: delivery limit reached
+	ClassOverflow      FailureClass = "overflow"       // broker: dropped by a full queue's length limit
 	ClassUnknown       FailureClass = "unknown"        // not said
 )
 
 // FailureClasses lists every failure class.
 var FailureClasses = []FailureClass{ClassPermanent, ClassExhausted, ClassUnknownName, ClassMalformed,
-	ClassRejected, ClassExpired, ClassDeliveryLimit, ClassUnknown}
+	ClassRejected, ClassExpired, ClassDeliveryLimit, ClassOverflow, ClassUnknown}
 
 // Valid reports whether c is a known failure class.
 func (c FailureClass) Valid() bool {

@@ -246,8 +246,8 @@ func checkResponse(t *testing.T, req *http.Request, r *resp) {
 }
 
 // ndjsonDecoder checks a JSON Lines body: every line must match the
-// schema the response's x-jsonl-line names (AuditEvent when it names
-// none). The body is then validated as the string the spec declares.
+// contentSchema of the response's schema. The body is then validated as
+// the string the spec declares.
 func ndjsonDecoder(body io.Reader, _ http.Header, ref *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
 	b, err := io.ReadAll(body)
 	if err != nil {
@@ -256,17 +256,11 @@ func ndjsonDecoder(body io.Reader, _ http.Header, ref *openapi3.SchemaRef, _ ope
 	if len(b) > 0 && b[len(b)-1] != '\n' {
 		return nil, errors.New("JSON Lines body does not end with a newline")
 	}
-	name := "AuditEvent"
-	if ref != nil && ref.Value != nil {
-		if v, ok := ref.Value.Extensions["x-jsonl-line"].(string); ok {
-			name = v
-		}
+	if ref == nil || ref.Value == nil || ref.Value.ContentSchema == nil || ref.Value.ContentSchema.Value == nil {
+		return nil, errors.New("the spec gives no contentSchema for the lines of this JSON Lines body")
 	}
-	sref := specDoc.Components.Schemas[name]
-	if sref == nil {
-		return nil, fmt.Errorf("x-jsonl-line names %q, not a schema of the spec", name)
-	}
-	schema := sref.Value
+	name := strings.TrimPrefix(ref.Value.ContentSchema.Ref, "#/components/schemas/")
+	schema := ref.Value.ContentSchema.Value
 	for i, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
 		if len(b) == 0 {
 			break

@@ -154,9 +154,7 @@ func (fv filterView) with(kv ...string) string {
 	return v.Encode()
 }
 
-var failureClasses = []quarantine.FailureClass{quarantine.ClassPermanent, quarantine.ClassExhausted,
-	quarantine.ClassUnknownName, quarantine.ClassMalformed, quarantine.ClassRejected, quarantine.ClassExpired,
-	quarantine.ClassDeliveryLimit, quarantine.ClassUnknown}
+var failureClasses = quarantine.FailureClasses
 
 // scope limits f to the token's owners, like the API (a plain
 // restriction: every owner of a scoped token). Pages with an owner field

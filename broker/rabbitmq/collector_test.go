@@ -116,6 +116,19 @@ func TestCollectorFormats(t *testing.T) {
 				t.Errorf("expired %d: %+v", i, m)
 			}
 		}},
+		{"native overflow", func(b *testBroker, dlq string) ([][]byte, string) {
+			work := lengthLimited(b, dlq, 10)
+			ps := numbered("full", n+10, func(i int, p *amqp.Publishing) {
+				p.Headers = amqp.Table{"x-idempotency-key": fmt.Sprint("full-", i)}
+			})
+			b.publish(work, ps...)
+			return bodiesOf(ps[:n]), work // the 10 newest stay
+		}, func(t *testing.T, m *quarantine.Message, i int, queue string) {
+			if m.FailureClass != quarantine.ClassOverflow || m.Reason != "maxlen from queue "+queue+" (x-death count 1)" ||
+				m.IdempotencyKey != fmt.Sprint("full-", i) || len(m.Flags) != 0 {
+				t.Errorf("overflow %d: %+v", i, m)
+			}
+		}},
 		{"raw with source_queue", func(b *testBroker, dlq string) ([][]byte, string) {
 			ps := numbered("raw", n, func(i int, p *amqp.Publishing) {
 				p.Headers = amqp.Table{"x-idempotency-key": fmt.Sprint("raw-", i)}

@@ -168,16 +168,20 @@ func (dl deadLetter) newestReason() string {
 	return dl.firstReason
 }
 
-// class maps the latest reason to a failure class. maxlen is rejected: the
-// broker refused to keep the message (the reason still says maxlen).
+// class maps the latest reason to a failure class. maxlen is overflow: the
+// queue's x-max-length or x-max-length-bytes dropped the message (the
+// oldest with overflow drop-head, the newest with reject-publish-dlx)
+// whatever it held, and no consumer refused it.
 func (dl deadLetter) class() quarantine.FailureClass {
 	switch dl.newestReason() {
-	case reasonRejected, reasonMaxLen:
+	case reasonRejected:
 		return quarantine.ClassRejected
 	case reasonExpired:
 		return quarantine.ClassExpired
 	case reasonDeliveryLimit:
 		return quarantine.ClassDeliveryLimit
+	case reasonMaxLen:
+		return quarantine.ClassOverflow
 	}
 	return quarantine.ClassUnknown
 }

@@ -25,9 +25,9 @@
 //  2. a native dead letter when the headers carry x-death or
 //     x-first-death-*: Queue is x-first-death-queue (else the queue of the
 //     newest x-death entry), and the newest x-death entry gives the failure
-//     class (rejected, expired, delivery_limit; maxlen is classed rejected
-//     because the broker refused to keep the message, and the reason still
-//     says maxlen), Attempts (its count), FailedAt (its time) and the Reason
+//     class (rejected, expired, delivery_limit, and overflow for maxlen: a
+//     length limit dropped it, no consumer refused it), Attempts (its
+//     count), FailedAt (its time) and the Reason
 //     ("rejected from queue orders (x-death count 3)"). Missing or
 //     ill-typed fields flag the message malformed and are named in the
 //     reason; what could be read is kept;

@@ -83,7 +83,7 @@ func TestSourceNativeDeadLetters(t *testing.T) {
 	}{
 		{"rejected", rejected, quarantine.ClassRejected, "rejected from queue " + rejected + " (x-death count 1)"},
 		{"expired", expired, quarantine.ClassExpired, "expired from queue " + expired + " (x-death count 1)"},
-		{"maxlen", maxlen, quarantine.ClassRejected, "maxlen from queue " + maxlen + " (x-death count 1)"},
+		{"maxlen", maxlen, quarantine.ClassOverflow, "maxlen from queue " + maxlen + " (x-death count 1)"},
 		{"delivery_limit", limited, quarantine.ClassDeliveryLimit, "delivery_limit from queue " + limited + " (x-death count 1)"},
 	}
 	for _, w := range want {
@@ -110,6 +110,65 @@ func TestSourceNativeDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b.waitDepth(dlq, 0)
+}
+
+// lengthLimited declares a queue that holds at most max messages and
+// drops the oldest (x-overflow drop-head) into a fanout dead-letter
+// exchange bound to dlq, as a deployment with a DLX does (the messages
+// keep their routing key, the work queue's name).
+func lengthLimited(b *testBroker, dlq string, max int32) string {
+	b.t.Helper()
+	dlx := b.name("dlx")
+	b.mu.Lock()
+	err := b.ch.ExchangeDeclare(dlx, amqp.ExchangeFanout, false, false, false, false, nil)
+	if err == nil {
+		err = b.ch.QueueBind(dlq, "", dlx, false, nil)
+	}
+	b.mu.Unlock()
+	if err != nil {
+		b.t.Fatalf("dead-letter exchange %s: %v", dlx, err)
+	}
+	b.t.Cleanup(func() {
+		if conn, err := amqp.Dial(b.url); err == nil {
+			defer conn.Close()
+			if ch, err := conn.Channel(); err == nil {
+				_ = ch.ExchangeDelete(dlx, false, false)
+			}
+		}
+	})
+	return b.declare(b.name("work"), amqp.Table{"x-dead-letter-exchange": dlx, "x-max-length": max, "x-overflow": "drop-head"})
+}
+
+// TestSourceLengthLimitIsOverflow: a message that a full queue's
+// x-max-length drops is classed overflow (x-death reason maxlen), not
+// rejected: no consumer refused it.
+func TestSourceLengthLimitIsOverflow(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	dlq := b.failureQueue(nil)
+	work := lengthLimited(b, dlq, 2)
+	b.publish(work, numbered("job", 5, func(i int, p *amqp.Publishing) { p.MessageId = fmt.Sprint("m-", i) })...)
+	b.waitDepth(dlq, 3)
+	if d := b.depth(work); d != 2 {
+		t.Fatalf("the work queue holds %d messages, want its limit of 2", d)
+	}
+
+	s := testSource(t, "overflow", dlq, nil)
+	ds := receiveN(t, s, 3, 10)
+	if got, want := bodies(ds), []string{"job-00000", "job-00001", "job-00002"}; !slices.Equal(got, want) {
+		t.Fatalf("dead letters %v, want the three oldest %v", got, want)
+	}
+	for _, d := range ds {
+		m := d.Message
+		if m.FailureClass != quarantine.ClassOverflow || m.Queue != work || m.Reason != "maxlen from queue "+work+" (x-death count 1)" ||
+			m.Headers["x-first-death-reason"] != "maxlen" || m.HasFlag(quarantine.FlagMalformed) {
+			t.Errorf("%s: class %s queue %q reason %q headers %v flags %v", m.Payload, m.FailureClass, m.Queue, m.Reason, m.Headers, m.Flags)
+		}
+	}
+	if err := s.Ack(context.Background(), ds); err != nil {
 		t.Fatal(err)
 	}
 	b.waitDepth(dlq, 0)

@@ -20,6 +20,7 @@ import (
 // System attributes the decoder reads.
 const (
 	attrReceiveCount  = "ApproximateReceiveCount"
+	attrFirstReceive  = "ApproximateFirstReceiveTimestamp"
 	attrSentTimestamp = "SentTimestamp"
 )
 
@@ -41,9 +42,9 @@ type origin struct {
 // malformed by it). Any other body is the native form of an SQS
 // dead-letter queue: the job's own body, moved there by the queue's
 // redrive policy after maxReceiveCount receives, so its class is
-// exhausted. Its SentTimestamp is the job's enqueue time (a FIFO queue
-// resets it on the move, so there it is the failure time). An empty body, or one that is not UTF-8 text (which SQS never
-// delivers), is kept byte-exact, classed malformed and flagged.
+// exhausted; native says what its attributes tell of the job. An empty
+// body, or one that is not UTF-8 text (which SQS never delivers), is kept
+// byte-exact, classed malformed and flagged.
 //
 // Every message gets Source, SourceKind, Queue (the envelope's job.queue,
 // else the configured source queue), MessageID (the job id of an envelope,
@@ -116,27 +117,65 @@ func fromEnvelope(o origin, body []byte, headers map[string]string, sent *time.T
 }
 
 // native decodes a body moved to the dead-letter queue by SQS redrive.
+//
+// SQS moves the message itself, with its system attributes: it keeps
+// counting ApproximateReceiveCount, and on a standard queue keeps
+// SentTimestamp and ApproximateFirstReceiveTimestamp. The first receive
+// from the dead-letter queue therefore reports the source queue's
+// receives plus one (2 after maxReceiveCount 1), and:
+//
+//   - Attempts is that count less this receive, "after N receives";
+//   - FirstFailedAt is ApproximateFirstReceiveTimestamp, when the job was
+//     first handed to a worker (its first failure came after it, within
+//     one visibility timeout);
+//   - EnqueuedAt is SentTimestamp on a standard queue; a FIFO queue
+//     resets it on the move, so there it is FailedAt, the move itself;
+//   - FailedAt on a standard queue is receivedAt: SQS does not report
+//     when it moved the message, and a running collector long-polls the
+//     dead-letter queue, so it receives a message within moments of the
+//     move (a stopped one, later: then this is an upper bound).
+//
+// A count of 1 is the dead-letter queue's own first receive: the message
+// was sent there directly, or moved by an emulator that restarts the
+// count and the timestamps (goaws). Then the receives before the move
+// are unknown (Attempts 0), SentTimestamp is when the message entered the
+// dead-letter queue (FailedAt), and the job's enqueue time is unknown. A
+// receive after the first (another consumer of the dead-letter queue, or
+// a collector that stopped before its commit) counts one more receive.
 func native(o origin, body []byte, headers map[string]string, attrs map[string]string, sent *time.Time, receivedAt time.Time) *quarantine.Message {
 	msg := &quarantine.Message{
 		Queue:        o.sourceQueue,
 		Payload:      body,
 		Headers:      headers,
-		EnqueuedAt:   sent, // a standard queue keeps the enqueue time across a redrive
 		FailedAt:     receivedAt.UTC(),
 		FailureClass: quarantine.ClassExhausted,
 		ContentType:  contentType(body, headers),
 		Flags:        []string{},
 	}
-	if o.fifo && sent != nil {
-		// A FIFO queue resets it to the time of the move: the failure time.
-		msg.EnqueuedAt, msg.FailedAt = nil, *sent
-	}
 	n, err := receiveCount(attrs[attrReceiveCount])
-	if err != nil {
+	moved := err == nil && n >= 2 // the source queue's attributes came along
+	switch {
+	case err != nil:
 		msg.Reason = "moved to DLQ by SQS redrive (" + err.Error() + ")"
-	} else {
-		msg.Attempts = n
-		msg.Reason = fmt.Sprintf("moved to DLQ by SQS redrive after %d receives", n)
+	case moved:
+		msg.Attempts = n - 1
+		msg.Reason = fmt.Sprintf("moved to DLQ by SQS redrive after %d receives", n-1)
+	default:
+		msg.Reason = fmt.Sprintf("moved to DLQ by SQS redrive (receives unknown: ApproximateReceiveCount %d on the DLQ)", n)
+	}
+	switch {
+	case sent == nil:
+	case o.fifo || !moved:
+		// The time the message entered the dead-letter queue.
+		if !sent.After(msg.FailedAt) {
+			msg.FailedAt = *sent
+		}
+	default:
+		msg.EnqueuedAt = sent
+	}
+	if first := millis(attrs[attrFirstReceive]); moved && first != nil && !first.After(msg.FailedAt) &&
+		(msg.EnqueuedAt == nil || !first.Before(*msg.EnqueuedAt)) {
+		msg.FirstFailedAt = first
 	}
 	var problem string
 	switch {

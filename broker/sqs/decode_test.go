@@ -35,7 +35,16 @@ func TestDecode(t *testing.T) {
 	t.Parallel()
 	received := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	sent := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
-	counts := map[string]string{attrReceiveCount: "4", attrSentTimestamp: strconv.FormatInt(sent.UnixMilli(), 10)}
+	firstReceive := time.Date(2026, 11, 29, 9, 5, 0, 0, time.UTC)
+	movedAt := time.Date(2026, 11, 29, 9, 30, 0, 0, time.UTC)
+	ms := func(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+	// What AWS reports on the first receive from a dead-letter queue: the
+	// source queue's 3 receives plus this one, and the source's times.
+	counts := map[string]string{attrReceiveCount: "4", attrSentTimestamp: ms(sent), attrFirstReceive: ms(firstReceive)}
+	// What goaws reports (and AWS for a message sent to the DLQ directly):
+	// a first receive, sent just now.
+	dlqSent := received.Add(-time.Second)
+	fresh := map[string]string{attrReceiveCount: "1", attrSentTimestamp: ms(dlqSent), attrFirstReceive: ms(received)}
 	str := aws.String
 
 	cases := []struct {
@@ -50,19 +59,43 @@ func TestDecode(t *testing.T) {
 		fifo    bool
 	}{
 		{name: "native json", msg: sqsMessage(str(`{"order_id":"o-1"}`), counts),
-			class: quarantine.ClassExhausted, reason: "moved to DLQ by SQS redrive after 4 receives", payload: str(`{"order_id":"o-1"}`),
+			class: quarantine.ClassExhausted, reason: "moved to DLQ by SQS redrive after 3 receives", payload: str(`{"order_id":"o-1"}`),
 			check: func(t *testing.T, m *quarantine.Message) {
-				if m.Attempts != 4 || m.ContentType != collect.ContentTypeJSON || m.MessageID != "mid-1" || m.Queue != "billing" {
+				if m.Attempts != 3 || m.ContentType != collect.ContentTypeJSON || m.MessageID != "mid-1" || m.Queue != "billing" {
 					t.Errorf("attempts %d type %q id %q queue %q", m.Attempts, m.ContentType, m.MessageID, m.Queue)
 				}
-				if m.EnqueuedAt == nil || !m.EnqueuedAt.Equal(sent) || !m.FailedAt.Equal(received) {
-					t.Errorf("enqueued %v failed %v", m.EnqueuedAt, m.FailedAt)
+				if m.EnqueuedAt == nil || !m.EnqueuedAt.Equal(sent) || !m.FailedAt.Equal(received) ||
+					m.FirstFailedAt == nil || !m.FirstFailedAt.Equal(firstReceive) {
+					t.Errorf("enqueued %v first failed %v failed %v", m.EnqueuedAt, m.FirstFailedAt, m.FailedAt)
 				}
 			}},
-		{name: "native fifo", msg: sqsMessage(str(`{}`), counts), fifo: true, class: quarantine.ClassExhausted,
+		{name: "native after maxReceiveCount 1", msg: sqsMessage(str(`{}`), map[string]string{attrReceiveCount: "2"}),
+			class: quarantine.ClassExhausted, reason: "moved to DLQ by SQS redrive after 1 receives",
 			check: func(t *testing.T, m *quarantine.Message) {
-				if m.EnqueuedAt != nil || !m.FailedAt.Equal(sent) {
-					t.Errorf("enqueued %v failed %v", m.EnqueuedAt, m.FailedAt)
+				if m.Attempts != 1 || m.EnqueuedAt != nil || m.FirstFailedAt != nil || !m.FailedAt.Equal(received) {
+					t.Errorf("attempts %d enqueued %v first failed %v failed %v", m.Attempts, m.EnqueuedAt, m.FirstFailedAt, m.FailedAt)
+				}
+			}},
+		{name: "native first receive anywhere", msg: sqsMessage(str(`{}`), fresh),
+			class: quarantine.ClassExhausted, reason: "moved to DLQ by SQS redrive (receives unknown: ApproximateReceiveCount 1 on the DLQ)",
+			check: func(t *testing.T, m *quarantine.Message) {
+				if m.Attempts != 0 || m.EnqueuedAt != nil || m.FirstFailedAt != nil || !m.FailedAt.Equal(dlqSent) {
+					t.Errorf("attempts %d enqueued %v first failed %v failed %v", m.Attempts, m.EnqueuedAt, m.FirstFailedAt, m.FailedAt)
+				}
+			}},
+		{name: "native times out of order", msg: sqsMessage(str(`{}`), map[string]string{attrReceiveCount: "3",
+			attrSentTimestamp: ms(sent), attrFirstReceive: ms(received.Add(time.Hour))}),
+			class: quarantine.ClassExhausted, check: func(t *testing.T, m *quarantine.Message) {
+				if m.Attempts != 2 || m.FirstFailedAt != nil || !m.FailedAt.Equal(received) {
+					t.Errorf("attempts %d first failed %v failed %v", m.Attempts, m.FirstFailedAt, m.FailedAt)
+				}
+			}},
+		{name: "native fifo", fifo: true, class: quarantine.ClassExhausted,
+			// A FIFO queue resets SentTimestamp to the move.
+			msg: sqsMessage(str(`{}`), map[string]string{attrReceiveCount: "4", attrSentTimestamp: ms(movedAt), attrFirstReceive: ms(firstReceive)}),
+			check: func(t *testing.T, m *quarantine.Message) {
+				if m.EnqueuedAt != nil || !m.FailedAt.Equal(movedAt) || m.Attempts != 3 || m.FirstFailedAt == nil || !m.FirstFailedAt.Equal(firstReceive) {
+					t.Errorf("enqueued %v first failed %v failed %v attempts %d", m.EnqueuedAt, m.FirstFailedAt, m.FailedAt, m.Attempts)
 				}
 			}},
 		{name: "native text", msg: sqsMessage(str("plain words, <xml> & more\r\n"), counts),

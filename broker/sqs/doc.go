@@ -11,10 +11,19 @@
 // Any other body is the native form of a queue whose redrive policy moved
 // the job there after maxReceiveCount receives: it is stored byte-exact
 // with failure class exhausted (SQS gave up after the retries the policy
-// allows), a reason "moved to DLQ by SQS redrive after N receives",
-// ApproximateReceiveCount as attempts, SentTimestamp as the enqueue time
-// (a standard queue keeps it across a redrive) and the message attributes
-// as headers (String and Number values as they are, others JSON-encoded).
+// allows) and the message attributes as headers (String and Number values
+// as they are, others JSON-encoded). SQS keeps counting receives across
+// the move and keeps the source queue's timestamps, so the first receive
+// from the dead-letter queue gives attempts (ApproximateReceiveCount less
+// that receive: "moved to DLQ by SQS redrive after N receives"), the first
+// failure (ApproximateFirstReceiveTimestamp, when a worker first got the
+// job) and the enqueue time (SentTimestamp; a FIFO queue resets it to the
+// move, which is then the failure time). A standard queue does not report
+// when it moved the message: the failure time is when the collector first
+// received it from the dead-letter queue, moments after the move while the
+// collector runs. A receive count of 1 means the count and times started
+// afresh in the dead-letter queue (a message sent there directly, or
+// goaws): attempts are then 0 and the reason says they are unknown.
 // An empty body, or one that is not UTF-8, is classed malformed and
 // flagged. SQS does not say which queue a redriven message came from, so
 // Config.SourceQueue names it: the message's queue and default replay
@@ -36,7 +45,10 @@
 //
 // For the goaws emulator set Endpoint and Protocol "query": goaws speaks
 // nothing else. Its quirks do not change what this package does:
-// ApproximateReceiveCount stays 1, the queue's own VisibilityTimeout wins
+// ApproximateReceiveCount stays 1 and SentTimestamp and
+// ApproximateFirstReceiveTimestamp are the time of each receive (so a
+// redriven message's attempts are unknown and its failure time is the
+// collector's receive), the queue's own VisibilityTimeout wins
 // over the one asked for on receive, a redrive happens one receive later
 // than on AWS, and SendMessageBatch drops message attributes.
 package sqs

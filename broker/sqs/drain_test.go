@@ -42,8 +42,9 @@ func TestDrainStoresEachMessageOnce(t *testing.T) {
 	}{
 		{name: "native", native: true, body: func(i int) string { return fmt.Sprintf(`{"order_id":"o-%d"}`, i) },
 			check: func(t *testing.T, i int, m *quarantine.Message) {
-				if m.Queue != "jobs" || m.FailureClass != quarantine.ClassExhausted || m.Attempts < 1 ||
-					!strings.HasPrefix(m.Reason, "moved to DLQ by SQS redrive after ") || m.IdempotencyKey != fmt.Sprintf("order:o-%d", i) {
+				// Sent to the dead-letter queue directly: receives unknown.
+				if m.Queue != "jobs" || m.FailureClass != quarantine.ClassExhausted || m.Attempts != 0 ||
+					!strings.HasPrefix(m.Reason, "moved to DLQ by SQS redrive (receives unknown") || m.IdempotencyKey != fmt.Sprintf("order:o-%d", i) {
 					t.Errorf("message %d: queue %q class %q attempts %d reason %q key %q", i, m.Queue, m.FailureClass, m.Attempts, m.Reason, m.IdempotencyKey)
 				}
 			}},
@@ -95,8 +96,11 @@ func TestDrainStoresEachMessageOnce(t *testing.T) {
 }
 
 // TestDrainNativeRedrive lets SQS itself move jobs to the dead-letter
-// queue (a RedrivePolicy with maxReceiveCount 1 and a worker that never
-// deletes), then drains it.
+// queue (a RedrivePolicy with maxReceiveCount 2 and a worker that never
+// deletes), then drains it. goaws restarts ApproximateReceiveCount (and
+// the timestamps) on the move, so the stored attempts must not claim a
+// count it did not report: either the worker's true receives, or 0 with
+// a reason that says they are unknown; never the 1 goaws reports.
 func TestDrainNativeRedrive(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -107,16 +111,21 @@ func TestDrainNativeRedrive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := fmt.Sprintf(`{"maxReceiveCount":"1","deadLetterTargetArn":%q}`, attrs.Attributes["QueueArn"])
+	policy := fmt.Sprintf(`{"maxReceiveCount":"2","deadLetterTargetArn":%q}`, attrs.Attributes["QueueArn"])
 	_, src := e.queue("redrive-src", map[string]string{"VisibilityTimeout": "1", "RedrivePolicy": policy})
+	start := time.Now()
 	ids := e.send(src, bodies(20, "redrive"), nil)
 
 	// A failing worker: receives and never deletes, until SQS has moved
 	// everything to the dead-letter queue.
+	receives := map[string]int{}
 	eventually(t, 60*time.Second, "redrive to the dead-letter queue", func() bool {
-		_, err := e.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(src), MaxNumberOfMessages: 10})
+		out, err := e.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: aws.String(src), MaxNumberOfMessages: 10})
 		if err != nil {
 			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			receives[*m.MessageId]++
 		}
 		return e.depth(src) == 0
 	})
@@ -130,9 +139,21 @@ func TestDrainNativeRedrive(t *testing.T) {
 	msgs := allMessages(t, st, true)
 	exactlyOnce(t, msgs, ids, func(m *quarantine.Message) string { return m.MessageID })
 	for _, m := range msgs {
-		if m.Queue != "redrive-src" || m.FailureClass != quarantine.ClassExhausted ||
-			!strings.HasPrefix(m.Reason, "moved to DLQ by SQS redrive after ") || !strings.HasPrefix(string(m.Payload), `{"order_id":"redrive-`) {
-			t.Fatalf("queue %q class %q reason %q payload %s", m.Queue, m.FailureClass, m.Reason, m.Payload)
+		if m.Queue != "redrive-src" || m.FailureClass != quarantine.ClassExhausted || !strings.HasPrefix(string(m.Payload), `{"order_id":"redrive-`) {
+			t.Fatalf("queue %q class %q payload %s", m.Queue, m.FailureClass, m.Payload)
+		}
+		n := receives[m.MessageID]
+		if n < 2 {
+			t.Fatalf("message %s was received %d times before the redrive, want at least maxReceiveCount", m.MessageID, n)
+		}
+		counted := m.Attempts == n && m.Reason == fmt.Sprintf("moved to DLQ by SQS redrive after %d receives", n)
+		unknown := m.Attempts == 0 && m.Reason == "moved to DLQ by SQS redrive (receives unknown: ApproximateReceiveCount 1 on the DLQ)"
+		if !counted && !unknown {
+			t.Errorf("message %s received %d times: attempts %d, reason %q", m.MessageID, n, m.Attempts, m.Reason)
+		}
+		if m.FailedAt.Before(start.Add(-time.Second)) || m.FailedAt.After(m.CollectedAt) ||
+			(m.FirstFailedAt != nil && m.FirstFailedAt.After(m.FailedAt)) || (m.EnqueuedAt != nil && m.EnqueuedAt.After(m.FailedAt)) {
+			t.Errorf("message %s: enqueued %v first failed %v failed %v collected %v", m.MessageID, m.EnqueuedAt, m.FirstFailedAt, m.FailedAt, m.CollectedAt)
 		}
 	}
 }

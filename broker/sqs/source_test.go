@@ -3,6 +3,7 @@ package sqs
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,7 +61,10 @@ func TestSourceReceivesDecodesAndDeletes(t *testing.T) {
 		if m.DedupeKey != m.MessageID || m.FailureClass != quarantine.ClassExhausted || m.ContentType != collect.ContentTypeJSON {
 			t.Errorf("dedupe %q class %q type %q", m.DedupeKey, m.FailureClass, m.ContentType)
 		}
-		if m.Attempts < 1 || m.Reason == "" || m.FailedAt.Before(before.Add(-time.Second)) || m.EnqueuedAt == nil {
+		// Sent to the dead-letter queue directly: no receives to count,
+		// and SentTimestamp is when it entered the dead-letter queue.
+		if m.Attempts != 0 || !strings.Contains(m.Reason, "receives unknown") || m.FailedAt.Before(before.Add(-time.Second)) ||
+			m.FailedAt.After(time.Now()) || m.EnqueuedAt != nil {
 			t.Errorf("attempts %d reason %q failed_at %v enqueued_at %v", m.Attempts, m.Reason, m.FailedAt, m.EnqueuedAt)
 		}
 		want := map[string]string{"x-idempotency-key": "key-1", "retries": "3", "blob": `"AAEC"`}

@@ -89,6 +89,7 @@ const (
 	FailureClassExhausted     FailureClass = "exhausted"
 	FailureClassExpired       FailureClass = "expired"
 	FailureClassMalformed     FailureClass = "malformed"
+	FailureClassOverflow      FailureClass = "overflow"
 	FailureClassPermanent     FailureClass = "permanent"
 	FailureClassRejected      FailureClass = "rejected"
 	FailureClassUnknown       FailureClass = "unknown"
@@ -105,6 +106,8 @@ func (e FailureClass) Valid() bool {
 	case FailureClassExpired:
 		return true
 	case FailureClassMalformed:
+		return true
+	case FailureClassOverflow:
 		return true
 	case FailureClassPermanent:
 		return true
@@ -509,6 +512,15 @@ type EditRequest struct {
 type Envelope struct {
 	Envelope EnvelopeEnvelope `json:"envelope"`
 	Failure  struct {
+		// Class Why the job was dead-lettered: `permanent` (the worker judged it
+		// unrecoverable), `exhausted` (its retries ran out; also SQS redrive
+		// after maxReceiveCount receives), `unknown_name` (no handler for its
+		// job name), `malformed` (the body could not be decoded: stored raw),
+		// `rejected` (a consumer rejected or nacked it without requeue),
+		// `expired` (its time to live ran out), `delivery_limit` (the
+		// broker's delivery limit was reached), `overflow` (a full queue's
+		// length limit dropped it: RabbitMQ x-death reason `maxlen`),
+		// `unknown` (not said).
 		Class *FailureClass `json:"class,omitempty"`
 
 		// FailedAt Default the collection time.
@@ -559,7 +571,15 @@ type EnvelopeProblem struct {
 	Field string `json:"field"`
 }
 
-// FailureClass defines model for FailureClass.
+// FailureClass Why the job was dead-lettered: `permanent` (the worker judged it
+// unrecoverable), `exhausted` (its retries ran out; also SQS redrive
+// after maxReceiveCount receives), `unknown_name` (no handler for its
+// job name), `malformed` (the body could not be decoded: stored raw),
+// `rejected` (a consumer rejected or nacked it without requeue),
+// `expired` (its time to live ran out), `delivery_limit` (the
+// broker's delivery limit was reached), `overflow` (a full queue's
+// length limit dropped it: RabbitMQ x-death reason `maxlen`),
+// `unknown` (not said).
 type FailureClass string
 
 // Flag What was wrong with the message as it arrived.
@@ -572,7 +592,17 @@ type Group struct {
 	Count int `json:"count"`
 
 	// ExampleId A ULID.
-	ExampleId     ID           `json:"example_id"`
+	ExampleId ID `json:"example_id"`
+
+	// FailureClass Why the job was dead-lettered: `permanent` (the worker judged it
+	// unrecoverable), `exhausted` (its retries ran out; also SQS redrive
+	// after maxReceiveCount receives), `unknown_name` (no handler for its
+	// job name), `malformed` (the body could not be decoded: stored raw),
+	// `rejected` (a consumer rejected or nacked it without requeue),
+	// `expired` (its time to live ran out), `delivery_limit` (the
+	// broker's delivery limit was reached), `overflow` (a full queue's
+	// length limit dropped it: RabbitMQ x-death reason `maxlen`),
+	// `unknown` (not said).
 	FailureClass  FailureClass `json:"failure_class"`
 	Fingerprint   string       `json:"fingerprint"`
 	FirstFailedAt time.Time    `json:"first_failed_at"`
@@ -602,6 +632,15 @@ type ID = string
 
 // IngestItem defines model for IngestItem.
 type IngestItem struct {
+	// FailureClass Why the job was dead-lettered: `permanent` (the worker judged it
+	// unrecoverable), `exhausted` (its retries ran out; also SQS redrive
+	// after maxReceiveCount receives), `unknown_name` (no handler for its
+	// job name), `malformed` (the body could not be decoded: stored raw),
+	// `rejected` (a consumer rejected or nacked it without requeue),
+	// `expired` (its time to live ran out), `delivery_limit` (the
+	// broker's delivery limit was reached), `overflow` (a full queue's
+	// length limit dropped it: RabbitMQ x-death reason `maxlen`),
+	// `unknown` (not said).
 	FailureClass FailureClass `json:"failure_class"`
 	Flags        []Flag       `json:"flags"`
 
@@ -637,12 +676,22 @@ type ItemOutcome string
 // present on a single message (GET, edit, discard), not in lists or
 // samples.
 type Message struct {
-	Attempts     int           `json:"attempts"`
-	CollectedAt  time.Time     `json:"collected_at"`
-	ContentType  string        `json:"content_type"`
-	EnqueuedAt   *NullableTime `json:"enqueued_at"`
-	FailedAt     time.Time     `json:"failed_at"`
-	FailureClass FailureClass  `json:"failure_class"`
+	Attempts    int           `json:"attempts"`
+	CollectedAt time.Time     `json:"collected_at"`
+	ContentType string        `json:"content_type"`
+	EnqueuedAt  *NullableTime `json:"enqueued_at"`
+	FailedAt    time.Time     `json:"failed_at"`
+
+	// FailureClass Why the job was dead-lettered: `permanent` (the worker judged it
+	// unrecoverable), `exhausted` (its retries ran out; also SQS redrive
+	// after maxReceiveCount receives), `unknown_name` (no handler for its
+	// job name), `malformed` (the body could not be decoded: stored raw),
+	// `rejected` (a consumer rejected or nacked it without requeue),
+	// `expired` (its time to live ran out), `delivery_limit` (the
+	// broker's delivery limit was reached), `overflow` (a full queue's
+	// length limit dropped it: RabbitMQ x-death reason `maxlen`),
+	// `unknown` (not said).
+	FailureClass FailureClass `json:"failure_class"`
 
 	// Fingerprint The failure group.
 	Fingerprint   string            `json:"fingerprint"`
@@ -966,7 +1015,7 @@ type ReplayPage struct {
 
 // ReplayRequest Exactly one of ids and filter. Absent optional members take the configured defaults.
 type ReplayRequest struct {
-	// AcceptKeyRuleChange Replay messages whose queue's key rule changed since collection (audited).
+	// AcceptKeyRuleChange Replay messages whose queue's key rule changed since collection (audited). Absent: false.
 	AcceptKeyRuleChange *bool `json:"accept_key_rule_change,omitempty"`
 
 	// Burst Tokens the batch may use at once (0: max(1, rate/10)).
@@ -978,7 +1027,7 @@ type ReplayRequest struct {
 	// Destination Zero members keep the default, the message's own queue through the broker it came from.
 	Destination *ReplayDestination `json:"destination,omitempty"`
 
-	// DryRun Create a draft to preview; nothing is published until it is started.
+	// DryRun Create a draft to preview; nothing is published until it is started. Absent: false.
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// ExpectCount The count the operator previewed; another count is 409 and nothing is created.
@@ -987,10 +1036,10 @@ type ReplayRequest struct {
 	// Filter The filters of the message list, as an object; all optional.
 	Filter *MessageFilter `json:"filter,omitempty"`
 
-	// Force Override the incident guard (audited as replay.force): without it, a batch larger than its canary does not start while one of its queues received more than replay.incident_rate new dead letters a minute over replay.incident_window, the batch's own messages not counted (409 naming /force).
+	// Force Override the incident guard (audited as replay.force): without it, a batch larger than its canary does not start while one of its queues received more than replay.incident_rate new dead letters a minute over replay.incident_window, the batch's own messages not counted (409 naming /force). Absent: false.
 	Force *bool `json:"force,omitempty"`
 
-	// ForceWithoutKey Replay messages that have no idempotency key (audited).
+	// ForceWithoutKey Replay messages that have no idempotency key (audited). Absent: false.
 	ForceWithoutKey *bool `json:"force_without_key,omitempty"`
 
 	// HaltRefailRatio Pause when refailed/published passes it (after 10 published); 0 disables.
@@ -1011,10 +1060,10 @@ type ReplayRequest struct {
 
 // ReplayStart defines model for ReplayStart.
 type ReplayStart struct {
-	// AcceptKeyRuleChange Start even when a queue's key rule changed (audited).
+	// AcceptKeyRuleChange Start even when a queue's key rule changed (audited). Absent: false.
 	AcceptKeyRuleChange *bool `json:"accept_key_rule_change,omitempty"`
 
-	// Force Override the incident guard (audited).
+	// Force Override the incident guard (audited). Absent: false.
 	Force  *bool  `json:"force,omitempty"`
 	Reason string `json:"reason"`
 }
@@ -1036,12 +1085,16 @@ type SampleRequest struct {
 	Filter *MessageFilter `json:"filter,omitempty"`
 
 	// Seed Absent: the server picks one and returns it.
-	Seed       *int                     `json:"seed,omitempty"`
-	Size       *int                     `json:"size,omitempty"`
+	Seed *int `json:"seed,omitempty"`
+
+	// Size How many messages to draw. Absent: 10.
+	Size *int `json:"size,omitempty"`
+
+	// StratifyBy With fingerprint or queue, every failure group or queue of the set is represented (one each first, the rest in proportion), as far as size allows. Absent: none.
 	StratifyBy *SampleRequestStratifyBy `json:"stratify_by,omitempty"`
 }
 
-// SampleRequestStratifyBy defines model for SampleRequest.StratifyBy.
+// SampleRequestStratifyBy With fingerprint or queue, every failure group or queue of the set is represented (one each first, the rest in proportion), as far as size allows. Absent: none.
 type SampleRequestStratifyBy string
 
 // SampleResult defines model for SampleResult.
@@ -2037,6 +2090,11 @@ type ClientInterface interface {
 
 	// ListReplayItems The items of a batch, in publication order (canary first).
 	//
+	// Any role. One page of the batch's items, each a message with its
+	// outcome, leases taken, publication time and the entry it re-failed
+	// as; `outcome` keeps the items with one of the outcomes given. A
+	// batch the token may not see is 404, like one that does not exist.
+	//
 	// Corresponds with GET /api/v1/replays/{id}/items (the `ListReplayItems` operationId).
 	ListReplayItems(ctx context.Context, id ReplayID, params *ListReplayItemsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2171,6 +2229,10 @@ type ClientInterface interface {
 
 	// Healthz Liveness; 200 while the process serves HTTP.
 	//
+	// For liveness probes; no token. Answers `{"status": "ok"}` while the
+	// process serves HTTP, and checks nothing else: the store may be down
+	// (see /readyz).
+	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -2187,6 +2249,10 @@ type ClientInterface interface {
 	Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Readyz Readiness; 200 when the store answers.
+	//
+	// For readiness probes and load balancers; no token. Pings the store,
+	// for at most 2 seconds: `{"status": "ready"}` when it answers, else
+	// 503 problem+json (`unavailable`).
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2850,6 +2916,11 @@ func (c *Client) CancelReplay(ctx context.Context, id ReplayID, body CancelRepla
 
 // ListReplayItems The items of a batch, in publication order (canary first).
 //
+// Any role. One page of the batch's items, each a message with its
+// outcome, leases taken, publication time and the entry it re-failed
+// as; `outcome` keeps the items with one of the outcomes given. A
+// batch the token may not see is 404, like one that does not exist.
+//
 // Corresponds with GET /api/v1/replays/{id}/items (the `ListReplayItems` operationId).
 func (c *Client) ListReplayItems(ctx context.Context, id ReplayID, params *ListReplayItemsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListReplayItemsRequest(c.Server, id, params)
@@ -3104,6 +3175,10 @@ func (c *Client) RevokeToken(ctx context.Context, id ID, reqEditors ...RequestEd
 
 // Healthz Liveness; 200 while the process serves HTTP.
 //
+// For liveness probes; no token. Answers `{"status": "ok"}` while the
+// process serves HTTP, and checks nothing else: the store may be down
+// (see /readyz).
+//
 // Corresponds with GET /healthz (the `Healthz` operationId).
 func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewHealthzRequest(c.Server)
@@ -3140,6 +3215,10 @@ func (c *Client) Metrics(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 }
 
 // Readyz Readiness; 200 when the store answers.
+//
+// For readiness probes and load balancers; no token. Pings the store,
+// for at most 2 seconds: `{"status": "ready"}` when it answers, else
+// 503 problem+json (`unavailable`).
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5601,6 +5680,11 @@ type ClientWithResponsesInterface interface {
 
 	// ListReplayItemsWithResponse The items of a batch, in publication order (canary first).
 	//
+	// Any role. One page of the batch's items, each a message with its
+	// outcome, leases taken, publication time and the entry it re-failed
+	// as; `outcome` keeps the items with one of the outcomes given. A
+	// batch the token may not see is 404, like one that does not exist.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/replays/{id}/items (the `ListReplayItems` operationId).
@@ -5743,6 +5827,10 @@ type ClientWithResponsesInterface interface {
 
 	// HealthzWithResponse Liveness; 200 while the process serves HTTP.
 	//
+	// For liveness probes; no token. Answers `{"status": "ok"}` while the
+	// process serves HTTP, and checks nothing else: the store may be down
+	// (see /readyz).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /healthz (the `Healthz` operationId).
@@ -5763,6 +5851,10 @@ type ClientWithResponsesInterface interface {
 	MetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*MetricsResponse, error)
 
 	// ReadyzWithResponse Readiness; 200 when the store answers.
+	//
+	// For readiness probes and load balancers; no token. Pings the store,
+	// for at most 2 seconds: `{"status": "ready"}` when it answers, else
+	// 503 problem+json (`unavailable`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10557,6 +10649,11 @@ func (c *ClientWithResponses) CancelReplayWithResponse(ctx context.Context, id R
 
 // ListReplayItemsWithResponse The items of a batch, in publication order (canary first).
 //
+// Any role. One page of the batch's items, each a message with its
+// outcome, leases taken, publication time and the entry it re-failed
+// as; `outcome` keeps the items with one of the outcomes given. A
+// batch the token may not see is 404, like one that does not exist.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/replays/{id}/items (the `ListReplayItems` operationId).
@@ -10771,6 +10868,10 @@ func (c *ClientWithResponses) RevokeTokenWithResponse(ctx context.Context, id ID
 
 // HealthzWithResponse Liveness; 200 while the process serves HTTP.
 //
+// For liveness probes; no token. Answers `{"status": "ok"}` while the
+// process serves HTTP, and checks nothing else: the store may be down
+// (see /readyz).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /healthz (the `Healthz` operationId).
@@ -10803,6 +10904,10 @@ func (c *ClientWithResponses) MetricsWithResponse(ctx context.Context, reqEditor
 }
 
 // ReadyzWithResponse Readiness; 200 when the store answers.
+//
+// For readiness probes and load balancers; no token. Pings the store,
+// for at most 2 seconds: `{"status": "ready"}` when it answers, else
+// 503 problem+json (`unavailable`).
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -206,6 +206,18 @@ func testReplayCreateIDs(t *testing.T, h Harness) {
 	if err := json.Unmarshal(create[0].Details, &d); err != nil || d.Reason != "fix deployed" || d.DryRun || d.Total != 4 || d.Skipped != 1 {
 		t.Fatalf("create details %s (%v)", create[0].Details, err)
 	}
+	var sd struct {
+		Reason string                 `json:"reason"`
+		From   quarantine.ReplayState `json:"from"`
+		To     quarantine.ReplayState `json:"to"`
+	}
+	// A batch created without a dry run is the draft of its pinned set,
+	// started in the same transaction: the start is from draft, as it is
+	// for a dry run's draft.
+	if err := json.Unmarshal(start[0].Details, &sd); err != nil || sd.Reason != "fix deployed" || sd.From != quarantine.ReplayDraft ||
+		sd.To != quarantine.ReplayRunning {
+		t.Fatalf("start details %s (%v)", start[0].Details, err)
+	}
 	if n := len(auditOf(t, s, batch.ID, quarantine.ActionReplayForce)); n != 0 {
 		t.Fatalf("%d force events without a force flag", n)
 	}

@@ -2,8 +2,9 @@ package replays
 
 import "github.com/quarantine-dev/quarantine"
 
-// CreateEvents returns the events of a new batch, in order: replay.create,
-// replay.force when an override was given, replay.start when it started.
+// CreateEvents returns the events of a new batch, in order: replay.create
+// and replay.force when an override was given (Create appends replay.start
+// when it starts the batch).
 func CreateEvents(r *quarantine.ReplayRequest, b *quarantine.ReplayBatch) []*quarantine.AuditEvent {
 	type create struct {
 		Reason              string                       `json:"reason"`
@@ -24,9 +25,6 @@ func CreateEvents(r *quarantine.ReplayRequest, b *quarantine.ReplayBatch) []*qua
 	out := []*quarantine.AuditEvent{&ev}
 	if f := ForceEvent(r.Actor, b.ID, r.Reason, r.ForceWithoutKey, r.Force, r.AcceptKeyRuleChange); f != nil {
 		out = append(out, f)
-	}
-	if !r.DryRun {
-		out = append(out, ChangeEvent(r.Actor, quarantine.ActionReplayStart, b.ID, r.Reason, "", quarantine.ReplayRunning))
 	}
 	return out
 }

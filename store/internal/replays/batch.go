@@ -29,8 +29,8 @@ func ZeroCounts() map[quarantine.ItemOutcome]int {
 }
 
 // NewBatch returns the batch r creates at now from its planned items and
-// the candidates they came from: a draft expiring after r.DraftTTL for a
-// dry run, otherwise running (completed at once when no item is pending).
+// the candidates they came from: a draft, the pinned set, expiring after
+// r.DraftTTL for a dry run (without one, Create starts it at once).
 // Items get the batch's id and now as their update time.
 func NewBatch(r *quarantine.ReplayRequest, items []quarantine.ReplayItem, sel []quarantine.ReplayCandidate, now time.Time) *quarantine.ReplayBatch {
 	now = now.UTC().Truncate(time.Microsecond)
@@ -76,13 +76,10 @@ func NewBatch(r *quarantine.ReplayRequest, items []quarantine.ReplayItem, sel []
 			items[i].DroppedHeaders = []string{}
 		}
 	}
+	b.State = quarantine.ReplayDraft
 	if r.DryRun {
-		b.State = quarantine.ReplayDraft
 		exp := now.Add(r.DraftTTL)
 		b.ExpiresAt = &exp
-	} else {
-		b.State = quarantine.ReplayRunning
-		b.StartedAt = &now
 	}
 	return b
 }

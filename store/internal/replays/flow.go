@@ -50,6 +50,17 @@ func Create(ctx context.Context, tx Tx, r *quarantine.ReplayRequest, keyRule qua
 	}
 	b := NewBatch(r, items, sel, now)
 	events := CreateEvents(r, b)
+	if !r.DryRun {
+		// Started at once: the start of the draft it is, as a start of a
+		// dry run's draft would be, in the same transaction.
+		from := b.State
+		to, action, err := quarantine.ReplayTransition(from, quarantine.ReplayActStart)
+		if err != nil {
+			return nil, err
+		}
+		Move(b, to, "", now)
+		events = append(events, ChangeEvent(r.Actor, action, b.ID, r.Reason, from, to))
+	}
 	if err := tx.InsertReplay(ctx, b, items); err != nil {
 		return nil, err
 	}
