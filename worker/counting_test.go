@@ -333,3 +333,31 @@ func TestInvalidBackoffAndCapsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// When one error carries several decisions, the documented one wins
+// (package documentation, "Handlers and outcomes").
+func TestWrappedDecisionsFollowTheDocumentedPrecedence(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		err    error
+		result worker.Result
+		class  string
+	}{
+		{"Reject(Permanent)", worker.Reject(worker.Permanent(errBoom)), worker.Rejected, ""},
+		{"Permanent(Reject)", worker.Permanent(worker.Reject(errBoom)), worker.Rejected, ""},
+		{"Permanent(RetryAfter)", worker.Permanent(worker.RetryAfter(errBoom, time.Second)), worker.DeadLettered, "permanent"},
+		{"RetryAfter(Permanent)", worker.RetryAfter(worker.Permanent(errBoom), time.Second), worker.DeadLettered, "permanent"},
+		{"RetryAfter at the cap", worker.RetryAfter(errBoom, time.Second), worker.DeadLettered, "exhausted"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.start(worker.Job{Name: "j", Queue: "work", MaxAttempts: 1,
+				Handler: func(context.Context, *worker.Job, *worker.Delivery) error { return c.err }})
+			e.put("m1", "j", "k1", "{}")
+			e.expect(c.result, c.class)
+		})
+	}
+}
