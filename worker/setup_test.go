@@ -318,6 +318,14 @@ type faultyClaims struct {
 	extends       atomic.Int64
 	down          atomic.Bool  // Claim fails (the claim store is unreachable)
 	failComplete  atomic.Int32 // the next n Completes fail
+	failedRecords map[string]int
+}
+
+// recordFailures is how many Completes of key failComplete refused.
+func (c *faultyClaims) recordFailures(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failedRecords[key]
 }
 
 var errClaimsDown = errors.New("claim store unreachable (test)")
@@ -345,6 +353,12 @@ func (c *faultyClaims) Claim(ctx context.Context, key, owner string, lease time.
 
 func (c *faultyClaims) Complete(ctx context.Context, key, owner string) error {
 	if c.failComplete.Add(-1) >= 0 {
+		c.mu.Lock()
+		if c.failedRecords == nil {
+			c.failedRecords = map[string]int{}
+		}
+		c.failedRecords[key]++
+		c.mu.Unlock()
 		return errClaimsDown
 	}
 	c.failComplete.Store(0)
