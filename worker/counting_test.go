@@ -361,3 +361,26 @@ func TestWrappedDecisionsFollowTheDocumentedPrecedence(t *testing.T) {
 		})
 	}
 }
+
+// During a claim store outage the retries back off as the failed claims
+// accumulate (up to the job's cap), instead of every second; the first
+// claim that succeeds starts again.
+func TestClaimOutageBacksOff(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.claims.down.Store(true)
+	e.start(worker.Job{Name: "j", Queue: "work", MaxAttempts: 4,
+		Backoff: worker.BackoffFunc(func(n int) time.Duration { return time.Duration(n) * time.Second }),
+		Handler: func(context.Context, *worker.Job, *worker.Delivery) error { return nil }})
+	e.put("m1", "j", "k1", "{}")
+	for _, want := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second} {
+		o := e.expect(worker.Retried, "claim_error")
+		if o.Delay != want {
+			t.Fatalf("claim_error delay %s, want %s", o.Delay, want)
+		}
+		e.idle()
+		e.clk.Advance(o.Delay)
+	}
+	e.claims.down.Store(false)
+	e.expect(worker.Completed, "")
+}

@@ -144,11 +144,20 @@ func (a *attempt) claim() bool {
 	defer cancel()
 	owner := w.newOwner()
 	c, err := w.cfg.Claims.Claim(ctx, a.key, owner, w.cfg.ClaimLease)
-	switch {
-	case err != nil:
+	if err != nil {
 		w.log.Warn("claim failed", "job", a.label, "delivery", a.d.ID, "err", err)
-		a.retry("claim_error", a.backoff(1), false, err)
+		// The store is down for every delivery at once: back off by the
+		// worker's run of failed claims, not by this delivery's, within
+		// the attempts Register checked the backoff for (10 without a cap).
+		limit := int64(10)
+		if a.job.MaxAttempts > 0 {
+			limit = int64(max(a.job.MaxAttempts-1, 1))
+		}
+		a.retry("claim_error", a.backoff(int(min(w.claimErrors.Add(1), limit))), false, err)
 		return false
+	}
+	w.claimErrors.Store(0)
+	switch {
 	case c.Status == AlreadyDone:
 		a.settle(Outcome{Result: Duplicate}, func(ctx context.Context) error { return w.cfg.Driver.Ack(ctx, a.d) })
 		return false

@@ -64,7 +64,10 @@
 //   - claim_held: the key is held by a live lease elsewhere (retried when
 //     it ends);
 //   - claim_error: the claim store could not be reached (retried after
-//     the job's first backoff delay);
+//     the job's backoff for the number of claims that failed in a row in
+//     this worker, up to MaxAttempts-1, or 10 without a cap: an outage
+//     backs off as a failing job does; the first claim that succeeds
+//     starts again from 1);
 //   - shutdown: Run is stopping (the handler was cancelled, or never
 //     started);
 //   - record_error, claim_lost: the handler succeeded but its result could

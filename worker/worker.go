@@ -131,6 +131,9 @@ type Worker struct {
 	abandoned atomic.Bool
 	// inflight maps each delivery being handled to its metrics label.
 	inflight sync.Map
+	// claimErrors counts the claims that failed in a row (the claim
+	// store unreachable): the backoff of a claim_error retry.
+	claimErrors atomic.Int64
 }
 
 type registered struct {
