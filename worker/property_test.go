@@ -38,7 +38,8 @@ type behaviour struct {
 // record (its key done), and a dead-lettered message is in the failure
 // queue once and never back in the work queue. At the end, after the
 // clock runs out every delay: each message is acknowledged or
-// dead-lettered, and a key has an effect exactly when it is done.
+// dead-lettered, and a key has an effect exactly when it is done (or,
+// after a failed record, an effect without being done).
 func TestStateMachineProperties(t *testing.T) {
 	limitChecks(t, 25)
 	rapid.Check(t, func(rt *rapid.T) {
@@ -98,8 +99,11 @@ func TestStateMachineProperties(t *testing.T) {
 				if n := e.effectsOf(k); n > 1+e.claims.recordFailures(k) {
 					rt.Fatalf("key %s: %d business effects, %d failed records", k, n, e.claims.recordFailures(k))
 				}
-				if final && (e.effectsOf(k) >= 1) != e.claims.Done(k) {
-					rt.Fatalf("key %s: %d effects but done=%v", k, e.effectsOf(k), e.claims.Done(k))
+				// An effect whose record failed may stay unrecorded when
+				// the job is then exhausted (the documented repeat case:
+				// the failure envelope's replay runs it again).
+				if eff, done := e.effectsOf(k), e.claims.Done(k); final && (done && eff == 0 || !done && eff > 0 && e.claims.recordFailures(k) == 0) {
+					rt.Fatalf("key %s: %d effects but done=%v", k, eff, done)
 				}
 			}
 			for i, id := range ids {
