@@ -123,3 +123,33 @@ func TestWorkerShutdownThenRestart(t *testing.T) {
 		t.Fatalf("%d dead letters, %d runs; want 0, 2", e.depth(e.failURL), runs.Load())
 	}
 }
+
+// A job carrying x-quarantine-not-before (what the worker writes when a
+// RetryAfter exceeds the driver's 15 minutes) is deferred on SQS until
+// then: re-sent with the header, not run, not counted.
+func TestWorkerNotBeforeIsHonoured(t *testing.T) {
+	t.Parallel()
+	e := newWorkEnv(t, "work-notbefore", 30*time.Second)
+	drv := e.driver(30*time.Second, nil)
+	j := &journal{}
+	job := chargeJob(e.work, j, func(*worker.Delivery) error { return nil })
+	job.MaxAttempts = 1
+	runWorker(t, j, drv, worker.NewMemoryClaims(nil), job)
+	notBefore := time.Now().Add(3 * time.Second)
+	if err := worker.Dispatch(context.Background(), drv, &job, "order-1", []byte(`{}`), &worker.DispatchOptions{
+		Headers: map[string]string{worker.HeaderNotBefore: notBefore.UTC().Format(time.RFC3339Nano)}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the completion", func() bool { return j.count(worker.Completed) == 1 })
+	runs := j.runList()
+	if len(runs) != 1 || runs[0].at.Before(notBefore) {
+		t.Fatalf("runs %+v, want one at or after %s", runs, notBefore)
+	}
+	if o := j.first(worker.Retried); o.Class != "deferred" || o.Ran || o.Attempt != 1 {
+		t.Fatalf("first outcome %+v, want a deferral of attempt 1 without a run", o)
+	}
+	if o := j.first(worker.Completed); o.Attempt != 1 {
+		t.Fatalf("completion %+v, want attempt 1", o)
+	}
+	quiet(t, j, e)
+}
