@@ -329,7 +329,12 @@ func (d *WorkDriver) Close() error {
 	if s == nil {
 		return nil
 	}
-	d.returnUnseen(s)
+	done := make(chan struct{})
+	go func() { defer close(done); d.returnUnseen(s) }()
+	select {
+	case <-done:
+	case <-time.After(6 * time.Second): // a broker that does not answer: closing ends it
+	}
 	if err := s.conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
 		return err
 	}
