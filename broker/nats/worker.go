@@ -191,8 +191,9 @@ func (c WorkConfig) withDefaults() WorkConfig {
 // Every settlement is sent as a request on the message's ack subject, so
 // an error means the server did not confirm it (the delivery is then left
 // to redelivery after AckWait). A delivery fetched while Receive's context
-// ended is nakked back at once; like every delivery, it counts in
-// NumDelivered. Settling a delivery whose connection was closed fails.
+// ended is nakked back at once, recorded in the state bucket as returned
+// unseen so that it costs no attempt although NumDelivered counts it.
+// Settling a delivery whose connection was closed fails.
 // It is safe for concurrent use.
 type WorkDriver struct {
 	cfg  WorkConfig
