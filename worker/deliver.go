@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
@@ -31,7 +32,30 @@ type attempt struct {
 	n       int    // this attempt's number, 1-based
 	owner   string // claim token, when claimed
 	claimed bool
+	ran     bool            // the handler was called
 	ctx     context.Context // Run's context: settlement detaches from it
+}
+
+// attemptNumber is d's attempt (see Delivery.Attempt): the attempts the
+// worker recorded on its last retry, plus one, plus the deliveries the
+// backend counted since that retry without the worker settling them.
+func attemptNumber(d *Delivery, lim Limits) int {
+	h, err := strconv.Atoi(d.Header(HeaderAttempts))
+	if err != nil || h < 0 {
+		return max(d.Attempt, 1)
+	}
+	if !lim.RetryKeepsCount {
+		return h + max(d.Attempt, 1) // the retry is a new message, counted from 1
+	}
+	r, err := strconv.Atoi(d.Header(HeaderDelivered))
+	switch {
+	case err != nil || r <= 0:
+		return max(d.Attempt, h+1) // written without HeaderDelivered
+	case d.Attempt > r:
+		return h + d.Attempt - r
+	default:
+		return h + 1
+	}
 }
 
 // handle runs one delivery to a settlement. runCtx is Run's context;
@@ -43,19 +67,27 @@ func (w *Worker) handle(runCtx, hctx context.Context, d *Delivery) {
 		a.name = d.Header(HeaderJobName)
 	}
 	a.key = d.Header(HeaderIdempotencyKey)
-	a.n = max(d.Attempt, 1)
-	if h, err := strconv.Atoi(d.Header(HeaderAttempts)); err == nil && h+1 > a.n {
-		a.n = h + 1
-	}
+	a.n = attemptNumber(d, w.cfg.Driver.Limits())
 	a.job = w.lookup(a.name)
 	a.label = "unknown"
 	if a.job != nil {
 		a.label = a.job.Name
 	}
+	w.inflight.Store(d, a.label)
+	defer w.inflight.Delete(d)
+	w.cfg.Metrics.received(a.label, w.cfg.Now(), d)
 	if a.n > 1 {
 		w.cfg.Metrics.redelivered(a.label)
 	}
 
+	if nb, err := time.Parse(time.RFC3339Nano, d.Header(HeaderNotBefore)); err == nil {
+		if left := nb.Sub(w.cfg.Now()); left > 0 {
+			// A delay longer than the driver takes: wait on, neither
+			// running nor counting.
+			a.retry("deferred", left, false, nil)
+			return
+		}
+	}
 	if a.job == nil {
 		reason := fmt.Sprintf("no job registered under the name %.200q", a.name)
 		if a.n >= w.cfg.UnknownMaxDeliveries {
@@ -94,6 +126,17 @@ func (w *Worker) handle(runCtx, hctx context.Context, d *Delivery) {
 	a.decide(hctx, err)
 }
 
+// backoff is the job's delay after attempt n failed. A policy that
+// panics is logged and replaced by the default backoff.
+func (a *attempt) backoff(n int) time.Duration {
+	d, err := safeDelay(a.job.policy(), n)
+	if err != nil {
+		a.w.log.Error("backoff failed; using the default backoff", "job", a.label, "delivery", a.d.ID, "err", err)
+		d = defaultBackoff.Delay(n)
+	}
+	return d
+}
+
 // claim takes the key; false when the delivery was settled instead.
 func (a *attempt) claim() bool {
 	w := a.w
@@ -101,11 +144,20 @@ func (a *attempt) claim() bool {
 	defer cancel()
 	owner := w.newOwner()
 	c, err := w.cfg.Claims.Claim(ctx, a.key, owner, w.cfg.ClaimLease)
-	switch {
-	case err != nil:
+	if err != nil {
 		w.log.Warn("claim failed", "job", a.label, "delivery", a.d.ID, "err", err)
-		a.retry("claim_error", a.job.policy().Delay(1), false, err)
+		// The store is down for every delivery at once: back off by the
+		// worker's run of failed claims, not by this delivery's, within
+		// the attempts Register checked the backoff for (10 without a cap).
+		limit := int64(10)
+		if a.job.MaxAttempts > 0 {
+			limit = int64(max(a.job.MaxAttempts-1, 1))
+		}
+		a.retry("claim_error", a.backoff(int(min(w.claimErrors.Add(1), limit))), false, err)
 		return false
+	}
+	w.claimErrors.Store(0)
+	switch {
 	case c.Status == AlreadyDone:
 		a.settle(Outcome{Result: Duplicate}, func(ctx context.Context) error { return w.cfg.Driver.Ack(ctx, a.d) })
 		return false
@@ -130,6 +182,7 @@ func (a *attempt) run(hctx context.Context) (err error) {
 	}
 	stop := a.renew()
 	defer stop()
+	a.ran = true
 	start := time.Now()
 	defer func() {
 		w.cfg.Metrics.ran(a.label, time.Since(start))
@@ -202,26 +255,26 @@ func (a *attempt) decide(hctx context.Context, err error) {
 			ctx, cancel := a.settleCtx()
 			cerr := w.cfg.Claims.Complete(ctx, a.key, a.owner)
 			cancel()
-			if cerr != nil && !errors.Is(cerr, ErrClaimLost) {
+			a.claimed = false
+			switch {
+			case errors.Is(cerr, ErrClaimLost):
+				a.recordLost()
+				return
+			case cerr != nil:
 				// The effect is done but not recorded: ack would be a
 				// guess. Redeliver after the lease, when a takeover can
 				// run it again (the one case that can repeat an effect).
 				w.log.Error("recording the result failed; redelivering", "job", a.label, "delivery", a.d.ID, "err", cerr)
-				a.claimed = false
 				a.retry("record_error", w.cfg.ClaimLease, false, cerr)
 				return
 			}
-			if cerr != nil {
-				w.log.Warn("claim lost before completion (lease too short for the handler?)", "job", a.label, "delivery", a.d.ID)
-			}
-			a.claimed = false
 		}
-		a.settle(Outcome{Result: Completed, Ran: true}, func(ctx context.Context) error { return w.cfg.Driver.Ack(ctx, a.d) })
+		a.settle(Outcome{Result: Completed}, func(ctx context.Context) error { return w.cfg.Driver.Ack(ctx, a.d) })
 	case hctx.Err() != nil && errors.Is(err, hctx.Err()):
 		a.retry("shutdown", 0, false, err)
 	case errors.As(err, &rj):
 		a.release()
-		a.settle(Outcome{Result: Rejected, Err: err, Ran: true}, func(ctx context.Context) error { return w.cfg.Driver.Reject(ctx, a.d) })
+		a.settle(Outcome{Result: Rejected, Err: err}, func(ctx context.Context) error { return w.cfg.Driver.Reject(ctx, a.d) })
 	case errors.Is(err, ErrPermanent):
 		class := quarantine.ClassPermanent
 		if errors.Is(err, ErrMalformed) {
@@ -234,11 +287,43 @@ func (a *attempt) decide(hctx context.Context, err error) {
 		a.retry("retry_after", ra.delay, true, err)
 	case errors.As(err, &pe):
 		w.log.Error("handler panicked", "job", a.label, "delivery", a.d.ID, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
-		a.retry("panic", a.job.policy().Delay(a.n), true, err)
+		a.retry("panic", a.backoff(a.n), true, err)
 	case errors.Is(err, context.DeadlineExceeded):
-		a.retry("timeout", a.job.policy().Delay(a.n), true, err)
+		a.retry("timeout", a.backoff(a.n), true, err)
 	default:
-		a.retry("error", a.job.policy().Delay(a.n), true, err)
+		a.retry("error", a.backoff(a.n), true, err)
+	}
+}
+
+// recordLost settles a delivery whose handler succeeded after its claim
+// was lost (the lease expired and another delivery of the key took it
+// over). Acking would be a guess: the other delivery may have failed and
+// released the key, leaving no terminal record. So the key is claimed
+// again: free, it is completed (this run's effect is the record) and
+// acked; done elsewhere, acked as a duplicate; held by a live lease, or
+// the claims unreachable, the delivery is retried (not counted) after
+// the lease, when the key's state decides.
+func (a *attempt) recordLost() {
+	w := a.w
+	w.log.Warn("claim lost before completion (lease too short for the handler?): claiming the key again", "job", a.label, "delivery", a.d.ID)
+	ctx, cancel := a.settleCtx()
+	owner := w.newOwner()
+	c, err := w.cfg.Claims.Claim(ctx, a.key, owner, w.cfg.ClaimLease)
+	if err == nil && c.Status == Claimed {
+		a.owner, a.claimed = owner, true
+		err = w.cfg.Claims.Complete(ctx, a.key, owner)
+		a.claimed = err != nil
+	}
+	cancel()
+	switch {
+	case err != nil:
+		a.retry("record_error", w.cfg.ClaimLease, false, fmt.Errorf("%w; claiming it again: %w", ErrClaimLost, err))
+	case c.Status == Claimed:
+		a.settle(Outcome{Result: Completed}, func(ctx context.Context) error { return w.cfg.Driver.Ack(ctx, a.d) })
+	case c.Status == AlreadyDone:
+		a.settle(Outcome{Result: Duplicate}, func(ctx context.Context) error { return w.cfg.Driver.Ack(ctx, a.d) })
+	default:
+		a.retry("claim_lost", max(c.LeaseUntil.Sub(w.cfg.Now()), time.Second), false, ErrClaimLost)
 	}
 }
 
@@ -264,7 +349,9 @@ func (a *attempt) release() {
 func (a *attempt) retry(class string, delay time.Duration, counted bool, err error) {
 	w := a.w
 	a.release()
-	delay = roundDelay(delay, w.cfg.Driver.Limits())
+	lim := w.cfg.Driver.Limits()
+	asked := max(delay, 0)
+	delay = roundDelay(asked, lim)
 	if a.d.Headers == nil {
 		a.d.Headers = map[string]string{}
 	}
@@ -272,15 +359,40 @@ func (a *attempt) retry(class string, delay time.Duration, counted bool, err err
 	if !counted {
 		done = a.n - 1
 	}
-	a.d.Headers[HeaderAttempts] = strconv.Itoa(done)
+	setHeader(a.d.Headers, HeaderAttempts, strconv.Itoa(done))
+	if lim.RetryKeepsCount {
+		setHeader(a.d.Headers, HeaderDelivered, strconv.Itoa(max(a.d.Attempt, 0)))
+	}
+	if delay < asked {
+		// The driver cannot wait that long: the delivery comes back
+		// after delay and is deferred until then.
+		setHeader(a.d.Headers, HeaderNotBefore, w.cfg.Now().Add(asked).UTC().Format(time.RFC3339Nano))
+	} else {
+		setHeader(a.d.Headers, HeaderNotBefore, "")
+	}
 	if counted && a.d.Header(HeaderFirstFailedAt) == "" {
-		a.d.Headers[HeaderFirstFailedAt] = w.cfg.Now().UTC().Format(time.RFC3339Nano)
+		setHeader(a.d.Headers, HeaderFirstFailedAt, w.cfg.Now().UTC().Format(time.RFC3339Nano))
 	}
 	if err != nil && class != "shutdown" {
 		w.log.Info("retrying", "job", a.label, "delivery", a.d.ID, "attempt", a.n, "class", class, "delay", delay, "err", compact(err.Error(), 512))
 	}
-	a.settle(Outcome{Result: Retried, Class: class, Delay: delay, Err: err, Ran: counted && class != "unknown_name"},
+	a.settle(Outcome{Result: Retried, Class: class, Delay: delay, Err: err},
 		func(ctx context.Context) error { return w.cfg.Driver.Retry(ctx, a.d, delay) })
+}
+
+// setHeader sets name in h, replacing a spelling of it in another case;
+// an empty value removes it.
+func setHeader(h map[string]string, name, value string) {
+	for k := range h {
+		if k != name && strings.EqualFold(k, name) {
+			delete(h, k)
+		}
+	}
+	if value == "" {
+		delete(h, name)
+		return
+	}
+	h[name] = value
 }
 
 // deadLetter publishes the failure envelope, then releases the claim so
@@ -294,7 +406,7 @@ func (a *attempt) deadLetter(class, reason string, err error) {
 		return
 	}
 	w.log.Warn("dead-lettering", "job", a.label, "delivery", a.d.ID, "attempt", a.n, "class", class, "reason", compact(reason, 512))
-	a.settle(Outcome{Result: DeadLettered, Class: class, Err: err, Ran: a.job != nil},
+	a.settle(Outcome{Result: DeadLettered, Class: class, Err: err},
 		func(ctx context.Context) error { return w.cfg.Driver.DeadLetter(ctx, a.d, env) })
 	a.release()
 }
@@ -310,9 +422,10 @@ func (a *attempt) settle(o Outcome, f func(ctx context.Context) error) {
 	defer cancel()
 	if err := f(ctx); err != nil {
 		w.log.Error("settlement failed; the backend will redeliver", "job", a.label, "delivery", a.d.ID, "result", o.Result.String(), "err", err)
+		w.cfg.Metrics.settleFailed(a.label, o.Result)
 		return
 	}
-	o.Job, o.Key, o.DeliveryID, o.Attempt, o.jobLabel = a.name, a.key, a.d.ID, a.n, a.label
+	o.Job, o.Key, o.DeliveryID, o.Attempt, o.Ran, o.jobLabel = a.name, a.key, a.d.ID, a.n, a.ran, a.label
 	w.cfg.Metrics.observe(o)
 	if w.cfg.OnOutcome != nil {
 		w.cfg.OnOutcome(o)

@@ -10,7 +10,8 @@
 // broker/memory.WorkQueue, broker/rabbitmq.WorkDriver (delays through
 // per-delay TTL queues), broker/sqs.WorkDriver (retries re-sent with
 // DelaySeconds, at most 15 minutes) and broker/nats.WorkDriver
-// (NakWithDelay)) receives and settles deliveries; Claims (MemoryClaims,
+// (NakWithDelay, the worker's headers kept in a key-value bucket))
+// receives and settles deliveries; Claims (MemoryClaims,
 // worker/sqliteclaims, worker/pgclaims) store idempotency keys durably.
 //
 // # Handlers and outcomes
@@ -26,11 +27,22 @@
 //     running, so active retries never exceed the cap);
 //   - RetryAfter(err, d): retried after d (negative d is zero), still
 //     capped; RetryAfterResponse builds it from an HTTP 429/503 answer's
-//     Retry-After (seconds or HTTP-date);
+//     Retry-After (seconds or HTTP-date). d is a lower bound: when it is
+//     longer than the driver takes (Limits.MaxDelay: SQS 15 min), the
+//     retry is settled with the maximum and x-quarantine-not-before,
+//     and a delivery arriving before that time is retried again (class
+//     "deferred") without running and without counting an attempt;
 //   - Permanent(err) (errors.Is(err, ErrPermanent)): dead-lettered at
 //     once, class "permanent" ("malformed" when it also matches
 //     ErrMalformed, as the typed decoder JSON returns);
 //   - Reject(err): Driver.Reject, the backend's rejection policy decides.
+//
+// When one error carries several of these, wherever each sits in the
+// chain: Reject wins over Permanent (Reject(Permanent(err)) and
+// Permanent(Reject(err)) are both rejected), Permanent over the attempt
+// cap, and the cap over RetryAfter (at the cap, RetryAfter and ordinary
+// errors dead-letter as "exhausted"). A handler returning its context's
+// error at shutdown is a shutdown retry whatever it wraps.
 //
 // A panic is an ordinary error (*PanicError, with the stack, which is
 // logged). Job.Timeout is a deadline on the handler's context
@@ -38,6 +50,34 @@
 // registered job is retried after 30 s until its 10th delivery, then
 // dead-lettered as "unknown_name" (Config.UnknownRetryDelay,
 // UnknownMaxDeliveries).
+//
+// # Attempts
+//
+// The attempt of a delivery is what the worker recorded on its last
+// retry (x-quarantine-attempts) plus one, plus every delivery the backend
+// counted since then that the worker never settled (the process died, a
+// settlement failed): see Delivery.Attempt and Limits.RetryKeepsCount. A
+// retry counts this attempt after the handler failed (classes error,
+// panic, timeout, retry_after) and for an unknown job name. These
+// retries do not count it, on any driver:
+//
+//   - claim_held: the key is held by a live lease elsewhere (retried when
+//     it ends);
+//   - claim_error: the claim store could not be reached (retried after
+//     the job's backoff for the number of claims that failed in a row in
+//     this worker, up to MaxAttempts-1, or 10 without a cap: an outage
+//     backs off as a failing job does; the first claim that succeeds
+//     starts again from 1);
+//   - shutdown: Run is stopping (the handler was cancelled, or never
+//     started);
+//   - record_error, claim_lost: the handler succeeded but its result could
+//     not be recorded (retried after the lease);
+//   - deferred: an x-quarantine-not-before still in the future.
+//
+// So a job is dead-lettered as "exhausted" after exactly MaxAttempts runs
+// of its handler, unless some of its deliveries never settled: each
+// counts as an attempt, run or not, which is what stops a job that kills
+// its process from running for ever.
 //
 // # Claims
 //
@@ -60,7 +100,11 @@
 // is a handler that outlives its lease while another worker takes the key
 // over, or a completed effect whose record failed: the worker then does
 // not ack (acknowledge means the durable effect is complete) and the
-// takeover runs it again. Size ClaimLease above the handler's Timeout.
+// takeover runs it again. A handler that succeeds after its claim was
+// lost claims the key again: free (the takeover failed and released
+// it), its result is recorded and the delivery acked; done, it is acked
+// as a duplicate; held, it is retried after that lease (class
+// claim_lost). Size ClaimLease above the handler's Timeout.
 //
 // One terminal result per key is provable in SQL: ProofQuery (the file
 // claims.sql) returns every key of worker_claims that has more than one
@@ -83,6 +127,8 @@
 //	x-schema-version             the payload's schema version (kept by a replay)
 //	x-quarantine-enqueued-at     when Dispatch sent it, RFC 3339
 //	x-quarantine-attempts        attempts already made, set by the worker on a retry
+//	x-quarantine-delivered       the backend's delivery count at that retry (drivers with RetryKeepsCount)
+//	x-quarantine-not-before      earliest next run, RFC 3339, when a delay exceeded the driver's maximum
 //	x-quarantine-first-failed-at first failure, RFC 3339, set on the first retry
 //
 // This is what the replay engine publishes (replay.Prepare: the payload
@@ -115,18 +161,27 @@
 //     settlement (the worker then reports no outcome and leaves the
 //     delivery to redelivery). Retry must carry d.Headers and d.Body
 //     (RabbitMQ: publish to a per-delay TTL queue that dead-letters back
-//     to the work queue, confirm, then ack; SQS: ChangeMessageVisibility;
-//     NATS: NakWithDelay). DeadLetter must publish the envelope to the
-//     failure queue and wait for the broker's confirmation before
-//     settling the source (RabbitMQ: confirm, then ack; SQS: send, then
-//     delete; NATS: publish to the failure stream, then Term).
+//     to the work queue, confirm, then ack; SQS: send a copy with
+//     DelaySeconds, then delete the original; NATS: store the worker's
+//     headers in a key-value bucket, then NakWithDelay). DeadLetter must
+//     publish the envelope to the failure queue and wait for the
+//     broker's confirmation before settling the source (RabbitMQ:
+//     confirm, then ack; SQS: send, then delete; NATS: publish to the
+//     failure stream, then Term).
+//   - Limits().RetryKeepsCount says whether Retry redelivers the same
+//     message, whose delivery count goes on (memory, NATS), or a new one
+//     counted from 1 (RabbitMQ, SQS). A delivery the backend pushed but
+//     Receive never returned must not be left to count as a delivery
+//     (RabbitMQ: Close re-sends the prefetched ones; NATS: a late
+//     arrival is recorded as returned unseen).
 //   - Extend renews the delivery's lease (NATS InProgress, SQS visibility);
 //     Limits().RenewEvery says how often (half the AckWait or visibility
-//     timeout), MaxRenew caps it (SQS: 12 h).
+//     timeout), MaxRenew caps it (SQS: 12 h from the first receive).
 //   - Limits().MaxDelay and DelayStep declare the delays the backend takes
-//     (SQS: 12 h, 1 s steps); a DelayValidator checks a restricted set
+//     (SQS: 15 min, 1 s steps); a DelayValidator checks a restricted set
 //     (RabbitMQ delay buckets). Register refuses a job whose backoff can
-//     exceed them.
+//     exceed them; a longer delay asked at run time is deferred (see
+//     RetryAfter).
 //   - State it with var _ worker.Driver = (*Driver)(nil), and beside it a
 //     worker.Sender for Dispatch.
 //
@@ -144,7 +199,9 @@
 // deliveries stay unacknowledged for the backend to redeliver.
 //
 // Metrics (NewMetrics) count completions, retries by class, redeliveries,
-// dead-letters by class, rejections and claim conflicts, and time
-// handlers; labels are job names and classes only. Config.OnOutcome is
+// dead-letters by class, rejections, claim conflicts, settlements the
+// backend refused and deliveries abandoned at the drain deadline, and
+// time handlers and the age of deliveries at receipt; labels are job
+// names, classes and results only. Config.OnOutcome is
 // called only after the backend accepted a settlement.
 package worker

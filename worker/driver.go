@@ -27,7 +27,28 @@ const (
 	// HeaderFirstFailedAt is when the first attempt failed (RFC 3339),
 	// set by the worker on the first retry.
 	HeaderFirstFailedAt = "x-quarantine-first-failed-at"
+	// HeaderDelivered is the backend's delivery count (Delivery.Attempt)
+	// of the delivery a retry settled, set by the worker on every retry
+	// through a driver whose count goes on across a retry
+	// (Limits.RetryKeepsCount): the deliveries counted after it that
+	// the worker did not settle (a process that died) are attempts.
+	HeaderDelivered = "x-quarantine-delivered"
+	// HeaderNotBefore is the earliest time the job may run again (RFC
+	// 3339), set by the worker when a retry asked for a delay longer than
+	// the driver takes (Limits.MaxDelay): a delivery arriving before it
+	// is deferred again without running and without counting an attempt.
+	HeaderNotBefore = "x-quarantine-not-before"
 )
+
+// bookkeeping reports whether name is one of the worker's own headers,
+// left out of the failure envelope.
+func bookkeeping(name string) bool {
+	switch strings.ToLower(name) {
+	case HeaderAttempts, HeaderFirstFailedAt, HeaderDelivered, HeaderNotBefore:
+		return true
+	}
+	return false
+}
 
 // Delivery is one job message as a driver received it. The driver fills
 // it; the worker reads it and may add HeaderAttempts and
@@ -46,8 +67,11 @@ type Delivery struct {
 	Body        []byte
 	ContentType string
 	// Attempt is the backend's delivery count, 1 for the first delivery
-	// (0 when the backend does not count). The worker uses the larger of
-	// it and HeaderAttempts+1.
+	// (0 when the backend does not count). With HeaderAttempts (h) the
+	// worker's attempt is h+1 plus the deliveries of the backend's count
+	// since that retry beyond the first (those that never settled):
+	// Attempt-HeaderDelivered when Limits.RetryKeepsCount, else
+	// Attempt-1. Without HeaderAttempts it is Attempt (at least 1).
 	Attempt int
 	// EnqueuedAt is when the message was first sent, if the backend knows.
 	EnqueuedAt time.Time
@@ -70,8 +94,11 @@ func (d *Delivery) Header(name string) string {
 
 // Limits is what a driver declares about its backend.
 type Limits struct {
-	// MaxDelay is the longest delay Retry accepts (SQS: 12 h); 0 for no
-	// limit. A job whose backoff can exceed it is refused by Register.
+	// MaxDelay is the longest delay Retry accepts (SQS: 15 min); 0 for no
+	// limit. A job whose backoff can exceed it is refused by Register; a
+	// longer delay asked at run time (RetryAfter, a held claim) is
+	// settled with MaxDelay and HeaderNotBefore, and deferred again
+	// until that time without running or counting.
 	MaxDelay time.Duration
 	// DelayStep is the granularity of delays (SQS: 1 s): the worker
 	// rounds every delay up to a multiple of it. 0 for none.
@@ -83,6 +110,14 @@ type Limits struct {
 	// MaxRenew caps the total time a delivery is kept by renewals (SQS:
 	// 12 h); 0 for no cap.
 	MaxRenew time.Duration
+	// RetryKeepsCount says that Retry redelivers the same message, whose
+	// delivery count (Delivery.Attempt) goes on from the retried
+	// delivery's (broker/memory, NATS NakWithDelay); false when Retry
+	// sends a new message whose count starts again (RabbitMQ, SQS). The
+	// worker then records the count in HeaderDelivered so that the
+	// retries it does not count (see the package documentation) are not
+	// counted by the backend either.
+	RetryKeepsCount bool
 }
 
 // Driver is the backend the worker consumes: one work queue and its

@@ -49,9 +49,7 @@ func (a *attempt) envelope(class, reason string) ([]byte, error) {
 	m.FirstFailedAt = &first
 	headers := make(map[string]string, len(d.Headers))
 	for k, v := range d.Headers {
-		switch strings.ToLower(k) {
-		case HeaderAttempts, HeaderFirstFailedAt:
-		default:
+		if !bookkeeping(k) {
 			headers[k] = v
 		}
 	}

@@ -35,7 +35,9 @@ type Job struct {
 	// past the cap is dead-lettered without running.
 	MaxAttempts int
 	// Backoff picks the delay before a retry; nil means
-	// Backoff(time.Second, 2, 5*time.Minute).
+	// Backoff(time.Second, 2, 5*time.Minute). A policy that panics is
+	// refused by Register when sampling it panics, and at run time its
+	// panic is logged and the default backoff used instead.
 	Backoff Policy
 	// Timeout is a deadline on the handler's context (cooperative: the
 	// handler must watch ctx). 0 means none.
@@ -61,6 +63,11 @@ func (j *Job) Validate() error {
 		return fmt.Errorf("worker: job %q: Concurrency %d is negative", j.Name, j.Concurrency)
 	case j.Timeout < 0:
 		return fmt.Errorf("worker: job %q: Timeout %s is negative", j.Name, j.Timeout)
+	}
+	if j.Backoff != nil {
+		if err := validatePolicy(j.Backoff); err != nil {
+			return fmt.Errorf("worker: job %q: %w", j.Name, err)
+		}
 	}
 	return nil
 }

@@ -11,12 +11,15 @@ import (
 // from a fixed list; never a job id or key.
 //
 //	quarantine_worker_completions_total{job}
-//	quarantine_worker_retries_total{job,class}       class: error, retry_after, timeout, panic, shutdown, unknown_name, claim_held, claim_error, record_error
+//	quarantine_worker_retries_total{job,class}       class: error, retry_after, timeout, panic, shutdown, unknown_name, claim_held, claim_error, record_error, claim_lost, deferred
 //	quarantine_worker_redeliveries_total{job}        deliveries with attempt > 1
 //	quarantine_worker_dead_letters_total{job,class}  class: permanent, exhausted, unknown_name, malformed
 //	quarantine_worker_rejections_total{job}
 //	quarantine_worker_claim_conflicts_total{job}     duplicates of a completed key, acked without running
 //	quarantine_worker_handler_seconds{job}           handler latency
+//	quarantine_worker_delivery_age_seconds{job}      age of a delivery when received (since it was first enqueued)
+//	quarantine_worker_settlement_failures_total{job,result}  settlements the backend did not accept (left to redelivery)
+//	quarantine_worker_abandoned_total{job}           deliveries still running at the drain deadline, left unacknowledged
 type Metrics struct {
 	completions  *prometheus.CounterVec
 	retries      *prometheus.CounterVec
@@ -25,6 +28,9 @@ type Metrics struct {
 	rejections   *prometheus.CounterVec
 	conflicts    *prometheus.CounterVec
 	latency      *prometheus.HistogramVec
+	age          *prometheus.HistogramVec
+	settleFails  *prometheus.CounterVec
+	abandoned    *prometheus.CounterVec
 }
 
 // NewMetrics creates the worker metrics and registers them with reg (not
@@ -47,9 +53,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "quarantine_worker_handler_seconds", Help: "Handler run time.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"job"}),
+		age: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "quarantine_worker_delivery_age_seconds", Help: "Age of a delivery when received: time since the job was first enqueued.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 12)}, []string{"job"}),
+		settleFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarantine_worker_settlement_failures_total", Help: "Settlements the backend did not accept, by intended result; the delivery is left to redelivery."}, []string{"job", "result"}),
+		abandoned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quarantine_worker_abandoned_total", Help: "Deliveries still running at the drain deadline, left unacknowledged for the backend to redeliver."}, []string{"job"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.completions, m.retries, m.redeliveries, m.deadLetters, m.rejections, m.conflicts, m.latency)
+		reg.MustRegister(m.completions, m.retries, m.redeliveries, m.deadLetters, m.rejections, m.conflicts, m.latency,
+			m.age, m.settleFails, m.abandoned)
 	}
 	return m
 }
@@ -75,6 +89,33 @@ func (m *Metrics) observe(o Outcome) {
 func (m *Metrics) redelivered(job string) {
 	if m != nil {
 		m.redeliveries.WithLabelValues(job).Inc()
+	}
+}
+
+// received observes the age of d at now: since EnqueuedAt, else
+// HeaderEnqueuedAt; nothing when neither is known.
+func (m *Metrics) received(job string, now time.Time, d *Delivery) {
+	if m == nil {
+		return
+	}
+	t := d.EnqueuedAt
+	if t.IsZero() {
+		t, _ = time.Parse(time.RFC3339Nano, d.Header(HeaderEnqueuedAt))
+	}
+	if !t.IsZero() {
+		m.age.WithLabelValues(job).Observe(max(now.Sub(t), 0).Seconds())
+	}
+}
+
+func (m *Metrics) settleFailed(job string, r Result) {
+	if m != nil {
+		m.settleFails.WithLabelValues(job, r.String()).Inc()
+	}
+}
+
+func (m *Metrics) abandon(job string) {
+	if m != nil {
+		m.abandoned.WithLabelValues(job).Inc()
 	}
 }
 

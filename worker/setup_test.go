@@ -248,35 +248,62 @@ type countingDriver struct {
 	worker.Driver
 	open    atomic.Int64
 	failAck atomic.Bool
+
+	mu       sync.Mutex
+	received map[string]int // deliveries per message id
+	settled  map[string]int // settlements the backend accepted per message id
 }
 
 func (d *countingDriver) Receive(ctx context.Context, n int) ([]*worker.Delivery, error) {
 	ds, err := d.Driver.Receive(ctx, n)
 	d.open.Add(int64(len(ds)))
+	d.mu.Lock()
+	if d.received == nil {
+		d.received, d.settled = map[string]int{}, map[string]int{}
+	}
+	for _, dl := range ds {
+		d.received[dl.ID]++
+	}
+	d.mu.Unlock()
 	return ds, err
 }
 
-func (d *countingDriver) Ack(ctx context.Context, dl *worker.Delivery) error {
-	defer d.open.Add(-1)
-	if d.failAck.Load() {
-		return errors.New("ack refused by the test")
+// done counts a settlement of dl the backend accepted.
+func (d *countingDriver) done(dl *worker.Delivery, err error) error {
+	d.open.Add(-1)
+	if err == nil {
+		d.mu.Lock()
+		d.settled[dl.ID]++
+		d.mu.Unlock()
 	}
-	return d.Driver.Ack(ctx, dl)
+	return err
+}
+
+// unsettled is how many deliveries of message id never settled (their
+// consumer crashed, or the settlement failed).
+func (d *countingDriver) unsettled(id string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.received[id] - d.settled[id]
+}
+
+func (d *countingDriver) Ack(ctx context.Context, dl *worker.Delivery) error {
+	if d.failAck.Load() {
+		return d.done(dl, errors.New("ack refused by the test"))
+	}
+	return d.done(dl, d.Driver.Ack(ctx, dl))
 }
 
 func (d *countingDriver) Retry(ctx context.Context, dl *worker.Delivery, delay time.Duration) error {
-	defer d.open.Add(-1)
-	return d.Driver.Retry(ctx, dl, delay)
+	return d.done(dl, d.Driver.Retry(ctx, dl, delay))
 }
 
 func (d *countingDriver) DeadLetter(ctx context.Context, dl *worker.Delivery, env []byte) error {
-	defer d.open.Add(-1)
-	return d.Driver.DeadLetter(ctx, dl, env)
+	return d.done(dl, d.Driver.DeadLetter(ctx, dl, env))
 }
 
 func (d *countingDriver) Reject(ctx context.Context, dl *worker.Delivery) error {
-	defer d.open.Add(-1)
-	return d.Driver.Reject(ctx, dl)
+	return d.done(dl, d.Driver.Reject(ctx, dl))
 }
 
 // faultyClaims injects kills: after a successful Claim or Complete the
@@ -289,7 +316,19 @@ type faultyClaims struct {
 	afterClaim    func(key string) (kill bool)
 	afterComplete func(key string)
 	extends       atomic.Int64
+	down          atomic.Bool  // Claim fails (the claim store is unreachable)
+	failComplete  atomic.Int32 // the next n Completes fail
+	failedRecords map[string]int
 }
+
+// recordFailures is how many Completes of key failComplete refused.
+func (c *faultyClaims) recordFailures(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failedRecords[key]
+}
+
+var errClaimsDown = errors.New("claim store unreachable (test)")
 
 func (c *faultyClaims) Extend(ctx context.Context, key, owner string, lease time.Duration) error {
 	c.extends.Add(1)
@@ -299,6 +338,9 @@ func (c *faultyClaims) Extend(ctx context.Context, key, owner string, lease time
 var errKilled = errors.New("killed by the test")
 
 func (c *faultyClaims) Claim(ctx context.Context, key, owner string, lease time.Duration) (worker.Claim, error) {
+	if c.down.Load() {
+		return worker.Claim{}, errClaimsDown
+	}
 	cl, err := c.Claims.Claim(ctx, key, owner, lease)
 	c.mu.Lock()
 	hook := c.afterClaim
@@ -310,6 +352,16 @@ func (c *faultyClaims) Claim(ctx context.Context, key, owner string, lease time.
 }
 
 func (c *faultyClaims) Complete(ctx context.Context, key, owner string) error {
+	if c.failComplete.Add(-1) >= 0 {
+		c.mu.Lock()
+		if c.failedRecords == nil {
+			c.failedRecords = map[string]int{}
+		}
+		c.failedRecords[key]++
+		c.mu.Unlock()
+		return errClaimsDown
+	}
+	c.failComplete.Store(0)
 	err := c.Claims.Complete(ctx, key, owner)
 	c.mu.Lock()
 	hook := c.afterComplete

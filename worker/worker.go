@@ -34,7 +34,9 @@ type Config struct {
 	// UnknownRetryDelay and UnknownMaxDeliveries: a delivery naming no
 	// registered job is retried after UnknownRetryDelay (default 30 s)
 	// until its UnknownMaxDeliveries-th delivery (default 10), then
-	// dead-lettered as unknown_name.
+	// dead-lettered as unknown_name. 0 means the default; New refuses a
+	// negative value (there is no "no cap": a job nobody registers would
+	// circulate for ever).
 	UnknownRetryDelay    time.Duration
 	UnknownMaxDeliveries int
 	// DrainTimeout is how long Run waits, once its context ends, for
@@ -104,7 +106,9 @@ type Outcome struct {
 	Delay time.Duration
 	// Err is the handler's error, if any.
 	Err error
-	// Ran reports whether the handler ran for this delivery.
+	// Ran reports whether the handler ran for this delivery (also when
+	// it was cancelled at shutdown, or its result could not be recorded);
+	// false when the delivery was settled without running it.
 	Ran bool
 
 	jobLabel string
@@ -125,6 +129,11 @@ type Worker struct {
 	// abandoned is set when Run gave up on in-flight handlers: they
 	// record their claim but settle nothing.
 	abandoned atomic.Bool
+	// inflight maps each delivery being handled to its metrics label.
+	inflight sync.Map
+	// claimErrors counts the claims that failed in a row (the claim
+	// store unreachable): the backoff of a claim_error retry.
+	claimErrors atomic.Int64
 }
 
 type registered struct {
@@ -133,10 +142,22 @@ type registered struct {
 }
 
 // New returns a worker for cfg. It returns an error when cfg has no
-// Driver or when the unknown-name retry delay does not fit the driver.
+// Driver, a duration or UnknownMaxDeliveries is negative, or the
+// unknown-name retry delay does not fit the driver.
 func New(cfg Config) (*Worker, error) {
 	if cfg.Driver == nil {
 		return nil, errors.New("worker: Config.Driver is required")
+	}
+	for _, c := range []struct {
+		name string
+		d    time.Duration
+	}{{"ClaimLease", cfg.ClaimLease}, {"UnknownRetryDelay", cfg.UnknownRetryDelay}, {"DrainTimeout", cfg.DrainTimeout}, {"SettleTimeout", cfg.SettleTimeout}} {
+		if c.d < 0 {
+			return nil, fmt.Errorf("worker: Config.%s %s is negative (0 means the default)", c.name, c.d)
+		}
+	}
+	if cfg.UnknownMaxDeliveries < 0 {
+		return nil, fmt.Errorf("worker: Config.UnknownMaxDeliveries %d is negative (0 means the default, %d)", cfg.UnknownMaxDeliveries, DefaultUnknownMaxDeliveries)
 	}
 	if cfg.ClaimLease <= 0 {
 		cfg.ClaimLease = DefaultClaimLease
@@ -181,7 +202,10 @@ func (w *Worker) Register(job Job) error {
 	if w.active.Load() {
 		return fmt.Errorf("worker: job %q: register before Run", job.Name)
 	}
-	d, unbounded := maxPolicyDelay(job.policy(), job.MaxAttempts)
+	d, unbounded, err := maxPolicyDelay(job.policy(), job.MaxAttempts)
+	if err != nil {
+		return fmt.Errorf("worker: job %q: %w", job.Name, err)
+	}
 	if err := w.checkDelay("job "+job.Name, d, unbounded); err != nil {
 		return err
 	}
@@ -291,6 +315,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.abandoned.Store(true)
 	n := running.Load()
+	w.inflight.Range(func(_, label any) bool {
+		w.cfg.Metrics.abandon(label.(string))
+		return true
+	})
 	w.log.Warn("drain deadline passed: deliveries left unacknowledged", "count", n)
 	return fmt.Errorf("worker: %d deliveries still running at the drain deadline were left unacknowledged", n)
 }

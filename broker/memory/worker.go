@@ -44,7 +44,9 @@ type WorkQueueOptions struct {
 	// time.Now. Receive polls it every millisecond, so a test advancing
 	// an injected clock needs nothing else.
 	Now func() time.Time
-	// Limits is what the driver declares (worker.Driver.Limits).
+	// Limits is what the driver declares (worker.Driver.Limits);
+	// RetryKeepsCount is always set (Retry puts the same job back, and
+	// Deliveries goes on counting).
 	Limits worker.Limits
 	// Broker and FailureQueue: when both are set, DeadLetter also
 	// publishes the envelope to FailureQueue on Broker (and fails, leaving
@@ -312,7 +314,11 @@ func (q *WorkQueue) Extend(_ context.Context, d *worker.Delivery) error {
 }
 
 // Limits implements worker.Driver.
-func (q *WorkQueue) Limits() worker.Limits { return q.opt.Limits }
+func (q *WorkQueue) Limits() worker.Limits {
+	l := q.opt.Limits
+	l.RetryKeepsCount = true
+	return l
+}
 
 // Crash simulates consumers dying: every in-flight delivery goes back to
 // the queue, ready now, and settling the old deliveries fails with

@@ -2,9 +2,12 @@ package nats
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +34,10 @@ const (
 	DefaultWorkMaxAckPending = 1000
 	// defaultWorkPoll is the longest one pull request waits.
 	defaultWorkPoll = 5 * time.Second
+	// WorkStateTTL is how long the retry state of a message is kept in
+	// the state bucket after its last retry (see WorkDriver). A message
+	// redelivered later than that counts every delivery as an attempt.
+	WorkStateTTL = 30 * 24 * time.Hour
 )
 
 // WorkConfig configures a WorkDriver: one work stream and durable pull
@@ -68,7 +75,15 @@ type WorkConfig struct {
 	// forgets the message, as RabbitMQ drops a rejection without a
 	// dead-letter exchange.
 	RejectNak bool
+	// StateBucket is the JetStream key-value bucket that carries the
+	// worker's retry headers across a NakWithDelay (see WorkDriver),
+	// created or updated by NewWorkDriver. Default
+	// "quarantine-worker-<Stream>-<Consumer>" (characters other than
+	// letters, digits, '-' and '_' become '_').
+	StateBucket string
 }
+
+var bucketName = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
 // Validate checks c; errors are EINVALID *quarantine.Error values naming
 // the field at fault.
@@ -103,6 +118,9 @@ func (c *WorkConfig) Validate() error {
 	if c.MaxDelay < 0 || c.MaxDelay > 30*24*time.Hour {
 		return quarantine.FieldErrorf(quarantine.EINVALID, "max_delay", "max_delay must be between 0 (default 24h) and 720h")
 	}
+	if c.StateBucket != "" && (len(c.StateBucket) > 255 || !bucketName.MatchString(c.StateBucket)) {
+		return quarantine.FieldErrorf(quarantine.EINVALID, "state_bucket", "%q is not a key-value bucket name (letters, digits, '-', '_')", clip(c.StateBucket))
+	}
 	return nil
 }
 
@@ -119,6 +137,14 @@ func (c WorkConfig) withDefaults() WorkConfig {
 	if c.MaxDelay == 0 {
 		c.MaxDelay = DefaultWorkMaxDelay
 	}
+	if c.StateBucket == "" {
+		c.StateBucket = strings.Map(func(r rune) rune {
+			if r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+				return r
+			}
+			return '_'
+		}, "quarantine-worker-"+c.Stream+"-"+c.Consumer)
+	}
 	return c
 }
 
@@ -128,17 +154,24 @@ func (c WorkConfig) withDefaults() WorkConfig {
 // Settlements:
 //
 //   - Ack: a double ack (the server confirms it).
-//   - Retry(d, delay): NakWithDelay(delay), confirmed by the server. The
-//     stream keeps the original message, so d.Headers updated by the
-//     worker (x-quarantine-attempts, x-quarantine-first-failed-at) do not
-//     ride on the retry: the attempt comes from the consumer's
-//     NumDelivered, which counts every delivery (also the ones that never
-//     settled), so the attempt cap holds. Republishing the updated
-//     message instead would need a delayed publish, which JetStream 2.9
-//     and 2.10 lack (and publish-then-ack could duplicate the job on a
-//     crash between the two). The cost: first_failed_at is not known in
-//     the failure envelope, and the worker's uncounted retries (a claim
-//     held elsewhere, a shutdown) count as attempts here.
+//   - Retry(d, delay): the worker's own headers of d
+//     (x-quarantine-attempts, -delivered, -first-failed-at, -not-before)
+//     are put in the state bucket (WorkConfig.StateBucket) under the
+//     message's stream sequence, then NakWithDelay(delay), confirmed by
+//     the server. The stream keeps the original message, whose headers
+//     cannot change; Receive puts the stored ones back on a redelivery
+//     (NumDelivered above 1), so the worker counts attempts as on any
+//     driver: the consumer's NumDelivered goes on across a retry
+//     (Limits().RetryKeepsCount), every delivery that never settled
+//     counts, and the retries the worker does not count (a claim held
+//     elsewhere, a shutdown, a claim store outage) are not counted.
+//     Republishing the updated message instead would need a delayed
+//     publish, which JetStream 2.9 and 2.10 lack. A state that cannot be
+//     stored fails the Retry (the delivery comes back after AckWait); one
+//     that cannot be read is logged and the delivery counted by
+//     NumDelivered alone (more attempts, never fewer). The state is
+//     deleted when the message is acked, dead-lettered or terminated, and
+//     expires WorkStateTTL after its last retry.
 //   - DeadLetter(d, envelope): publish the envelope to FailureSubject with
 //     Nats-Msg-Id "dlq-<stream>-<seq>" and wait for the PubAck, then Term
 //     the source (confirmed). A failed publish returns its error and
@@ -148,6 +181,9 @@ func (c WorkConfig) withDefaults() WorkConfig {
 //   - Reject: Term (or Nak with WorkConfig.RejectNak).
 //   - Extend: InProgress (confirmed); Limits().RenewEvery is AckWait/2.
 //
+// NewWorkDriver also creates or updates the state bucket, so the
+// credentials need the right to manage its stream (KV_<bucket>).
+//
 // Limits().MaxDelay is WorkConfig.MaxDelay (24 h by default); there is no
 // DelayStep (NakWithDelay takes nanoseconds). The consumer's BackOff is
 // not used: the worker picks every delay.
@@ -155,8 +191,9 @@ func (c WorkConfig) withDefaults() WorkConfig {
 // Every settlement is sent as a request on the message's ack subject, so
 // an error means the server did not confirm it (the delivery is then left
 // to redelivery after AckWait). A delivery fetched while Receive's context
-// ended is nakked back at once; like every delivery, it counts in
-// NumDelivered. Settling a delivery whose connection was closed fails.
+// ended is nakked back at once, recorded in the state bucket as returned
+// unseen so that it costs no attempt although NumDelivered counts it.
+// Settling a delivery whose connection was closed fails.
 // It is safe for concurrent use.
 type WorkDriver struct {
 	cfg  WorkConfig
@@ -166,9 +203,22 @@ type WorkDriver struct {
 	nc *nats.Conn
 	js jetstream.JetStream
 
-	mu   sync.Mutex
-	cons jetstream.Consumer // nil: set up again on the next Receive
+	mu    sync.Mutex
+	cons  jetstream.Consumer // nil: set up again on the next Receive
+	state jetstream.KeyValue // nil: set up again when needed
 }
+
+// retryState is what the state bucket holds for one message: the
+// worker's headers as of its last retry, and the message's stream time
+// (a state left by another message of the same sequence, after the
+// stream was recreated, is ignored).
+type retryState struct {
+	Sent    int64             `json:"sent"`
+	Headers map[string]string `json:"headers"`
+}
+
+// stateHeaders are the worker's headers the state bucket carries.
+var stateHeaders = []string{worker.HeaderAttempts, worker.HeaderDelivered, worker.HeaderFirstFailedAt, worker.HeaderNotBefore}
 
 var (
 	_ worker.Driver = (*WorkDriver)(nil)
@@ -214,6 +264,10 @@ func NewWorkDriver(cfg WorkConfig, logger *slog.Logger) (*WorkDriver, error) {
 		nc.Close()
 		return nil, err
 	}
+	if _, err := w.stateBucket(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
 	log.Info("connected to NATS", "url", redacturl.List(cfg.URL), "subject", cfg.Subject)
 	return w, nil
 }
@@ -252,6 +306,122 @@ func (w *WorkDriver) consumer(ctx context.Context) (jetstream.Consumer, error) {
 	}
 	w.cons = cons
 	return cons, nil
+}
+
+// stateBucket returns the retry state bucket, creating or updating it
+// first if needed.
+func (w *WorkDriver) stateBucket(ctx context.Context) (jetstream.KeyValue, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != nil {
+		return w.state, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	kv, err := w.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: w.cfg.StateBucket, Description: "quarantine worker: retry state of consumer " + w.cfg.Consumer,
+		History: 1, TTL: WorkStateTTL,
+	})
+	if err != nil {
+		return nil, unavailable(err, "nats: cannot set up the key-value bucket %q", w.cfg.StateBucket)
+	}
+	w.state = kv
+	return kv, nil
+}
+
+// stateKey is the state bucket's key of m: its stream sequence.
+func stateKey(m jetstream.Msg) (key string, md *jetstream.MsgMetadata, ok bool) {
+	md, err := m.Metadata()
+	if err != nil {
+		return "", nil, false
+	}
+	return strconv.FormatUint(md.Sequence.Stream, 10), md, true
+}
+
+// loadState puts the worker's headers stored at m's last retry back on d.
+func (w *WorkDriver) loadState(ctx context.Context, m jetstream.Msg, d *worker.Delivery) {
+	key, md, ok := stateKey(m)
+	if !ok || md.NumDelivered <= 1 {
+		return
+	}
+	kv, err := w.stateBucket(ctx)
+	var e jetstream.KeyValueEntry
+	if err == nil {
+		e, err = kv.Get(ctx, key)
+	}
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return
+	}
+	var st retryState
+	if err == nil {
+		err = json.Unmarshal(e.Value(), &st)
+	}
+	if err != nil {
+		w.log.Warn("cannot read the retry state of a delivery: counting it by NumDelivered", "delivery", d.ID, "err", err)
+		return
+	}
+	if st.Sent != md.Timestamp.UnixNano() {
+		return
+	}
+	for _, h := range stateHeaders {
+		for k := range d.Headers {
+			if strings.EqualFold(k, h) {
+				delete(d.Headers, k)
+			}
+		}
+		if v := st.Headers[h]; v != "" {
+			d.Headers[h] = v
+		}
+	}
+}
+
+// saveState stores d's worker headers for its next delivery.
+func (w *WorkDriver) saveState(ctx context.Context, m jetstream.Msg, d *worker.Delivery) error {
+	key, md, ok := stateKey(m)
+	if !ok {
+		return fmt.Errorf("nats: delivery %s has no JetStream metadata", d.ID)
+	}
+	st := retryState{Sent: md.Timestamp.UnixNano(), Headers: map[string]string{}}
+	for _, h := range stateHeaders {
+		if v := d.Header(h); v != "" {
+			st.Headers[h] = v
+		}
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	kv, err := w.stateBucket(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, key, b); err != nil {
+		w.dropState()
+		return unavailable(err, "nats: the retry state of delivery %s was not stored", d.ID)
+	}
+	return nil
+}
+
+// forgetState deletes m's state once m is settled for good (best effort:
+// the state expires anyway).
+func (w *WorkDriver) forgetState(ctx context.Context, m jetstream.Msg) {
+	key, md, ok := stateKey(m)
+	if !ok || md.NumDelivered <= 1 {
+		return
+	}
+	kv, err := w.stateBucket(ctx)
+	if err == nil {
+		err = kv.Delete(ctx, key)
+	}
+	if err != nil {
+		w.log.Warn("cannot delete the retry state of a settled message (it expires by itself)", "seq", key, "err", err)
+	}
+}
+
+func (w *WorkDriver) dropState() {
+	w.mu.Lock()
+	w.state = nil
+	w.mu.Unlock()
 }
 
 func (w *WorkDriver) lost() {
@@ -306,7 +476,7 @@ func (w *WorkDriver) Receive(ctx context.Context, limit int) ([]*worker.Delivery
 }
 
 // pull sends one pull request for up to n messages and reads it to its
-// end (or until ctx ends: late arrivals are then nakked back by nakLate);
+// end (or until ctx ends: late arrivals are then nakked back by returnLate);
 // wait 0 asks only for what is available now.
 func (w *WorkDriver) pull(ctx context.Context, cons jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg, error) {
 	var (
@@ -336,9 +506,35 @@ func (w *WorkDriver) pull(ctx context.Context, cons jetstream.Consumer, n int, w
 			}
 			out = append(out, m)
 		case <-ctx.Done():
-			go nakLate(ch)
+			go w.returnLate(ch)
 			return out, ctx.Err()
 		}
+	}
+}
+
+// returnLate naks back whatever still arrives on an abandoned pull
+// request. The worker never saw those deliveries, so each is recorded in
+// the state bucket as settled without an attempt (its delivery count is
+// the new HeaderDelivered; the attempts done stay): the next delivery's
+// attempt is the one this would have had. Should that fail, the delivery
+// counts as one that never settled.
+func (w *WorkDriver) returnLate(ch <-chan jetstream.Msg) {
+	for m := range ch {
+		d := w.delivery(m)
+		if h, err := strconv.Atoi(d.Header(worker.HeaderAttempts)); err == nil && h >= 0 {
+			if r, err := strconv.Atoi(d.Header(worker.HeaderDelivered)); err == nil && r > 0 {
+				d.Headers[worker.HeaderDelivered] = strconv.Itoa(r + 1)
+			}
+		} else if d.Attempt > 0 {
+			d.Headers[worker.HeaderAttempts] = strconv.Itoa(d.Attempt - 1)
+			d.Headers[worker.HeaderDelivered] = strconv.Itoa(d.Attempt)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+		if err := w.saveState(ctx, m, d); err != nil {
+			w.log.Warn("cannot record a late delivery returned unseen: it will count as an attempt", "delivery", d.ID, "err", err)
+		}
+		cancel()
+		_ = m.Nak()
 	}
 }
 
@@ -362,6 +558,9 @@ func (w *WorkDriver) delivery(m jetstream.Msg) *worker.Delivery {
 	if md, err := m.Metadata(); err == nil {
 		d.Attempt = int(md.NumDelivered)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	w.loadState(ctx, m, d)
 	return d
 }
 
@@ -403,15 +602,22 @@ func (w *WorkDriver) Ack(ctx context.Context, d *worker.Delivery) error {
 	if err := m.DoubleAck(ctx); err != nil {
 		return unavailable(err, "nats: ack of delivery %s was not confirmed", d.ID)
 	}
+	w.forgetState(ctx, m)
 	return nil
 }
 
-// Retry implements worker.Driver: NakWithDelay(delay), confirmed. The
-// updated d.Headers are not carried (see WorkDriver): the consumer's
-// delivery count is the attempt.
+// Retry implements worker.Driver: d's worker headers go to the state
+// bucket (see WorkDriver), then NakWithDelay(delay), confirmed.
 func (w *WorkDriver) Retry(ctx context.Context, d *worker.Delivery, delay time.Duration) error {
 	if delay > w.cfg.MaxDelay {
 		return fmt.Errorf("nats: retry delay %s of delivery %s is above the driver's maximum of %s", delay, d.ID, w.cfg.MaxDelay)
+	}
+	m, err := msgOf(d)
+	if err != nil {
+		return err
+	}
+	if err := w.saveState(ctx, m, d); err != nil {
+		return err
 	}
 	body := ackNak
 	if delay > 0 {
@@ -449,7 +655,11 @@ func (w *WorkDriver) DeadLetter(ctx context.Context, d *worker.Delivery, envelop
 		// envelope is in the failure stream already.
 		return unavailable(err, "nats: the failure envelope of delivery %s was not confirmed on %q", d.ID, w.cfg.FailureSubject)
 	}
-	return w.settle(ctx, d, "term", ackTerm)
+	if err := w.settle(ctx, d, "term", ackTerm); err != nil {
+		return err
+	}
+	w.forgetState(ctx, m)
+	return nil
 }
 
 // Reject implements worker.Driver: Term, or Nak with RejectNak.
@@ -457,7 +667,13 @@ func (w *WorkDriver) Reject(ctx context.Context, d *worker.Delivery) error {
 	if w.cfg.RejectNak {
 		return w.settle(ctx, d, "nak", ackNak)
 	}
-	return w.settle(ctx, d, "term", ackTerm)
+	if err := w.settle(ctx, d, "term", ackTerm); err != nil {
+		return err
+	}
+	if m, err := msgOf(d); err == nil {
+		w.forgetState(ctx, m)
+	}
+	return nil
 }
 
 // Extend implements worker.Driver: InProgress, confirmed by the server.
@@ -467,7 +683,7 @@ func (w *WorkDriver) Extend(ctx context.Context, d *worker.Delivery) error {
 
 // Limits implements worker.Driver.
 func (w *WorkDriver) Limits() worker.Limits {
-	return worker.Limits{MaxDelay: w.cfg.MaxDelay, RenewEvery: w.cfg.AckWait / 2}
+	return worker.Limits{MaxDelay: w.cfg.MaxDelay, RenewEvery: w.cfg.AckWait / 2, RetryKeepsCount: true}
 }
 
 // Send implements worker.Sender: a JetStream publish to m.Queue (default

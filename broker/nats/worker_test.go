@@ -372,6 +372,7 @@ func TestWorkConfigValidate(t *testing.T) {
 		"wildcard":        func(c *WorkConfig) { c.FailureSubject = "failed.*" },
 		"ack_wait":        func(c *WorkConfig) { c.AckWait = time.Millisecond },
 		"max_delay":       func(c *WorkConfig) { c.MaxDelay = -1 },
+		"state_bucket":    func(c *WorkConfig) { c.StateBucket = "a.b" },
 	} {
 		c := ok
 		mut(&c)

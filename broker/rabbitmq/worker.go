@@ -246,6 +246,7 @@ type workSession struct {
 	// The consumer, started by the first Receive. Guarded by WorkDriver.mu
 	// until set.
 	cch        *amqp.Channel
+	ctag       string
 	deliveries <-chan amqp.Delivery
 
 	// The publisher: one publish in flight at a time, so that a
@@ -314,21 +315,79 @@ func (d *WorkDriver) bucket(delay time.Duration) time.Duration {
 	return d.cfg.DelayBuckets[len(d.cfg.DelayBuckets)-1]
 }
 
-// Close closes the connection. Unsettled deliveries go back to the queue;
-// Receive and Send fail afterwards.
+// Close cancels the consumer, re-sends the deliveries the broker pushed
+// (prefetch) that Receive never returned (see returnUnseen), and closes
+// the connection. Deliveries Receive returned and that were not settled
+// go back to the queue; Receive and Send fail afterwards. Call it after
+// the worker's Run returned.
 func (d *WorkDriver) Close() error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.closed = true
 	s := d.sess
 	d.sess = nil
+	d.mu.Unlock()
 	if s == nil {
 		return nil
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); d.returnUnseen(s) }()
+	select {
+	case <-done:
+	case <-time.After(6 * time.Second): // a broker that does not answer: closing ends it
 	}
 	if err := s.conn.Close(); err != nil && !errors.Is(err, amqp.ErrClosed) {
 		return err
 	}
 	return nil
+}
+
+// returnUnseen cancels s's consumer and puts each delivery still
+// buffered (pushed by the broker, never returned by Receive) back on the
+// work queue as a new message, then acks it. Left to the channel's
+// closing, the broker would requeue them and a quorum queue would count
+// a delivery the worker never saw (x-delivery-count), spending an
+// attempt. The copy carries x-quarantine-attempts so that its attempt is
+// the one the unseen delivery would have had. A copy that cannot be
+// published (within 5 s in all) is left to the requeue.
+func (d *WorkDriver) returnUnseen(s *workSession) {
+	if s.cch == nil || s.cch.IsClosed() {
+		return
+	}
+	if err := s.cch.Cancel(s.ctag, false); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for m := range s.deliveries {
+		if ctx.Err() != nil {
+			continue // requeued when the channel closes
+		}
+		dv := d.delivery(s, &m)
+		h, err := strconv.Atoi(dv.Header(worker.HeaderAttempts))
+		if err != nil || h < 0 {
+			h = 0
+		}
+		if done := h + max(dv.Attempt, 1) - 1; done > 0 {
+			dv.Headers[worker.HeaderAttempts] = strconv.Itoa(done)
+		}
+		r := dv.Ref.(*workRef)
+		if err := s.publish(ctx, d.cfg.Queue, d.cfg.Queue, 0, d.republishing(dv, r)); err != nil {
+			d.log.Warn("cannot return an unseen delivery as a new message: the broker requeues it", "delivery", word(dv.ID), "err", err)
+			continue
+		}
+		if err := s.cch.Ack(r.tag, false); err != nil {
+			d.log.Warn("an unseen delivery was re-sent but could not be acked: two copies (the claim absorbs the duplicate)", "delivery", word(dv.ID), "err", err)
+		}
+	}
+}
+
+// republishing is the message Retry publishes for dv: its body and
+// headers, persistent, with the same message_id, type and timestamp.
+func (d *WorkDriver) republishing(dv *worker.Delivery, r *workRef) amqp.Publishing {
+	return amqp.Publishing{
+		Headers: table(dv.Headers), ContentType: dv.ContentType, DeliveryMode: amqp.Persistent,
+		MessageId: dv.ID, Type: dv.JobName, Timestamp: r.timestamp, Body: dv.Body,
+	}
 }
 
 // session returns the live session, dialling one when there is none or
@@ -419,12 +478,13 @@ func (d *WorkDriver) consumer() (*workSession, error) {
 		d.dropLocked(s, err)
 		return nil, unavailable(err, "cannot set the prefetch to %d", d.cfg.Prefetch)
 	}
-	ds, err := ch.Consume(d.cfg.Queue, consumerTag("worker-"+d.cfg.Name), false, false, false, false, nil)
+	tag := consumerTag("worker-" + d.cfg.Name)
+	ds, err := ch.Consume(d.cfg.Queue, tag, false, false, false, false, nil)
 	if err != nil {
 		d.dropLocked(s, err)
 		return nil, unavailable(err, "cannot consume from queue %s", word(d.cfg.Queue))
 	}
-	s.cch, s.deliveries = ch, ds
+	s.cch, s.ctag, s.deliveries = ch, tag, ds
 	return s, nil
 }
 
@@ -566,10 +626,7 @@ func (d *WorkDriver) Retry(ctx context.Context, dv *worker.Delivery, delay time.
 	if err != nil {
 		return err
 	}
-	p := amqp.Publishing{
-		Headers: table(dv.Headers), ContentType: dv.ContentType, DeliveryMode: amqp.Persistent,
-		MessageId: dv.ID, Type: dv.JobName, Timestamp: r.timestamp, Body: dv.Body,
-	}
+	p := d.republishing(dv, r)
 	var bucket time.Duration
 	target := d.cfg.Queue
 	if delay > 0 {
