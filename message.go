@@ -262,3 +262,7 @@ func truncateForError(s string) string {
 	}
 	return s
 }
+
+// ClipReason returns s as a stored reason: sanitized (SanitizeText) and
+// cut to MaxReasonBytes without splitting a rune.
+func ClipReason(s string) string { return truncateUTF8(SanitizeText(s), MaxReasonBytes) }

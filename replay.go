@@ -316,7 +316,9 @@ type ReplayItem struct {
 	MessageID string      `json:"message_id"`
 	Queue     string      `json:"queue"` // the message's queue when pinned
 	Outcome   ItemOutcome `json:"outcome"`
-	Reason    string      `json:"reason"`
+	// Reason says why the item failed or was skipped; while it is still
+	// pending after a refusal, it is the destination's last refusal.
+	Reason string `json:"reason"`
 	// Destination says where it was published: kind, collector and queue,
 	// like "rabbitmq:orders-rmq/orders".
 	Destination    string     `json:"destination"`
@@ -324,7 +326,11 @@ type ReplayItem struct {
 	PayloadVersion int        `json:"payload_version"` // the version published
 	PayloadSHA256  string     `json:"payload_sha256"`
 	DroppedHeaders []string   `json:"dropped_headers"` // redacted at ingest, so not sent
-	Attempts       int        `json:"attempts"`        // leases taken (more than 1: republished after a lost lease)
+	Attempts       int        `json:"attempts"`        // leases taken (more than 1: republished after a lost lease, or retried after a refusal)
+	// Refusals counts the times the destination refused the item for now
+	// (a nack, a full queue, throttling): it is retried, backing off,
+	// until the engine's publish attempts are spent, then it fails.
+	Refusals       int        `json:"refusals"`
 	RefailID       string     `json:"refail_id"`       // the new entry, when it re-failed
 	PublishedAt    *time.Time `json:"published_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
@@ -337,6 +343,10 @@ type ReplayLease struct {
 	Item    ReplayItem
 	Message *Message
 	Fence   int64
+	// Refusal is set by an engine that gives the item back because the
+	// destination refused it for now: the store counts it in the item's
+	// Refusals and keeps it as the item's Reason.
+	Refusal string
 }
 
 // ReplayResult is what an engine records for a leased item.

@@ -55,6 +55,15 @@ const (
 	MaxChunk = 500
 	// DefaultWorkers is how many chunks of a batch are on their way at once.
 	DefaultWorkers = 2
+	// DefaultPublishAttempts is how many times an item is offered to a
+	// destination that refuses it for now (a nack, a full queue,
+	// throttling) before it fails.
+	DefaultPublishAttempts = 5
+	// DefaultRetryMin and DefaultRetryMax bound the backoff after such a
+	// refusal: full jitter over RetryMin doubled per refusal, capped at
+	// RetryMax.
+	DefaultRetryMin = time.Second
+	DefaultRetryMax = time.Minute
 )
 
 // Config is what an Engine needs. Store and Router are required.
@@ -74,9 +83,20 @@ type Config struct {
 	// way at once (default 2): while one is published, the next is leased
 	// and the last recorded.
 	Workers int
-	Logger  *slog.Logger
-	Metrics *Metrics // nil: none
-	Now     func() time.Time
+	// PublishAttempts is how many times an item is offered to a
+	// destination that answers but refuses it for now (Result.Refused:
+	// a nack, a full queue, throttling) before the item fails with the
+	// last refusal (default DefaultPublishAttempts). A destination that
+	// cannot be reached at all spends no attempt: its items wait.
+	PublishAttempts int
+	// RetryMin and RetryMax bound the wait after a refusal: a random
+	// time up to RetryMin doubled per refusal of the item, at most
+	// RetryMax (full jitter; defaults DefaultRetryMin, DefaultRetryMax).
+	// A Retry-After from the destination wins when it is longer.
+	RetryMin, RetryMax time.Duration
+	Logger             *slog.Logger
+	Metrics            *Metrics // nil: none
+	Now                func() time.Time
 }
 
 // Engine runs replay batches. Several engines (processes) may share one
@@ -159,6 +179,16 @@ func New(cfg Config) *Engine {
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
 	}
+	if cfg.PublishAttempts <= 0 {
+		cfg.PublishAttempts = DefaultPublishAttempts
+	}
+	if cfg.RetryMin <= 0 {
+		cfg.RetryMin = DefaultRetryMin
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = DefaultRetryMax
+	}
+	cfg.RetryMax = max(cfg.RetryMax, cfg.RetryMin)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

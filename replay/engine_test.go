@@ -3,6 +3,7 @@ package replay_test
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -494,5 +495,78 @@ func TestReplayRetriesARecordWhileItsLeaseLasts(t *testing.T) {
 	f.waitState(b.ID, 30*time.Second, quarantine.ReplayCompleted)
 	if got := len(f.broker.Messages("orders")); got != len(ids) {
 		t.Fatalf("%d published for %d messages", got, len(ids))
+	}
+}
+
+// A destination that refuses messages for now (a nack, a full queue) gets
+// them again after a backoff: fewer refusals than the publish attempts
+// lose nothing, and each item remembers how often it was refused.
+func TestReplayRefusedMessagesAreOfferedAgain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(20)
+	f.broker.Refuse("orders", 50) // every item refused 2 or 3 times (chunks of 20)
+	b := f.create(ids, fast())
+	f.engine(replay.Config{PublishAttempts: 5, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
+	done := f.waitState(b.ID, 30*time.Second, quarantine.ReplayCompleted)
+	if done.Counts[quarantine.ItemPublished] != 20 || len(f.broker.Messages("orders")) != 20 {
+		t.Fatalf("counts %v, broker holds %d; want all 20 published once", done.Counts, len(f.broker.Messages("orders")))
+	}
+	refusals := 0
+	for _, it := range f.items(b.ID) {
+		if it.Refusals < 1 || it.Refusals > 4 || it.Attempts != it.Refusals+1 {
+			t.Errorf("item %d: %d refusals in %d attempts; want 1-4, each followed by one more lease", it.Seq, it.Refusals, it.Attempts)
+		}
+		refusals += it.Refusals
+	}
+	if refusals != 50 {
+		t.Errorf("%d refusals recorded, the broker refused 50", refusals)
+	}
+}
+
+// An item refused at every offer fails after the engine's publish
+// attempts, with the refusal as its reason, and its message is back in
+// the quarantine; nothing was published.
+func TestReplayRefusedTooOftenFails(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(6)
+	f.broker.Refuse("orders", -1)
+	b := f.create(ids, fast())
+	f.engine(replay.Config{PublishAttempts: 3, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
+	done := f.waitState(b.ID, 30*time.Second, quarantine.ReplayCompleted)
+	if done.Counts[quarantine.ItemFailed] != 6 || len(f.broker.Messages("orders")) != 0 {
+		t.Fatalf("counts %v, broker holds %d; want 6 failed, none published", done.Counts, len(f.broker.Messages("orders")))
+	}
+	for _, it := range f.items(b.ID) {
+		if it.Attempts != 3 || it.Refusals != 2 || !strings.Contains(it.Reason, "refused 3 times") || !strings.Contains(it.Reason, "full") {
+			t.Errorf("item %+v: want 3 attempts, 2 refusals counted before the last, and the refusal as its reason", it)
+		}
+		m, err := f.store.GetMessage(context.Background(), it.MessageID)
+		if err != nil || m.Status != quarantine.StatusQuarantined {
+			t.Errorf("message %s: %v, %v; want quarantined again", it.MessageID, m, err)
+		}
+	}
+}
+
+// A broker that cannot be reached spends no publish attempt: with one
+// attempt, an outage still ends with every item published.
+func TestReplayOutageSpendsNoAttempt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ids := f.insert(10)
+	f.broker.SetDown(true)
+	b := f.create(ids, fast())
+	f.engine(replay.Config{PublishAttempts: 1, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
+	f.obs.wait(t, 30*time.Second, "three publishes given back", func(o observation) bool { return o.Releases >= 3 })
+	f.broker.SetDown(false)
+	done := f.waitState(b.ID, 40*time.Second, quarantine.ReplayCompleted)
+	if done.Counts[quarantine.ItemPublished] != 10 {
+		t.Fatalf("counts %v; want all 10 published", done.Counts)
+	}
+	for _, it := range f.items(b.ID) {
+		if it.Refusals != 0 {
+			t.Errorf("item %d counts %d refusals for an outage", it.Seq, it.Refusals)
+		}
 	}
 }

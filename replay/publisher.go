@@ -48,6 +48,12 @@ type Result struct {
 	Outcome    quarantine.ItemOutcome
 	Err        error         // the reason, for failed and pending
 	RetryAfter time.Duration // for pending: how long the destination asked to wait (0: the engine's backoff)
+	// Refused, for pending, says that the destination answered and
+	// refused the message for now (a broker's nack, a full queue,
+	// throttling) rather than not answering (a lost connection): the
+	// engine retries it a bounded number of times (Config.PublishAttempts)
+	// before the item fails.
+	Refused bool
 }
 
 // Publisher sends replayed messages to one broker and waits for its

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -372,6 +373,7 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 			w.e.cfg.Metrics.publishTook(time.Since(started))
 			var done []quarantine.ReplayResult
 			transient := false
+			refused := 0 // the most refusals of an item given back (0: none refused)
 			for i, p := range part {
 				var r Result
 				if i < len(res) {
@@ -385,6 +387,16 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 				case quarantine.ItemFailed:
 					done = append(done, w.result(b, p, quarantine.ItemFailed, errText(r.Err)))
 				default:
+					if r.Refused {
+						refusals := p.lease.Item.Refusals + 1
+						if refusals >= w.e.cfg.PublishAttempts {
+							done = append(done, w.result(b, p, quarantine.ItemFailed,
+								fmt.Sprintf("refused %d times; the last: %s", refusals, errText(r.Err))))
+							continue
+						}
+						p.lease.Refusal = errText(r.Err)
+						refused = max(refused, refusals)
+					}
 					transient = true
 					release = append(release, p.lease)
 					if r.RetryAfter > wait {
@@ -396,7 +408,10 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 			w.record(ctx, done, leasedAt.Add(w.e.cfg.Lease))
 			if transient {
 				w.failures++
-				if wait == 0 {
+				switch {
+				case refused > 0:
+					wait = max(wait, fullJitter(refused, w.e.cfg.RetryMin, w.e.cfg.RetryMax))
+				case wait == 0:
 					wait = collect.Backoff(w.failures, 200*time.Millisecond, 30*time.Second)
 				}
 				// Every worker of this engine waits, not only this one.
@@ -488,6 +503,17 @@ func (w *worker) record(ctx context.Context, results []quarantine.ReplayResult, 
 	if len(stale) > 0 {
 		w.e.log.Warn("results refused: another engine took the items over, or the batch was cancelled", "replay", w.id, "n", len(stale))
 	}
+}
+
+// fullJitter is the wait after an item's n-th refusal: a random time up to
+// lo doubled n-1 times, at most hi (exponential backoff with full
+// jitter), but never under a millisecond.
+func fullJitter(n int, lo, hi time.Duration) time.Duration {
+	ceil := hi
+	if n-1 < 40 && lo<<(n-1) > 0 && lo<<(n-1) < hi {
+		ceil = lo << (n - 1)
+	}
+	return max(time.Millisecond, rand.N(ceil+1))
 }
 
 func errText(err error) string {

@@ -23,7 +23,8 @@ type Broker struct {
 	mu     sync.Mutex
 	queues map[string][]Message
 	down   bool
-	notify chan struct{} // closed and replaced at every publish
+	refuse map[string]int // queue -> messages still to refuse (Refuse)
+	notify chan struct{}  // closed and replaced at every publish
 	// Hook, when set, is called (outside the lock) with every message
 	// published, after it was stored.
 	hook func(Message)
@@ -57,6 +58,18 @@ func (b *Broker) SetDown(down bool) {
 	b.mu.Unlock()
 }
 
+// Refuse makes the broker refuse the next n messages published to queue
+// for now, as a RabbitMQ nack or a full queue does (pending, Refused). A
+// negative n refuses every one until Refuse(queue, 0).
+func (b *Broker) Refuse(queue string, n int) {
+	b.mu.Lock()
+	if b.refuse == nil {
+		b.refuse = map[string]int{}
+	}
+	b.refuse[queue] = n
+	b.mu.Unlock()
+}
+
 // OnPublish sets a function called with every message published.
 func (b *Broker) OnPublish(f func(Message)) {
 	b.mu.Lock()
@@ -78,6 +91,11 @@ func (b *Broker) Publish(ctx context.Context, msgs []replay.Outgoing) []replay.R
 			res[i] = replay.Result{Outcome: quarantine.ItemPending, Err: fmt.Errorf("memory broker is down")}
 		case !ok:
 			res[i] = replay.Result{Outcome: quarantine.ItemFailed, Err: fmt.Errorf("no queue named %q: the message was unroutable", m.Queue)}
+		case b.refuse[m.Queue] != 0:
+			if b.refuse[m.Queue] > 0 {
+				b.refuse[m.Queue]--
+			}
+			res[i] = replay.Result{Outcome: quarantine.ItemPending, Refused: true, Err: fmt.Errorf("memory broker: queue %q refused the message (full)", m.Queue)}
 		default:
 			msg := Message{Outgoing: m, At: time.Now()}
 			b.queues[m.Queue] = append(b.queues[m.Queue], msg)

@@ -158,6 +158,14 @@ func (p *Publisher) outcome(ctx context.Context, err error, subject string) repl
 	case errors.As(err, &ae) && ae.Code != 503:
 		return replay.Result{Outcome: quarantine.ItemFailed, Err: &quarantine.Error{Code: quarantine.EINVALID, Err: err,
 			Message: fmt.Sprintf("nats: the stream refused the message for subject %q: %s", clip(subject), clip(ae.Description))}}
+	case errors.As(err, &ae):
+		// 503: the stream answered that it cannot take the message now
+		// (full, with discard new; no quorum): offered again, a bounded
+		// number of times. A timeout or a lost connection spends no
+		// attempt: the item waits for the server.
+		r := p.pending(ctx, err, subject)
+		r.Refused = true
+		return r
 	}
 	return p.pending(ctx, err, subject)
 }

@@ -217,7 +217,10 @@ wait:
 			res[i] = pending(ctx, amqp.ErrClosed, "the connection was lost before the broker confirmed the message for queue %s", word(msgs[i].Queue))
 			continue
 		}
-		res[i] = replay.Result{Outcome: quarantine.ItemFailed, Err: &quarantine.Error{Code: quarantine.EUNAVAILABLE,
+		// A nack: the broker refused the message for now (a full queue
+		// with x-overflow reject-publish, an internal error): the engine
+		// offers it again, a bounded number of times.
+		res[i] = replay.Result{Outcome: quarantine.ItemPending, Refused: true, Err: &quarantine.Error{Code: quarantine.EUNAVAILABLE,
 			Message: fmt.Sprintf("rabbitmq: the broker refused (nacked) the message for queue %s", word(msgs[i].Queue))}}
 	}
 	// basic.return precedes the basic.ack of the same message, and the

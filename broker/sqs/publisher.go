@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/replay"
@@ -182,8 +184,8 @@ func (p *Publisher) send(ctx context.Context, url, queue string, msgs []replay.O
 		if f.SenderFault {
 			e.Code = quarantine.EINVALID
 			res[chunk[k]] = replay.Result{Outcome: quarantine.ItemFailed, Err: e}
-		} else {
-			res[chunk[k]] = replay.Result{Outcome: quarantine.ItemPending, Err: e}
+		} else { // throttled, or a fault of the service: offered again, a bounded number of times
+			res[chunk[k]] = replay.Result{Outcome: quarantine.ItemPending, Refused: true, Err: e}
 		}
 	}
 	for k, ok := range done {
@@ -221,7 +223,13 @@ func (p *Publisher) refused(ctx context.Context, queue string, err error) replay
 	case quarantine.ErrorCode(err) == quarantine.EINVALID:
 		return replay.Result{Outcome: quarantine.ItemFailed, Err: err}
 	}
-	return replay.Result{Outcome: quarantine.ItemPending, Err: err}
+	// The service answered (throttling, a fault of its own): the engine
+	// offers the message again a bounded number of times. One that was not
+	// reached, or refused our credentials, spends no attempt: the item
+	// waits for it (or for the operator's fix).
+	var api smithy.APIError
+	refused := errors.As(err, &api) && quarantine.ErrorCode(err) == quarantine.EUNAVAILABLE
+	return replay.Result{Outcome: quarantine.ItemPending, Refused: refused, Err: err}
 }
 
 // queueURL returns the URL of queue, from the cache or GetQueueUrl.

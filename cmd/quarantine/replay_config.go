@@ -26,6 +26,9 @@ type ReplayConfig struct {
 	MaxReplays      int           // a job replayed this often needs an admin (0: no cap)
 	IncidentWindow  time.Duration // the incident guard's window (0: no guard)
 	IncidentRate    float64       // new dead letters a minute above which the guard refuses
+	PublishAttempts int           // offers of an item to a destination that refuses it for now
+	RetryMin        time.Duration // the backoff after a refusal: full jitter from RetryMin,
+	RetryMax        time.Duration // doubled per refusal, at most RetryMax
 }
 
 // Defaults of `replay:`.
@@ -35,6 +38,7 @@ func defaultReplayConfig() ReplayConfig {
 		Canary: 5, Observe: 30 * time.Second, HaltRefailRatio: 0.2,
 		Lease: replay.DefaultLease, DraftTTL: quarantine.DefaultDraftTTL, Poll: replay.DefaultPoll,
 		MaxReplays: 3, IncidentWindow: 5 * time.Minute, IncidentRate: 1,
+		PublishAttempts: replay.DefaultPublishAttempts, RetryMin: replay.DefaultRetryMin, RetryMax: replay.DefaultRetryMax,
 	}
 }
 
@@ -51,6 +55,9 @@ type fileReplay struct {
 	MaxReplays      *int     `yaml:"max_replays"`
 	IncidentWindow  any      `yaml:"incident_window"`
 	IncidentRate    *float64 `yaml:"incident_rate"`
+	PublishAttempts *int     `yaml:"publish_attempts"`
+	RetryMin        any      `yaml:"retry_min"`
+	RetryMax        any      `yaml:"retry_max"`
 }
 
 // DestinationConfig is one entry of `destinations:`: the replays of the
@@ -108,6 +115,12 @@ func (s *configSource) decodeReplay(f fileReplay, r *ReplayConfig) error {
 		}
 		*k.dst = *k.v
 	}
+	if f.PublishAttempts != nil {
+		if *f.PublishAttempts < 1 || *f.PublishAttempts > 100 {
+			return s.errorf("replay.publish_attempts", "must be between 1 and 100")
+		}
+		r.PublishAttempts = *f.PublishAttempts
+	}
 	durs := []struct {
 		key      string
 		v        any
@@ -119,6 +132,8 @@ func (s *configSource) decodeReplay(f fileReplay, r *ReplayConfig) error {
 		{"replay.draft_ttl", f.DraftTTL, &r.DraftTTL, time.Minute, 30 * 24 * time.Hour},
 		{"replay.poll", f.Poll, &r.Poll, 10 * time.Millisecond, time.Minute},
 		{"replay.incident_window", f.IncidentWindow, &r.IncidentWindow, 0, 24 * time.Hour},
+		{"replay.retry_min", f.RetryMin, &r.RetryMin, time.Millisecond, time.Hour},
+		{"replay.retry_max", f.RetryMax, &r.RetryMax, time.Millisecond, 24 * time.Hour},
 	}
 	for _, k := range durs {
 		if k.v == nil {
@@ -129,6 +144,9 @@ func (s *configSource) decodeReplay(f fileReplay, r *ReplayConfig) error {
 			return s.errorf(k.key, "must be a duration between %s and %s, like 30s", k.min, k.max)
 		}
 		*k.dst = d
+	}
+	if r.RetryMin > r.RetryMax {
+		return s.errorf("replay.retry_min", "%s is above replay.retry_max (%s)", r.RetryMin, r.RetryMax)
 	}
 	if r.Rate > r.MaxRate {
 		return s.errorf("replay.rate", "%g is above replay.max_rate (%g)", r.Rate, r.MaxRate)

@@ -118,12 +118,15 @@ func (m *Main) startReplays(reg prometheus.Registerer, deps collectorDeps) error
 		return err
 	}
 	eng := replay.New(replay.Config{
-		Store:   m.store,
-		Router:  routes,
-		Lease:   m.Config.Replay.Lease,
-		Poll:    m.Config.Replay.Poll,
-		Logger:  m.logger,
-		Metrics: replay.NewMetrics(reg),
+		Store:           m.store,
+		Router:          routes,
+		Lease:           m.Config.Replay.Lease,
+		Poll:            m.Config.Replay.Poll,
+		PublishAttempts: m.Config.Replay.PublishAttempts,
+		RetryMin:        m.Config.Replay.RetryMin,
+		RetryMax:        m.Config.Replay.RetryMax,
+		Logger:          m.logger,
+		Metrics:         replay.NewMetrics(reg),
 	})
 	rr.engine = eng
 	replay.RegisterBatchGauge(reg, m.store)

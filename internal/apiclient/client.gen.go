@@ -965,7 +965,7 @@ type ReplayDestination struct {
 
 // ReplayItem defines model for ReplayItem.
 type ReplayItem struct {
-	// Attempts Leases taken; more than 1: republished after a lost lease.
+	// Attempts Leases taken; more than 1: republished after a lost lease, or offered again after a refusal.
 	Attempts int `json:"attempts"`
 
 	// BatchId A ULID.
@@ -990,11 +990,14 @@ type ReplayItem struct {
 	// Queue The message's queue when it was pinned.
 	Queue string `json:"queue"`
 
-	// Reason Why it was skipped or failed.
+	// Reason Why it was skipped or failed; while it is still pending after the destination refused it for now, that last refusal.
 	Reason string `json:"reason"`
 
 	// RefailId The new entry, when it re-failed; else empty.
 	RefailId string `json:"refail_id"`
+
+	// Refusals Times the destination answered but refused the message for now (a broker's nack, a full queue, throttling) and it was offered again after a backoff (replay.retry_min to retry_max, full jitter). After replay.publish_attempts offers the item fails with the last refusal. A destination that cannot be reached spends none.
+	Refusals int `json:"refusals"`
 
 	// Seq Order of publication, from 0 (the canary first).
 	Seq       int       `json:"seq"`

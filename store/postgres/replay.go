@@ -24,7 +24,7 @@ const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_q
 
 const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
 	i.idempotency_key, i.payload_version, i.payload_sha256, i.dropped_headers, i.attempts, i.refail_id,
-	i.published_at, i.updated_at`
+	i.published_at, i.updated_at, i.refusals`
 
 // CreateReplay pins the messages r selects as a new batch; see
 // store.Replays. The selected messages are locked in id order before
@@ -347,7 +347,7 @@ func (r *itemRow) dest() []any {
 	it := &r.it
 	return []any{&it.BatchID, &it.Seq, &it.MessageID, &it.Queue, &it.Outcome, &it.Reason, &it.Destination,
 		&it.IdempotencyKey, &it.PayloadVersion, &it.PayloadSHA256, &it.DroppedHeaders, &it.Attempts, &it.RefailID,
-		&it.PublishedAt, &it.UpdatedAt}
+		&it.PublishedAt, &it.UpdatedAt, &it.Refusals}
 }
 
 func (r *itemRow) item() quarantine.ReplayItem {

@@ -209,14 +209,18 @@ func (s *Store) ReleaseReplayItems(ctx context.Context, leases []quarantine.Repl
 		return a.Item.Seq - b.Item.Seq
 	})
 	batches, seqs, fences := mk(len(sorted)), make([]int32, len(sorted)), make([]int64, len(sorted))
+	refusals := mk(len(sorted))
 	for i, l := range sorted {
 		batches[i], seqs[i], fences[i] = l.Item.BatchID, int32(l.Item.Seq), l.Fence
+		refusals[i] = quarantine.ClipReason(l.Refusal)
 	}
 	return s.inTx(ctx, "release replay items", func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE replay_items i SET lease_owner = '', lease_expires_at = NULL, updated_at = $4
-			FROM unnest($1::text[], $2::int[], $3::bigint[]) AS u(batch_id, seq, fence)
+		_, err := tx.Exec(ctx, `UPDATE replay_items i SET lease_owner = '', lease_expires_at = NULL, updated_at = $4,
+				refusals = i.refusals + (u.refusal <> '')::int,
+				reason = CASE WHEN u.refusal <> '' THEN u.refusal ELSE i.reason END
+			FROM unnest($1::text[], $2::int[], $3::bigint[], $5::text[]) AS u(batch_id, seq, fence, refusal)
 			WHERE i.batch_id = u.batch_id AND i.seq = u.seq AND i.fence = u.fence AND i.outcome = 'pending'`,
-			batches, seqs, fences, s.clock())
+			batches, seqs, fences, s.clock(), refusals)
 		return err
 	})
 }

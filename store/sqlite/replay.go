@@ -24,7 +24,7 @@ const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_q
 
 const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
 	i.idempotency_key, i.payload_version, i.payload_sha256, i.dropped_headers, i.attempts, i.refail_id,
-	i.published_at, i.updated_at`
+	i.published_at, i.updated_at, i.refusals`
 
 // CreateReplay pins the messages r selects as a new batch; see
 // store.Replays. Errors: EINVALID for a bad request, EUNPROCESSABLE when a
@@ -365,7 +365,7 @@ func scanItem(r scanner, extra ...any) (quarantine.ReplayItem, error) {
 	)
 	dest := []any{&it.BatchID, &it.Seq, &it.MessageID, &it.Queue, &outcome, &it.Reason, &it.Destination,
 		&it.IdempotencyKey, &it.PayloadVersion, &it.PayloadSHA256, &dropped, &it.Attempts, &it.RefailID,
-		&published, &upd}
+		&published, &upd, &it.Refusals}
 	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return it, err
 	}

@@ -155,9 +155,11 @@ func (s *Store) ReleaseReplayItems(ctx context.Context, leases []quarantine.Repl
 	return s.write(ctx, "release replay items", func(tx *sql.Tx) error {
 		now := micros(s.clock())
 		for _, l := range leases {
+			refusal := quarantine.ClipReason(l.Refusal)
 			if _, err := tx.ExecContext(ctx, `UPDATE replay_items SET lease_owner = '', lease_expires_at = NULL,
-				updated_at = ? WHERE batch_id = ? AND seq = ? AND fence = ? AND outcome = 'pending'`,
-				now, l.Item.BatchID, l.Item.Seq, l.Fence); err != nil {
+				updated_at = ?, refusals = refusals + (? <> ''), reason = CASE WHEN ? <> '' THEN ? ELSE reason END
+				WHERE batch_id = ? AND seq = ? AND fence = ? AND outcome = 'pending'`,
+				now, refusal, refusal, refusal, l.Item.BatchID, l.Item.Seq, l.Fence); err != nil {
 				return err
 			}
 		}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 func testReplayLease(t *testing.T, h Harness) {
 	t.Run("Fence", func(t *testing.T) { t.Parallel(); testReplayFence(t, h) })
 	t.Run("Release", func(t *testing.T) { t.Parallel(); testReplayRelease(t, h) })
+	t.Run("Refusal", func(t *testing.T) { t.Parallel(); testReplayRefusal(t, h) })
 	t.Run("Complete", func(t *testing.T) { t.Parallel(); testReplayComplete(t, h) })
 	t.Run("Concurrent", func(t *testing.T) { t.Parallel(); testReplayConcurrentLeases(t, h) })
 	t.Run("Refail", func(t *testing.T) { t.Parallel(); testReplayRefail(t, h) })
@@ -146,6 +148,63 @@ func testReplayRelease(t *testing.T, h Harness) {
 	wantOK(t, err, "LeaseReplayItems")
 	if len(paused) != 0 {
 		t.Fatalf("a paused batch leased %v", leaseSeqs(paused))
+	}
+	wantChain(t, s)
+}
+
+// A release that carries a refusal counts it on the item and keeps it as
+// the pending item's reason; a plain release (a lost connection, a
+// shutdown) and a release with a stale fence count nothing.
+func testReplayRefusal(t *testing.T, h Harness) {
+	s := h.Open(t)
+	ctx := t.Context()
+	a := newMsg()
+	insert(t, s, a)
+	batch := createReplay(t, s, replayReq(a.ID), nil)
+	lease := func() quarantine.ReplayLease {
+		t.Helper()
+		ls, err := s.LeaseReplayItems(ctx, batch.ID, "engine", 10, time.Hour, 0)
+		wantOK(t, err, "LeaseReplayItems")
+		if len(ls) != 1 {
+			t.Fatalf("leased %d items, want 1", len(ls))
+		}
+		return ls[0]
+	}
+	check := func(l quarantine.ReplayLease, refusals int, reason string) {
+		t.Helper()
+		it := items(t, s, batch.ID)[0]
+		if it.Outcome != quarantine.ItemPending || it.Refusals != refusals || it.Reason != reason || l.Item.Refusals != refusals {
+			t.Fatalf("item %+v (leased with %d refusals); want pending, %d refusals, reason %q", it, l.Item.Refusals, refusals, reason)
+		}
+	}
+	l := lease()
+	check(l, 0, "")
+	l.Refusal = "rabbitmq: the broker refused (nacked) the message"
+	wantOK(t, s.ReleaseReplayItems(ctx, []quarantine.ReplayLease{l}), "ReleaseReplayItems")
+	l = lease()
+	check(l, 1, "rabbitmq: the broker refused (nacked) the message")
+	stale := l
+	stale.Fence--
+	stale.Refusal = "stale"
+	wantOK(t, s.ReleaseReplayItems(ctx, []quarantine.ReplayLease{stale}), "ReleaseReplayItems")
+	l.Refusal = "queue full\x00" + strings.Repeat("x", quarantine.MaxReasonBytes)
+	wantOK(t, s.ReleaseReplayItems(ctx, []quarantine.ReplayLease{l}), "ReleaseReplayItems")
+	l = lease()
+	check(l, 2, quarantine.ClipReason("queue full\x00"+strings.Repeat("x", quarantine.MaxReasonBytes)))
+	wantOK(t, s.ReleaseReplayItems(ctx, []quarantine.ReplayLease{l}), "ReleaseReplayItems")
+	l = lease()
+	check(l, 2, quarantine.ClipReason("queue full\x00"+strings.Repeat("x", quarantine.MaxReasonBytes)))
+	if l.Item.Attempts != 4 {
+		t.Fatalf("attempts %d after 4 leases", l.Item.Attempts)
+	}
+	r := published(l)
+	stale2, err := s.RecordReplayResults(ctx, []quarantine.ReplayResult{r})
+	wantOK(t, err, "RecordReplayResults")
+	if len(stale2) != 0 {
+		t.Fatalf("stale %v", stale2)
+	}
+	if it := items(t, s, batch.ID)[0]; it.Outcome != quarantine.ItemPublished || it.Refusals != 2 || it.Reason != "" {
+		t.Fatalf("published item %+v: want its refusals kept and no reason", it)
 	}
 	wantChain(t, s)
 }
