@@ -321,19 +321,19 @@ type ReplayItem struct {
 	Reason string `json:"reason"`
 	// Destination says where it was published: kind, collector and queue,
 	// like "rabbitmq:orders-rmq/orders".
-	Destination    string     `json:"destination"`
-	IdempotencyKey string     `json:"idempotency_key"`
-	PayloadVersion int        `json:"payload_version"` // the version published
-	PayloadSHA256  string     `json:"payload_sha256"`
-	DroppedHeaders []string   `json:"dropped_headers"` // redacted at ingest, so not sent
-	Attempts       int        `json:"attempts"`        // leases taken (more than 1: republished after a lost lease, or retried after a refusal)
+	Destination    string   `json:"destination"`
+	IdempotencyKey string   `json:"idempotency_key"`
+	PayloadVersion int      `json:"payload_version"` // the version published
+	PayloadSHA256  string   `json:"payload_sha256"`
+	DroppedHeaders []string `json:"dropped_headers"` // redacted at ingest, so not sent
+	Attempts       int      `json:"attempts"`        // leases taken (more than 1: republished after a lost lease, or retried after a refusal)
 	// Refusals counts the times the destination refused the item for now
 	// (a nack, a full queue, throttling): it is retried, backing off,
 	// until the engine's publish attempts are spent, then it fails.
-	Refusals       int        `json:"refusals"`
-	RefailID       string     `json:"refail_id"`       // the new entry, when it re-failed
-	PublishedAt    *time.Time `json:"published_at"`
-	UpdatedAt      time.Time  `json:"updated_at"`
+	Refusals    int        `json:"refusals"`
+	RefailID    string     `json:"refail_id"` // the new entry, when it re-failed
+	PublishedAt *time.Time `json:"published_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
 }
 
 // ReplayLease is one item an engine leased to publish: the item, its
