@@ -514,7 +514,9 @@ func TestReplayRefusedMessagesAreOfferedAgain(t *testing.T) {
 	}
 	refusals := 0
 	for _, it := range f.items(b.ID) {
-		if it.Refusals < 1 || it.Refusals > 4 || it.Attempts != it.Refusals+1 {
+		// A lease may also be given back unrefused (its destination held
+		// by another worker's refusal), so attempts may exceed refusals+1.
+		if it.Refusals < 1 || it.Refusals > 4 || it.Attempts < it.Refusals+1 {
 			t.Errorf("item %d: %d refusals in %d attempts; want 1-4, each followed by one more lease", it.Seq, it.Refusals, it.Attempts)
 		}
 		refusals += it.Refusals
