@@ -116,8 +116,27 @@ func (m *Main) runMigrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(m.Stdout, "database %s: schema at version %d of %d\n", m.Config.Database, current, latest)
+	if _, err = fmt.Fprintf(m.Stdout, "database %s: schema at version %d of %d\n", m.Config.Database, current, latest); err != nil {
+		return err
+	}
+	if role := m.Config.DatabaseRuntimeRole; role != "" {
+		g, ok := m.store.(runtimeGranter)
+		if !ok {
+			return quarantine.FieldErrorf(quarantine.EINVALID, "database_runtime_role", "applies to PostgreSQL only")
+		}
+		if err := g.GrantRuntime(ctx, role); err != nil {
+			return err
+		}
+		m.log.Info("granted the runtime role", "role", role)
+		_, err = fmt.Fprintf(m.Stdout, "runtime role %s: granted what serve needs\n", role)
+	}
 	return err
+}
+
+// runtimeGranter is a store with database roles (store/postgres): it
+// grants a runtime role exactly what serve needs.
+type runtimeGranter interface {
+	GrantRuntime(ctx context.Context, role string) error
 }
 
 func (m *Main) runTokenCreate(ctx context.Context) error {
