@@ -134,9 +134,31 @@ func (m *Main) runMigrate(ctx context.Context) error {
 }
 
 // runtimeGranter is a store with database roles (store/postgres): it
-// grants a runtime role exactly what serve needs.
+// grants a runtime role exactly what serve needs, and tells which role it
+// runs as.
 type runtimeGranter interface {
 	GrantRuntime(ctx context.Context, role string) error
+	SessionUser(ctx context.Context) (string, error)
+}
+
+// checkRuntimeRole refuses to serve as another role than the configured
+// runtime role: a serve given the owner's URL by mistake could rewrite
+// the audit log. Errors: EINVALID naming database_runtime_role.
+func (m *Main) checkRuntimeRole(ctx context.Context) error {
+	want := m.Config.DatabaseRuntimeRole
+	g, ok := m.store.(runtimeGranter)
+	if want == "" || !ok {
+		return nil
+	}
+	got, err := g.SessionUser(ctx)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return quarantine.FieldErrorf(quarantine.EINVALID, "database_runtime_role",
+			"serve connects to the database as %q, not as the runtime role %q: give serve the runtime role's database URL", got, want)
+	}
+	return nil
 }
 
 func (m *Main) runTokenCreate(ctx context.Context) error {

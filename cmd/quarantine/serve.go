@@ -35,6 +35,9 @@ func (m *Main) runServe(ctx context.Context) error {
 	if err := m.openStore(ctx, m.migrate, hintServe); err != nil {
 		return err
 	}
+	if err := m.checkRuntimeRole(ctx); err != nil {
+		return err
+	}
 	if m.Config.TLS.enabled() {
 		every := m.certCheckEvery
 		if every == 0 {

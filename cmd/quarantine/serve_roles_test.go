@@ -18,7 +18,9 @@ import (
 // On PostgreSQL, migrate runs as the owner of the tables and grants the
 // runtime role (--runtime-role); serve then runs as that role: it creates
 // the first admin token, ingests, replays to a destination and audits all
-// of it, and the audit chain verifies, read as the runtime role.
+// of it, and the audit chain verifies, read as the runtime role. Given
+// the owner's URL while database_runtime_role names another role, serve
+// refuses to start.
 func TestServe_AsRuntimeRole(t *testing.T) {
 	t.Parallel()
 	owner, app := pgtest.Role(t, "q_owner"), pgtest.Role(t, "q_app")
@@ -40,13 +42,24 @@ func TestServe_AsRuntimeRole(t *testing.T) {
 	t.Cleanup(dest.Close)
 	cfg := filepath.Join(t.TempDir(), "quarantine.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`
+database_runtime_role: %s
 destinations:
   - queues: ["work.*"]
     kind: http
     url: %s/replay
 replay: {canary: 0, poll: 50ms}
-`, dest.URL)), 0o600); err != nil {
+`, app, dest.URL)), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	// Given the owner's URL by mistake, serve refuses to start.
+	wrong, _, _ := newTestMain()
+	if err := wrong.ParseFlags(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--config", cfg, "--database", ownerURL}); err != nil {
+		t.Fatal(err)
+	}
+	err = wrong.Run(t.Context())
+	_ = wrong.Close()
+	if quarantine.ErrorField(err) != "database_runtime_role" || !strings.Contains(quarantine.ErrorMessage(err), owner) {
+		t.Fatalf("serve as the owner with database_runtime_role %s: %v, want a refusal naming both roles", app, err)
 	}
 	// --migrate with nothing to do is fine for the runtime role.
 	m, logs, stop := serve(t, "--config", cfg, "--database", appURL, "--migrate")

@@ -93,3 +93,11 @@ func (s *Store) GrantRuntime(ctx context.Context, role string) error {
 		return nil
 	})
 }
+
+// SessionUser returns the role the store's connections run as
+// (current_user). Errors: EUNAVAILABLE, EINTERNAL.
+func (s *Store) SessionUser(ctx context.Context) (string, error) {
+	var u string
+	err := s.pool.QueryRow(ctx, `SELECT current_user`).Scan(&u)
+	return u, translate(err, "read the session's role")
+}
