@@ -59,11 +59,7 @@ func (h *Handler) renderLogin(w http.ResponseWriter, r *http.Request, status int
 // loginPost logs in with the pasted token; the form's CSRF token must
 // match the login cookie (double submit).
 func (h *Handler) loginPost(w http.ResponseWriter, r *http.Request) {
-	c, err := r.Cookie(loginCookie)
-	want := ""
-	if err == nil {
-		want = c.Value
-	}
+	want := h.cookie(r, loginCookie)
 	if !sameOrigin(r) {
 		h.forbidden(w, r, nil, "This form was posted from another site.")
 		return

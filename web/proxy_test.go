@@ -13,8 +13,8 @@ import (
 
 // TestSecureCookieBehindTrustedProxy: behind a TLS-terminating proxy in
 // trusted_proxies, X-Forwarded-Proto: https makes the session cookie
-// Secure; the same header from a peer that is not a trusted proxy does
-// not.
+// Secure, with the __Host- prefix; the same header from a peer that is
+// not a trusted proxy does not.
 func TestSecureCookieBehindTrustedProxy(t *testing.T) {
 	loopback, err := clientip.Parse([]string{"127.0.0.0/8", "::1"}) // the test client's address
 	if err != nil {
@@ -49,7 +49,11 @@ func TestSecureCookieBehindTrustedProxy(t *testing.T) {
 				t.Fatal(err)
 			}
 			res.Body.Close()
-			ck := cookieNamed(res, "quarantine_session")
+			name := "quarantine_session"
+			if c.wantSecure {
+				name = "__Host-" + name
+			}
+			ck := cookieNamed(res, name)
 			if res.StatusCode != http.StatusSeeOther || ck == nil {
 				t.Fatalf("status %d, cookies %v: want 303 with a session cookie", res.StatusCode, res.Header["Set-Cookie"])
 			}

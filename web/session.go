@@ -12,7 +12,8 @@ import (
 )
 
 // Cookie names. The session cookie holds a random session id; the login
-// cookie holds the CSRF token of the login form, before any session.
+// cookie holds the CSRF token of the login form, before any session. Over
+// HTTPS they carry the __Host- prefix (cookieName).
 const (
 	sessionCookie = "quarantine_session"
 	loginCookie   = "quarantine_login_csrf"
@@ -100,19 +101,40 @@ func (ss *sessions) delete(id string) {
 // says the client used HTTPS (X-Forwarded-Proto).
 func (h *Handler) secure(r *http.Request) bool { return h.cfg.Secure || h.cfg.TrustedProxies.HTTPS(r) }
 
+// cookieName is name with the __Host- prefix when the cookies are Secure:
+// a browser then keeps the cookie only if it is Secure, for this host
+// alone (no Domain) and Path=/, so that neither a plain-HTTP page nor a
+// sibling subdomain can set or overwrite it.
+func (h *Handler) cookieName(r *http.Request, name string) string {
+	if h.secure(r) {
+		return "__Host-" + name
+	}
+	return name
+}
+
+// cookie returns the value of the request's cookie name (under its
+// cookieName), or "".
+func (h *Handler) cookie(r *http.Request, name string) string {
+	c, err := r.Cookie(h.cookieName(r, name))
+	if err != nil {
+		return ""
+	}
+	return c.Value
+}
+
 func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge,
+	http.SetCookie(w, &http.Cookie{Name: h.cookieName(r, name), Value: value, Path: "/", MaxAge: maxAge,
 		HttpOnly: true, Secure: h.secure(r), SameSite: http.SameSiteStrictMode})
 }
 
 // session returns the request's session with its token, or nil when
 // there is none, it expired, or its token is revoked or gone.
 func (h *Handler) session(r *http.Request) (*session, error) {
-	c, err := r.Cookie(sessionCookie)
-	if err != nil || c.Value == "" || len(c.Value) > 100 {
+	id := h.cookie(r, sessionCookie)
+	if id == "" || len(id) > 100 {
 		return nil, nil
 	}
-	s := h.sessions.get(c.Value, h.cfg.Now())
+	s := h.sessions.get(id, h.cfg.Now())
 	if s == nil {
 		return nil, nil
 	}

@@ -23,9 +23,9 @@ func (m *Main) withWeb(apiHandler http.Handler, acfg api.Config) (http.Handler, 
 		Alarms:         m.Config.Alarms.Rules,
 		Edit:           api.EditRules{Preparer: acfg.Preparer, Schemas: acfg.Schemas},
 		Replay:         acfg.Replay,
-		// The server speaks plain HTTP: the cookies are Secure on requests
-		// that arrive over TLS, or from a trusted proxy that says the
-		// client used HTTPS.
+		// The cookies are Secure, and __Host- prefixed, on requests that
+		// arrive over TLS (tls: in the config), or from a trusted proxy
+		// that says the client used HTTPS.
 		TrustedProxies: m.Config.TrustedProxies,
 	})
 	if err != nil {
