@@ -18,7 +18,7 @@ WITH_SERVICES := . "$(abspath $(SERVICES_DIR))/env.sh" &&
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build run demo services services-stop test test-race test-isolated lint fmt bench clean
+.PHONY: help build image run demo services services-stop test test-race test-isolated lint fmt bench clean
 
 help: ## list the targets
 	@echo 'Usage: make TARGET'
@@ -26,6 +26,9 @@ help: ## list the targets
 
 build: ## build bin/quarantine
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/quarantine
+
+image: ## build the container image quarantine:$(VERSION) and quarantine:latest (podman or buildah, FROM scratch; scripts/image.sh, docs/deploy.md)
+	VERSION='$(VERSION)' ./scripts/image.sh
 
 run: build ## build, then serve on the embedded SQLite default (prints the login URL on first start)
 	./$(BIN) serve
