@@ -6,6 +6,7 @@
 #   scripts/image.sh                 tags quarantine:$VERSION and quarantine:latest
 #   IMAGE=NAME scripts/image.sh      another repository name (tags NAME:$VERSION, NAME:latest)
 #   TAGS="a:1 b:2" scripts/image.sh  exactly these tags instead
+#   BUILDER=buildah scripts/image.sh  build with buildah (default: podman if installed)
 #
 # VERSION defaults to `git describe --tags --always --dirty` (else dev).
 # Nothing is pulled: the image is FROM scratch (deploy/image/Containerfile)
@@ -30,9 +31,15 @@ TAG_VERSION="$(printf '%s' "$VERSION" | tr -c 'A-Za-z0-9_.-' '-' | sed 's/^[.-]*
 TAG_VERSION="${TAG_VERSION:-dev}"
 read -r -a tags <<<"${TAGS:-$IMAGE:$TAG_VERSION $IMAGE:latest}"
 
-# The builder: podman, else buildah, else install podman.
-tool=""
-if command -v podman >/dev/null 2>&1; then
+# The builder: $BUILDER (podman or buildah) when set, else podman, else
+# buildah, else install podman.
+tool="${BUILDER:-}"
+if [[ -n "$tool" ]]; then
+	if [[ "$tool" != podman && "$tool" != buildah ]] || ! command -v "$tool" >/dev/null 2>&1; then
+		log "BUILDER=$tool: want podman or buildah, installed"
+		exit 1
+	fi
+elif command -v podman >/dev/null 2>&1; then
 	tool=podman
 elif command -v buildah >/dev/null 2>&1; then
 	tool=buildah
@@ -81,7 +88,7 @@ idfile="$ctx/id"
 if [[ "$tool" == podman ]]; then
 	podman build --pull=never --layers=false --iidfile "$idfile" "${args[@]}" "$ctx" >&2
 else
-	buildah bud --pull-never --iidfile "$idfile" "${args[@]}" "$ctx" >&2
+	buildah bud --pull=never --layers=false --iidfile "$idfile" "${args[@]}" "$ctx" >&2
 fi
 id="$(cat "$idfile")"
 log "built ${tags[*]} ($id)"

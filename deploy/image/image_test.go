@@ -397,6 +397,7 @@ func TestImageServe(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	defer cmd.Process.Kill() // a failed test leaves nothing running
 	exited := make(chan error, 1)
 	serving := make(chan string, 1)
 	var logBuf strings.Builder
@@ -471,10 +472,11 @@ func (b *built) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, c.Entrypoint[0], append(c.Entrypoint[1:], args...)...)
 	cmd.Env = c.Env
 	cmd.Dir = c.WorkingDir
+	// No Pdeathsig: it fires when the forking thread ends, and
+	// getInNetns ends threads on purpose.
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Chroot:     b.rootDir,
 		Credential: &syscall.Credential{Uid: serviceUID, Gid: serviceUID, Groups: []uint32{}},
-		Pdeathsig:  syscall.SIGKILL,
 	}
 	return cmd
 }
