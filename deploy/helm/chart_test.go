@@ -23,8 +23,15 @@ import (
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/quarantine-dev/quarantine/internal/testbin"
 	"github.com/quarantine-dev/quarantine/internal/testenv"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
+}
 
 const (
 	chart   = "quarantine"
@@ -549,11 +556,7 @@ func TestChartDefaultConfigLoads(t *testing.T) {
 	if err := os.WriteFile(file, []byte(get[corev1.ConfigMap](t, r, "ConfigMap", full).Data["quarantine.yaml"]), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "quarantine")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/quarantine").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "migrate", "--config", file, "--database", "sqlite:"+filepath.Join(dir, "q.db"))
+	cmd := exec.Command(testbin.Path(t), "migrate", "--config", file, "--database", "sqlite:"+filepath.Join(dir, "q.db"))
 	cmd.Env = append(os.Environ(), "QUARANTINE_DATABASE_URL=", "QUARANTINE_LISTEN=")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("quarantine migrate with the chart's default config: %v\n%s", err, out)

@@ -12,7 +12,15 @@ import (
 	"testing"
 
 	"github.com/coreos/go-systemd/v22/unit"
+
+	"github.com/quarantine-dev/quarantine/internal/testbin"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
+}
 
 const unitFile = "quarantine.service"
 
@@ -107,7 +115,7 @@ func TestUnitHardening(t *testing.T) {
 // verify` prints nothing (an unknown or misspelled key, a bad value or a
 // missing binary would be reported), and `systemd-analyze security
 // --offline` rates the unit's exposure at most 2.0 ("OK"). The unit's
-// binary path is pointed at a freshly built quarantine (verify checks it
+// binary path is pointed at the built binary (internal/testbin; verify checks it
 // exists and is executable).
 func TestUnitVerify(t *testing.T) {
 	t.Parallel()
@@ -116,10 +124,7 @@ func TestUnitVerify(t *testing.T) {
 		t.Skip("systemd-analyze is not installed (Debian's systemd package): only the parse test ran")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "quarantine")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/quarantine").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testbin.Path(t)
 	b, err := os.ReadFile(unitFile)
 	if err != nil {
 		t.Fatal(err)
