@@ -37,7 +37,7 @@ demo: build ## the whole loop on the embedded store: the tour (it explains each 
 	./$(BIN) demo --tour
 	./$(BIN) demo
 
-services: ## start the project's own PostgreSQL, RabbitMQ, NATS, goaws and Alertmanager on private loopback ports (scripts/services.sh; never the machine's)
+services: ## start the project's own PostgreSQL, RabbitMQ, NATS, goaws and Alertmanager on private loopback ports, and install the tools the tests run (promtool, Chromium, helm, podman) (scripts/services.sh; never the machine's)
 	./scripts/services.sh
 
 services-stop: ## stop the private service instances that `make services` started, and nothing else
