@@ -265,6 +265,9 @@ func checkSecurity(t *testing.T, spec corev1.PodSpec, c corev1.Container) {
 	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 		t.Error("the pod mounts a Kubernetes API token it does not need")
 	}
+	if spec.EnableServiceLinks == nil || *spec.EnableServiceLinks {
+		t.Error("the pod gets Service links: a Service named quarantine would set QUARANTINE_* variables")
+	}
 }
 
 // checkMounts: every mount names a volume of the pod, and none lies
