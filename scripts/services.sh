@@ -175,6 +175,19 @@ write_env() {
 	printf '%s\n' "$@" >"$inst/env"
 }
 
+# reuse NAME PORT INST PORTVAR READY...: PORT answers. 0 when it is our
+# instance (recorded in INST) and READY succeeds: it is reused. Anything
+# else is a failure: a port taken by something not ours is never used.
+reuse() {
+	local name="$1" port="$2" inst="$3" var="$4"
+	shift 4
+	if recorded_alive "$inst" && wait_for "$@"; then
+		log "$name ready on 127.0.0.1:$port (ours, reused)"
+		return 0
+	fi
+	fail "port $port is taken by something that is not our $name (set $var)"
+}
+
 # binary NAME KEY=VALUE...: a tool, not a server (each test starts its
 # own): its variables go into the combined env, and there is nothing to
 # stop.

@@ -85,12 +85,7 @@ ensure_rabbitmq() {
 	install_rabbitmq || { fail "could not install rabbitmq-server"; return 1; }
 	u="$(rabbitmq_user)"
 	if listening "$port"; then
-		if recorded_alive "$inst" && wait_for rabbitmq_ready "$port"; then
-			log "rabbitmq ready on 127.0.0.1:$port (ours, reused)"
-		else
-			fail "port $port is taken by something that is not our RabbitMQ node (set QUARANTINE_RABBITMQ_PORT)"
-			return 1
-		fi
+		reuse rabbitmq "$port" "$inst" QUARANTINE_RABBITMQ_PORT rabbitmq_ready "$port" || return 1
 	else
 		if listening "$((port + 1))"; then
 			fail "port $((port + 1)) (the node's distribution port) is taken (set QUARANTINE_RABBITMQ_PORT)"
