@@ -149,6 +149,17 @@ idempotency:
 // record transaction, past the idle-in-transaction timeout).
 var staleRe = regexp.MustCompile(`msg="(?:results refused|cannot record replay results)[^"]*".* n=(\d+)`)
 
+// staleCount adds up the results a process's log says it published but
+// did not record (staleRe).
+func staleCount(log string) int {
+	n := 0
+	for _, m := range staleRe.FindAllStringSubmatch(log, -1) {
+		k, _ := strconv.Atoi(m[1])
+		n += k
+	}
+	return n
+}
+
 var publishedRe = regexp.MustCompile(`(?m)^quarantine_replay_published_total\{outcome="(\w+)",queue="[^"]*"\} (\d+)`)
 
 // published returns a process's replay counters by outcome, from /metrics.
@@ -248,11 +259,10 @@ func TestReplayZombieProcess(t *testing.T) {
 	if !a.Exited(30 * time.Second) {
 		t.Fatal("process a did not stop within 30 s of SIGTERM")
 	}
-	stale := 0
-	for _, m := range staleRe.FindAllStringSubmatch(a.Output(), -1) {
-		k, _ := strconv.Atoi(m[1])
-		stale += k
-	}
+	stale := staleCount(a.Output())
+	// b's own leases may expire too on a loaded machine (the lease is 1 s
+	// here): its results refused then were published once more each.
+	staleB := staleCount(b.Output())
 	// Every recorded publish and every unrecorded one was a delivery.
 	ms := got.waitFor(t, n+stale, 10*time.Second)
 	var page struct {
@@ -276,8 +286,8 @@ func TestReplayZombieProcess(t *testing.T) {
 		t.Errorf("%d distinct keys arrived, want %d", len(keys), n)
 	}
 	for k, c := range keys {
-		if c > 2 {
-			t.Errorf("key %s arrived %d times: more than one extra publish", k, c)
+		if c > 2+staleB {
+			t.Errorf("key %s arrived %d times: more than one extra publish (b's own unrecorded results: %d)", k, c, staleB)
 		}
 	}
 	// The extra deliveries are a's publishes that were not recorded: at
@@ -285,8 +295,12 @@ func TestReplayZombieProcess(t *testing.T) {
 	// chunk per worker, at most the burst in all). The log is a lower
 	// bound only: a publish whose record a could not even try (stopped
 	// between publish and record, then shut down) leaves no line.
-	if extra := len(ms) - n; extra < stale || extra > 8 {
-		t.Errorf("%d deliveries for %d messages: want between %d (a's unrecorded results in its log) and 8 (the burst) extra", len(ms), n, stale)
+	// (b's count is no lower bound: a record b retried after its
+	// connection died may have committed the first time and be refused
+	// the second.)
+	if extra := len(ms) - n; extra < stale || extra > 8+staleB {
+		t.Errorf("%d deliveries for %d messages: want between %d (a's unrecorded results in its log) and %d (the burst, plus b's own unrecorded results) extra",
+			len(ms), n, stale, 8+staleB)
 	}
-	t.Logf("%d deliveries; the zombie's unrecorded results: %d", len(ms), stale)
+	t.Logf("%d deliveries; the zombie's unrecorded results: %d, b's: %d", len(ms), stale, staleB)
 }
