@@ -34,7 +34,7 @@ func TestSessionUseNeverPassesExpiry(t *testing.T) {
 	if !s.Use(now.Add(50*time.Minute), 30*time.Minute) || !s.IdleUntil.Equal(s.ExpiresAt) {
 		t.Fatalf("a use near the expiry: IdleUntil %v, ExpiresAt %v", s.IdleUntil, s.ExpiresAt)
 	}
-	if s.Ended(now.Add(time.Hour - time.Nanosecond)) || !s.Ended(now.Add(time.Hour)) {
+	if s.Ended(now.Add(time.Hour-time.Nanosecond)) || !s.Ended(now.Add(time.Hour)) {
 		t.Fatal("Ended is not exactly at the expiry")
 	}
 }

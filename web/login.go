@@ -94,12 +94,12 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request, secret string) {
 		h.fail(w, r, nil, err)
 		return
 	}
-	s, err := h.sessions.create(t.SecretHash, h.cfg.Now())
+	id, err := h.startSession(r, &quarantine.Session{TokenHash: t.SecretHash})
 	if err != nil {
 		h.fail(w, r, nil, err)
 		return
 	}
-	h.setCookie(w, r, sessionCookie, s.id, 0)
+	h.setCookie(w, r, sessionCookie, id, 0)
 	h.setCookie(w, r, loginCookie, "", -1)
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, home, http.StatusSeeOther)
@@ -121,9 +121,30 @@ func (h *Handler) refuseLogin(w http.ResponseWriter, r *http.Request) {
 	h.renderLogin(w, r, http.StatusUnauthorized, "This token is unknown or revoked.")
 }
 
-// logout ends the session.
+// startSession stores a new session (a fresh random id: an id the
+// browser held before the login is never kept, and its session, if any,
+// ends) and returns its id for the cookie.
+func (h *Handler) startSession(r *http.Request, s *quarantine.Session) (string, error) {
+	ctx := r.Context()
+	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" && len(c.Value) <= maxSessionIDBytes {
+		if err := h.cfg.Store.DeleteSession(ctx, quarantine.HashSessionID(c.Value)); err != nil {
+			return "", err
+		}
+	}
+	id, hash := quarantine.NewSessionID()
+	s.IDHash = hash
+	if err := h.cfg.Store.CreateSession(ctx, s, h.cfg.SessionIdle, h.cfg.SessionMax); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// logout ends the session, for every instance.
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request, s *session) {
-	h.sessions.delete(s.id)
+	if err := h.cfg.Store.DeleteSession(r.Context(), quarantine.HashSessionID(s.id)); err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
 	h.setCookie(w, r, sessionCookie, "", -1)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

@@ -2,11 +2,10 @@ package web
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
-	"sync"
-	"time"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -18,31 +17,15 @@ const (
 	loginCookie   = "quarantine_login_csrf"
 )
 
-// maxSessions bounds the sessions held in memory.
-const maxSessions = 10000
-
-// session is one logged-in browser. It keeps the token's secret hash,
-// not the token: every request looks the token up again, so that a
-// revoked token's sessions end at once.
+// session is one signed-in browser, read from the store on every request
+// (store.Sessions): every instance on the database shares it, a restart
+// keeps it, a logout anywhere ends it. The browser's cookie holds the
+// random id; the store keeps only its SHA-256.
 type session struct {
-	id        string
-	tokenHash string
-	csrf      string
-	expires   time.Time
+	id   string // the cookie's value
+	csrf string // the CSRF token of its forms: csrfOf(id)
 
-	token *quarantine.Token // filled per request by Handler.session
-}
-
-// sessions maps random session ids to sessions, in memory: a restart
-// logs every browser out.
-type sessions struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[string]*session
-}
-
-func newSessions(ttl time.Duration) *sessions {
-	return &sessions{ttl: ttl, m: map[string]*session{}}
+	token *quarantine.Token // the token it was opened with, read again per request
 }
 
 // randomToken returns 256 random bits, URL-safe.
@@ -54,46 +37,17 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// create starts a session for the token of hash.
-func (ss *sessions) create(hash string, now time.Time) (*session, error) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if len(ss.m) >= maxSessions {
-		for id, s := range ss.m {
-			if !now.Before(s.expires) {
-				delete(ss.m, id)
-			}
-		}
-		if len(ss.m) >= maxSessions {
-			return nil, quarantine.Errorf(quarantine.EUNAVAILABLE, "too many sessions")
-		}
-	}
-	s := &session{id: randomToken(), tokenHash: hash, csrf: randomToken(), expires: now.Add(ss.ttl)}
-	ss.m[s.id] = s
-	return s, nil
+// csrfOf derives a session's CSRF token from its id, so that every
+// instance computes the same one without storing it. It is not the
+// stored hash (that is a plain SHA-256 of the id): a copy of the
+// database gives neither the id nor the forms' token.
+func csrfOf(id string) string {
+	sum := sha256.Sum256([]byte("quarantine.csrf/v1\x00" + id))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
-// get returns the live session of id, or nil.
-func (ss *sessions) get(id string, now time.Time) *session {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s, ok := ss.m[id]
-	if !ok {
-		return nil
-	}
-	if !now.Before(s.expires) {
-		delete(ss.m, id)
-		return nil
-	}
-	c := *s
-	return &c
-}
-
-func (ss *sessions) delete(id string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.m, id)
-}
+// maxSessionIDBytes bounds a session cookie's value; ours are 43 bytes.
+const maxSessionIDBytes = 100
 
 // secure reports whether the cookies get the Secure flag: always with
 // Config.Secure, else when the request came over TLS or a trusted proxy
@@ -106,26 +60,30 @@ func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value 
 }
 
 // session returns the request's session with its token, or nil when
-// there is none, it expired, or its token is revoked or gone.
+// there is none, it ended, or its token is revoked or gone (the session
+// is then ended for every instance).
 func (h *Handler) session(r *http.Request) (*session, error) {
 	c, err := r.Cookie(sessionCookie)
-	if err != nil || c.Value == "" || len(c.Value) > 100 {
+	if err != nil || c.Value == "" || len(c.Value) > maxSessionIDBytes {
 		return nil, nil
 	}
-	s := h.sessions.get(c.Value, h.cfg.Now())
-	if s == nil {
-		return nil, nil
-	}
-	t, err := h.cfg.Store.TokenBySecretHash(r.Context(), s.tokenHash)
+	ctx := r.Context()
+	hash := quarantine.HashSessionID(c.Value)
+	stored, err := h.cfg.Store.UseSession(ctx, hash, h.cfg.SessionIdle)
 	switch {
-	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !t.Active()):
-		h.sessions.delete(s.id)
+	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND:
 		return nil, nil
 	case err != nil:
 		return nil, err
 	}
-	s.token = t
-	return s, nil
+	t, err := h.cfg.Store.TokenBySecretHash(ctx, stored.TokenHash)
+	switch {
+	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !t.Active()):
+		return nil, h.cfg.Store.DeleteSession(ctx, hash)
+	case err != nil:
+		return nil, err
+	}
+	return &session{id: c.Value, csrf: csrfOf(c.Value), token: t}, nil
 }
 
 // authed serves next with the request's session, and redirects to the

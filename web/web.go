@@ -9,7 +9,8 @@
 //
 // A browser logs in with a token secret (the first-start banner's
 // /?token=… or the login form); the session cookie holds a random session
-// id, never the secret (see sessions). Every form carries the session's
+// id, never the secret, and the database keeps only the id's SHA-256 (see
+// session.go). Every form carries the session's
 // CSRF token, checked on every POST (see csrf.go).
 package web
 
@@ -58,8 +59,11 @@ type Config struct {
 	// redact.json_pointers). While the web UI cannot mask them, a viewer
 	// is shown no payload at all when any is configured.
 	RedactPointers []string
-	// SessionTTL bounds a session's life; 0 means DefaultSessionTTL.
-	SessionTTL time.Duration
+	// SessionIdle ends a session unused for that long (0 means
+	// DefaultSessionIdle); SessionMax ends it that long after the login,
+	// used or not (0 means DefaultSessionMax).
+	SessionIdle time.Duration
+	SessionMax  time.Duration
 	// LoginDelay is how long a refused login waits before it answers; 0
 	// means DefaultLoginDelay.
 	LoginDelay time.Duration
@@ -81,8 +85,9 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultSessionTTL = 12 * time.Hour
-	DefaultLoginDelay = 500 * time.Millisecond
+	DefaultSessionIdle = 30 * time.Minute
+	DefaultSessionMax  = 12 * time.Hour
+	DefaultLoginDelay  = 500 * time.Millisecond
 )
 
 // views names the page templates every UI needs; New fails when one is
@@ -96,7 +101,6 @@ type Handler struct {
 	log      *slog.Logger
 	views    map[string]*template.Template
 	static   *assets
-	sessions *sessions
 	refusals *refusalLog
 	mux      *http.ServeMux
 }
@@ -117,8 +121,11 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = DefaultSessionTTL
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = DefaultSessionIdle
+	}
+	if cfg.SessionMax <= 0 {
+		cfg.SessionMax = DefaultSessionMax
 	}
 	if cfg.LoginDelay <= 0 {
 		cfg.LoginDelay = DefaultLoginDelay
@@ -132,7 +139,7 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger.With("component", "web"), static: st,
-		sessions: newSessions(cfg.SessionTTL), refusals: newRefusalLog(), views: map[string]*template.Template{}}
+		refusals: newRefusalLog(), views: map[string]*template.Template{}}
 	funcs := template.FuncMap{
 		"static": st.url,
 		"ago":    func(t time.Time) string { return ago(cfg.Now(), t) },

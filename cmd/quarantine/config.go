@@ -78,6 +78,8 @@ type Config struct {
 	// login budget and audit, and whose X-Forwarded-Proto: https makes
 	// the web UI's cookies Secure. None by default.
 	TrustedProxies clientip.Proxies
+	// Auth says how people sign in to the web UI (config auth:).
+	Auth AuthConfig
 }
 
 // Limits bound what the API accepts.
@@ -117,6 +119,7 @@ func DefaultConfig() Config {
 		Replay:         defaultReplayConfig(),
 		Destinations:   []DestinationConfig{},
 		Alarms:         defaultAlarmsConfig(),
+		Auth:           defaultAuthConfig(),
 	}
 }
 
@@ -192,6 +195,7 @@ type fileConfig struct {
 	Destinations []DestinationConfig       `yaml:"destinations"`
 	Alarms       []fileAlarm               `yaml:"alarms"`
 	Metrics      fileMetrics               `yaml:"metrics"`
+	Auth         fileAuth                  `yaml:"auth"`
 
 	TrustedProxies []string `yaml:"trusted_proxies"`
 }
@@ -312,7 +316,7 @@ func (s *configSource) decode(file string, data []byte, c *Config) error {
 	if err := s.decodeAlarms(f.Alarms, &c.Alarms); err != nil {
 		return err
 	}
-	return nil
+	return s.decodeAuth(f.Auth, &c.Auth)
 }
 
 func knownLevel(s string) bool {

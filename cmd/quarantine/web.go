@@ -23,6 +23,8 @@ func (m *Main) withWeb(apiHandler http.Handler, acfg api.Config) (http.Handler, 
 		Alarms:         m.Config.Alarms.Rules,
 		Edit:           api.EditRules{Preparer: acfg.Preparer, Schemas: acfg.Schemas},
 		Replay:         acfg.Replay,
+		SessionIdle:    m.Config.Auth.SessionIdle,
+		SessionMax:     m.Config.Auth.SessionMax,
 		// The server speaks plain HTTP: the cookies are Secure on requests
 		// that arrive over TLS, or from a trusted proxy that says the
 		// client used HTTPS.
