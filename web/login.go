@@ -44,6 +44,11 @@ func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
 	h.login(w, r, secret)
 }
 
+// loginContent is what the login view shows besides the token form.
+type loginContent struct {
+	SSO bool // offer "Sign in with SSO"
+}
+
 // loginForm shows the form to paste a token, with a fresh CSRF token
 // bound to the browser by the login cookie.
 func (h *Handler) loginForm(w http.ResponseWriter, r *http.Request) {
@@ -53,7 +58,7 @@ func (h *Handler) loginForm(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) renderLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	csrf := randomToken()
 	h.setCookie(w, r, loginCookie, csrf, 3600)
-	h.render(w, r, status, "login", page{Title: "Log in", CSRF: csrf, Error: msg})
+	h.render(w, r, status, "login", page{Title: "Log in", CSRF: csrf, Error: msg, Content: loginContent{SSO: h.sso != nil}})
 }
 
 // loginPost logs in with the pasted token; the form's CSRF token must

@@ -25,7 +25,10 @@ type session struct {
 	id   string // the cookie's value
 	csrf string // the CSRF token of its forms: csrfOf(id)
 
-	token *quarantine.Token // the token it was opened with, read again per request
+	// token is the token it was opened with, read again per request, or
+	// for a person signed in through SSO a token built from the session
+	// (Person set: the actor is the person).
+	token *quarantine.Token
 }
 
 // randomToken returns 256 random bits, URL-safe.
@@ -75,6 +78,12 @@ func (h *Handler) session(r *http.Request) (*session, error) {
 		return nil, nil
 	case err != nil:
 		return nil, err
+	}
+	if stored.Person != "" {
+		// A person from single sign-on: their role and owners are those
+		// their groups gave them at sign-in.
+		t := &quarantine.Token{Name: stored.Person, Role: stored.Role, Owners: stored.Owners, Person: stored.Person}
+		return &session{id: c.Value, csrf: csrfOf(c.Value), token: t}, nil
 	}
 	t, err := h.cfg.Store.TokenBySecretHash(ctx, stored.TokenHash)
 	switch {

@@ -64,6 +64,9 @@ type Config struct {
 	// used or not (0 means DefaultSessionMax).
 	SessionIdle time.Duration
 	SessionMax  time.Duration
+	// OIDC, when set, offers "Sign in with SSO" on the login page
+	// (/auth/oidc/login and /auth/oidc/callback).
+	OIDC *OIDCConfig
 	// LoginDelay is how long a refused login waits before it answers; 0
 	// means DefaultLoginDelay.
 	LoginDelay time.Duration
@@ -102,6 +105,7 @@ type Handler struct {
 	views    map[string]*template.Template
 	static   *assets
 	refusals *refusalLog
+	sso      *sso // nil without Config.OIDC
 	mux      *http.ServeMux
 }
 
@@ -170,6 +174,9 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 		}
 		h.views[v] = t
 	}
+	if cfg.OIDC != nil {
+		h.sso = newSSO(*cfg.OIDC)
+	}
 	h.routes()
 	return h, nil
 }
@@ -200,6 +207,10 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /login", h.loginForm)
 	m.HandleFunc("POST /login", h.loginPost)
 	m.HandleFunc("POST /logout", h.authed(h.logout))
+	if h.sso != nil {
+		m.HandleFunc("GET /auth/oidc/login", h.ssoLogin)
+		m.HandleFunc("GET /auth/oidc/callback", h.ssoCallback)
+	}
 	h.overviewRoutes(m)
 	h.messageRoutes(m)
 	h.editRoutes(m)

@@ -1,0 +1,197 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/oauth2-proxy/mockoidc"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/browsertest"
+	"github.com/quarantine-dev/quarantine/web"
+)
+
+// ssoRoles is the group mapping of the SSO tests.
+var ssoRoles = []quarantine.GroupRole{
+	{Group: "pay-ops", Role: quarantine.RoleOperator, Owners: []string{"payments"}},
+	{Group: "bill-viewers", Role: quarantine.RoleViewer, Owners: []string{"billing"}},
+}
+
+// ssoEnv is the UI with single sign-on through a real OpenID provider
+// (mockoidc: discovery, keys, the code flow with PKCE) on loopback.
+func ssoEnv(t *testing.T) (*env, *mockoidc.MockOIDC) {
+	t.Helper()
+	m, err := mockoidc.NewServer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(pln, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	pc := m.Config()
+	e := newEnv(t, func(c *web.Config) {
+		c.OIDC = &web.OIDCConfig{Issuer: pc.Issuer, ClientID: pc.ClientID, ClientSecret: pc.ClientSecret,
+			RedirectURL: base + "/auth/oidc/callback", Scopes: []string{"email", "groups"}, Roles: ssoRoles}
+	})
+	// Serve the same handler on the address the redirect URL names.
+	srv := &httptest.Server{Listener: ln, Config: &http.Server{Handler: e.srv.Config.Handler}}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	e.srv = srv
+	return e, m
+}
+
+// ssoClient is a browser-like client that follows redirects, except to
+// the callback when stop is set (to tamper with it).
+func ssoClient(e *env, stop bool) *http.Client {
+	c := e.client()
+	c.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
+		if stop && req.URL.Path == "/auth/oidc/callback" {
+			return http.ErrUseLastResponse
+		}
+		if req.URL.Path == "/overview" {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	return c
+}
+
+func auditOf(t *testing.T, e *env, action string) []quarantine.AuditEvent {
+	t.Helper()
+	evs, err := e.store.ListAudit(context.Background(), quarantine.AuditFilter{Action: action, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// A person signs in through the provider and gets the highest role of
+// their mapped groups and the union of their owners; the session is a
+// database session like a token's.
+func TestSSOSignInMapsGroupsToRoleAndOwners(t *testing.T) {
+	t.Parallel()
+	e, m := ssoEnv(t)
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-1", Email: "alice@example.com", Groups: []string{"staff", "bill-viewers", "pay-ops"}})
+	c := ssoClient(e, false)
+	_, body := get(t, c, e.srv.URL+"/login")
+	if !strings.Contains(body, `href="/auth/oidc/login"`) || !strings.Contains(body, "Sign in with SSO") {
+		t.Fatalf("the login page offers no SSO: %s", body)
+	}
+	res, _ := get(t, c, e.srv.URL+"/auth/oidc/login")
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/overview" {
+		t.Fatalf("sign-in ended with %d to %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	res, body = get(t, c, e.srv.URL+"/messages")
+	if res.StatusCode != http.StatusOK || !strings.Contains(body, "oidc:alice@example.com (operator: billing, payments)") {
+		t.Fatalf("/messages after SSO: %d %s", res.StatusCode, body)
+	}
+}
+
+// The callback refuses a state that is not the browser's, and a callback
+// reached without the sign-in's cookie (another browser).
+func TestSSOCallbackChecksState(t *testing.T) {
+	t.Parallel()
+	e, m := ssoEnv(t)
+	for _, tamper := range []string{"state", "cookie"} {
+		t.Run(tamper, func(t *testing.T) {
+			m.QueueUser(&mockoidc.MockUser{Subject: "u-2", Email: "mallory@example.com", Groups: []string{"pay-ops"}})
+			c := ssoClient(e, true)
+			res, _ := get(t, c, e.srv.URL+"/auth/oidc/login")
+			if res.StatusCode != http.StatusFound {
+				t.Fatalf("provider answered %d, want 302 to the callback", res.StatusCode)
+			}
+			cb, err := url.Parse(res.Header.Get("Location"))
+			if err != nil || cb.Query().Get("code") == "" || cb.Query().Get("state") == "" {
+				t.Fatalf("callback URL %q", res.Header.Get("Location"))
+			}
+			if tamper == "state" {
+				q := cb.Query()
+				q.Set("state", "forged")
+				cb.RawQuery = q.Encode()
+			} else {
+				c = ssoClient(e, true) // a browser without the sign-in's cookie
+			}
+			res, body := get(t, c, cb.String())
+			if res.StatusCode != http.StatusForbidden || !strings.Contains(body, "sign in again") {
+				t.Fatalf("tampered callback (%s): %d %s", tamper, res.StatusCode, body)
+			}
+			if sessionCookieOf(c, e.srv.URL) != "" {
+				t.Fatalf("tampered callback (%s) set a session", tamper)
+			}
+		})
+	}
+}
+
+// TestSSOBrowserFlow: in headless Chromium, "Sign in with SSO" goes to
+// the provider and back, the person acts (a discard, audited under
+// oidc:their email), logs out; a person of no mapped group gets a clear
+// 403 page, and the refusal is audited.
+func TestSSOBrowserFlow(t *testing.T) {
+	b := browsertest.New(t)
+	e, m := ssoEnv(t)
+	msg := e.message(quarantine.Message{Queue: "payments.charge", JobName: "charge", Owner: "payments", Payload: []byte(`{"n":1}`)})
+
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-3", Email: "alice@example.com", Groups: []string{"pay-ops"}})
+	b.Do(chromedp.Navigate(e.srv.URL+"/login"), chromedp.WaitVisible(chromedp.ID("sso")))
+	b.Screenshot("login-sso")
+	b.Do(chromedp.Click(chromedp.ID("sso")), chromedp.WaitVisible(chromedp.ID("queues")))
+	if loc := browsertest.Run(b, chromedp.Evaluate[string](`location.pathname + location.search`)); loc != "/overview" {
+		t.Fatalf("after SSO the browser is at %q", loc)
+	}
+	who := browsertest.Run(b, chromedp.Text(chromedp.CSS(".who")))
+	if who != "oidc:alice@example.com (operator: payments)" {
+		t.Fatalf("signed in as %q", who)
+	}
+	b.Do(chromedp.Navigate(e.srv.URL+"/messages/"+msg.ID), chromedp.WaitVisible(chromedp.ID("discard-reason")))
+	b.Do(chromedp.SendKeys(chromedp.ID("discard-reason"), "duplicate charge"), chromedp.Click(chromedp.ID("discard")),
+		chromedp.WaitVisible(chromedp.CSS(".ev-actor")))
+	evs := auditOf(t, e, quarantine.ActionDiscard)
+	if len(evs) != 1 || evs[0].Actor != "oidc:alice@example.com" || evs[0].Subject != msg.ID {
+		t.Fatalf("discard events %+v, want one by oidc:alice@example.com", evs)
+	}
+	b.Do(chromedp.Click(chromedp.ID("logout")), chromedp.WaitVisible(chromedp.ID("sso")))
+
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-4", Email: "bob@example.com", Groups: []string{"staff", "interns"}})
+	b.Do(chromedp.Click(chromedp.ID("sso")), chromedp.WaitVisible(chromedp.CSS("main")))
+	text := browsertest.Run(b, chromedp.Text(chromedp.CSS("main")))
+	if !strings.Contains(text, "You signed in as bob@example.com, but none of your groups is given a role") {
+		t.Fatalf("refusal page: %q", text)
+	}
+	b.Screenshot("sso-no-role")
+	b.Do(chromedp.Navigate(e.srv.URL+"/messages"), chromedp.WaitVisible(chromedp.ID("sso")))
+	var refused *quarantine.AuditEvent
+	for _, ev := range auditOf(t, e, quarantine.ActionAccessDenied) {
+		if ev.Actor == "oidc:bob@example.com" {
+			refused = &ev
+		}
+	}
+	if refused == nil {
+		t.Fatal("the refused sign-in is not audited")
+	}
+	var d struct {
+		Reason string   `json:"reason"`
+		Groups []string `json:"groups"`
+	}
+	if err := json.Unmarshal(refused.Details, &d); err != nil || d.Reason != "ui.sso_no_role" || strings.Join(d.Groups, ",") != "staff,interns" {
+		t.Fatalf("refusal details %s (%v)", refused.Details, err)
+	}
+}
