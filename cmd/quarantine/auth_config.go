@@ -1,8 +1,14 @@
 package main
 
 import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/web"
 )
 
@@ -13,6 +19,30 @@ import (
 type AuthConfig struct {
 	SessionIdle time.Duration
 	SessionMax  time.Duration
+	// OIDC, when set, signs people in through an OpenID Connect
+	// provider (auth.oidc).
+	OIDC *OIDCConfig
+}
+
+// OIDCConfig is `auth.oidc`: the provider, this service as its client,
+// and which groups get which role.
+type OIDCConfig struct {
+	Issuer       string
+	ClientID     string
+	ClientSecret Secret
+	RedirectURL  string
+	Scopes       []string
+	GroupsClaim  string
+	Roles        []quarantine.GroupRole
+}
+
+// web returns the UI's view of c.
+func (c *OIDCConfig) web() *web.OIDCConfig {
+	if c == nil {
+		return nil
+	}
+	return &web.OIDCConfig{Issuer: c.Issuer, ClientID: c.ClientID, ClientSecret: c.ClientSecret.Reveal(),
+		RedirectURL: c.RedirectURL, Scopes: c.Scopes, GroupsClaim: c.GroupsClaim, Roles: c.Roles}
 }
 
 // Bounds of the session timeouts: the idle deadline moves a minute at a
@@ -24,8 +54,20 @@ const (
 )
 
 type fileAuth struct {
-	SessionIdle any `yaml:"session_idle"`
-	SessionMax  any `yaml:"session_max"`
+	SessionIdle any       `yaml:"session_idle"`
+	SessionMax  any       `yaml:"session_max"`
+	OIDC        *fileOIDC `yaml:"oidc"`
+}
+
+type fileOIDC struct {
+	Issuer           string                 `yaml:"issuer"`
+	ClientID         string                 `yaml:"client_id"`
+	ClientSecret     string                 `yaml:"client_secret"`
+	ClientSecretFile string                 `yaml:"client_secret_file"`
+	RedirectURL      string                 `yaml:"redirect_url"`
+	Scopes           []string               `yaml:"scopes"`
+	GroupsClaim      string                 `yaml:"groups_claim"`
+	Roles            []quarantine.GroupRole `yaml:"roles"`
 }
 
 func defaultAuthConfig() AuthConfig {
@@ -59,5 +101,78 @@ func (s *configSource) decodeAuth(f fileAuth, a *AuthConfig) error {
 	case a.SessionMax < a.SessionIdle:
 		return s.errorf("auth.session_max", "%s is shorter than auth.session_idle (%s)", a.SessionMax, a.SessionIdle)
 	}
+	if f.OIDC != nil {
+		o, err := s.decodeOIDC(*f.OIDC)
+		if err != nil {
+			return err
+		}
+		a.OIDC = o
+	}
 	return nil
+}
+
+// decodeOIDC checks auth.oidc and reads its secret file.
+func (s *configSource) decodeOIDC(f fileOIDC) (*OIDCConfig, error) {
+	if problem := checkProviderURL(f.Issuer); problem != "" {
+		return nil, s.errorf("auth.oidc.issuer", "%s", problem)
+	}
+	if strings.TrimSpace(f.ClientID) == "" {
+		return nil, s.errorf("auth.oidc.client_id", "the client id registered at the provider is required")
+	}
+	var secret Secret
+	switch {
+	case f.ClientSecret != "" && f.ClientSecretFile != "":
+		return nil, s.errorf("auth.oidc.client_secret", "give client_secret or client_secret_file, not both")
+	case f.ClientSecretFile != "":
+		b, err := os.ReadFile(f.ClientSecretFile)
+		if err != nil {
+			return nil, s.errorf("auth.oidc.client_secret_file", "cannot read %q: %v", f.ClientSecretFile, err)
+		}
+		if secret = Secret(strings.TrimSpace(string(b))); secret == "" {
+			return nil, s.errorf("auth.oidc.client_secret_file", "%q is empty", f.ClientSecretFile)
+		}
+	case f.ClientSecret != "":
+		secret = Secret(f.ClientSecret)
+	default:
+		return nil, s.errorf("auth.oidc.client_secret", "give client_secret_file (or client_secret)")
+	}
+	if problem := checkProviderURL(f.RedirectURL); problem != "" {
+		return nil, s.errorf("auth.oidc.redirect_url", "%s", problem)
+	}
+	if u, _ := url.Parse(f.RedirectURL); u.Path != "/auth/oidc/callback" {
+		return nil, s.errorf("auth.oidc.redirect_url", "%q must end in /auth/oidc/callback (this service's callback)", f.RedirectURL)
+	}
+	for i, sc := range f.Scopes {
+		if sc == "" || strings.ContainsAny(sc, " \t\r\n") {
+			return nil, s.errorf(fmt.Sprintf("auth.oidc.scopes[%d]", i), "%q is not a scope", sc)
+		}
+	}
+	if len(f.Roles) == 0 {
+		return nil, s.errorf("auth.oidc.roles", "map at least one group to a role: without one nobody may sign in")
+	}
+	for i, r := range f.Roles {
+		if err := r.Validate(); err != nil {
+			return nil, s.errorf(fmt.Sprintf("auth.oidc.roles[%d].%s", i, quarantine.ErrorField(err)), "%s", quarantine.ErrorMessage(err))
+		}
+	}
+	return &OIDCConfig{Issuer: f.Issuer, ClientID: f.ClientID, ClientSecret: secret, RedirectURL: f.RedirectURL,
+		Scopes: f.Scopes, GroupsClaim: f.GroupsClaim, Roles: f.Roles}, nil
+}
+
+// checkProviderURL returns a problem text unless u is an absolute https
+// URL (or http to a loopback address, for tests and local providers).
+func checkProviderURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.Host == "" || p.User != nil || p.RawQuery != "" || p.Fragment != "" {
+		return fmt.Sprintf("%q is not an absolute URL (https://host/path)", u)
+	}
+	switch p.Scheme {
+	case "https":
+		return ""
+	case "http":
+		if ip := net.ParseIP(p.Hostname()); p.Hostname() == "localhost" || ip != nil && ip.IsLoopback() {
+			return ""
+		}
+	}
+	return fmt.Sprintf("%q must be https (http only to a loopback address)", u)
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +39,92 @@ func TestLoadConfig_AuthErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := LoadConfig(writeConfig(t, tc.yaml), envOf(nil))
+			if quarantine.ErrorCode(err) != quarantine.EINVALID || quarantine.ErrorField(err) != tc.field {
+				t.Fatalf("err %v (field %q), want EINVALID on %s", err, quarantine.ErrorField(err), tc.field)
+			}
+			if msg := describe(err); !strings.Contains(msg, tc.want) {
+				t.Fatalf("message %q does not say %q", msg, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadConfig_AuthOIDC(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "oidc-secret")
+	if err := os.WriteFile(secretFile, []byte("s3cr3t-value\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(writeConfig(t, `
+auth:
+  oidc:
+    issuer: https://idp.example.com/realms/ops
+    client_id: quarantine
+    client_secret_file: `+secretFile+`
+    redirect_url: https://quarantine.example.com/auth/oidc/callback
+    scopes: [email, groups]
+    groups_claim: roles
+    roles:
+      - {group: payments-oncall, role: operator, owners: [payments, billing]}
+      - {group: sre, role: admin}
+`), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.Auth.OIDC
+	if o == nil || o.Issuer != "https://idp.example.com/realms/ops" || o.ClientID != "quarantine" || o.ClientSecret.Reveal() != "s3cr3t-value" ||
+		o.RedirectURL != "https://quarantine.example.com/auth/oidc/callback" || strings.Join(o.Scopes, ",") != "email,groups" ||
+		o.GroupsClaim != "roles" || len(o.Roles) != 2 || o.Roles[0].Role != quarantine.RoleOperator ||
+		strings.Join(o.Roles[0].Owners, ",") != "payments,billing" || o.Roles[1].Role != quarantine.RoleAdmin {
+		t.Fatalf("auth.oidc = %+v", o)
+	}
+	if s := fmt.Sprintf("%v %+v", c.Auth, *o); strings.Contains(s, "s3cr3t") {
+		t.Fatalf("the client secret prints: %s", s)
+	}
+	if DefaultConfig().Auth.OIDC != nil {
+		t.Fatal("SSO is on by default")
+	}
+}
+
+func TestLoadConfig_AuthOIDCErrors(t *testing.T) {
+	t.Parallel()
+	ok := func(extra string) string {
+		lines := map[string]string{
+			"issuer": "https://idp.example.com", "client_id": "q", "client_secret": "x",
+			"redirect_url": "https://q.example.com/auth/oidc/callback", "roles": "[{group: g, role: viewer}]",
+		}
+		k, v, _ := strings.Cut(extra, ": ")
+		if v == "DELETE" {
+			delete(lines, k)
+		} else if k != "" {
+			lines[k] = v
+		}
+		var b strings.Builder
+		b.WriteString("auth:\n  oidc:\n")
+		for _, key := range []string{"issuer", "client_id", "client_secret", "client_secret_file", "redirect_url", "scopes", "roles", "frob"} {
+			if v, set := lines[key]; set {
+				b.WriteString("    " + key + ": " + v + "\n")
+			}
+		}
+		return b.String()
+	}
+	for _, tc := range []struct{ name, change, field, want string }{
+		{"no issuer", "issuer: DELETE", "auth.oidc.issuer", "not an absolute URL"},
+		{"plain http issuer", "issuer: http://idp.example.com", "auth.oidc.issuer", "must be https"},
+		{"no client id", "client_id: DELETE", "auth.oidc.client_id", "client id"},
+		{"no secret", "client_secret: DELETE", "auth.oidc.client_secret", "client_secret_file"},
+		{"both secrets", "client_secret_file: /nonexistent", "auth.oidc.client_secret", "not both"},
+		{"redirect elsewhere", "redirect_url: https://q.example.com/callback", "auth.oidc.redirect_url", "/auth/oidc/callback"},
+		{"no roles", "roles: DELETE", "auth.oidc.roles", "at least one group"},
+		{"unknown role", "roles: [{group: g, role: root}]", "auth.oidc.roles[0].role", `unknown role "root"`},
+		{"role without group", "roles: [{role: viewer}]", "auth.oidc.roles[0].group", "group name"},
+		{"bad scope", `scopes: ["a b"]`, "auth.oidc.scopes[0]", "not a scope"},
+		{"unknown key", "frob: 1", "auth.oidc.frob", `unknown key "frob"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := LoadConfig(writeConfig(t, ok(tc.change)), envOf(nil))
 			if quarantine.ErrorCode(err) != quarantine.EINVALID || quarantine.ErrorField(err) != tc.field {
 				t.Fatalf("err %v (field %q), want EINVALID on %s", err, quarantine.ErrorField(err), tc.field)
 			}
