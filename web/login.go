@@ -22,7 +22,7 @@ const home = "/overview"
 func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
 	secret := r.URL.Query().Get("token")
 	if secret == "" {
-		s, err := h.session(r)
+		s, err := h.session(w, r)
 		if err != nil {
 			h.fail(w, r, nil, err)
 			return

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"strings"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -65,7 +66,15 @@ func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value 
 // session returns the request's session with its token, or nil when
 // there is none, it ended, or its token is revoked or gone (the session
 // is then ended for every instance).
-func (h *Handler) session(r *http.Request) (*session, error) {
+//
+// With Config.Proxy, a request from a trusted proxy that names a user is
+// that user's, whatever its cookie says (see proxySession).
+func (h *Handler) session(w http.ResponseWriter, r *http.Request) (*session, error) {
+	if p := h.cfg.Proxy; p != nil && h.cfg.TrustedProxies.FromProxy(r) {
+		if user := strings.TrimSpace(r.Header.Get(p.UserHeader)); user != "" {
+			return h.proxySession(w, r, user)
+		}
+	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil || c.Value == "" || len(c.Value) > maxSessionIDBytes {
 		return nil, nil
@@ -99,7 +108,7 @@ func (h *Handler) session(r *http.Request) (*session, error) {
 // login form without one.
 func (h *Handler) authed(next func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s, err := h.session(r)
+		s, err := h.session(w, r)
 		if err != nil {
 			h.fail(w, r, nil, err)
 			return

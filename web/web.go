@@ -67,6 +67,9 @@ type Config struct {
 	// OIDC, when set, offers "Sign in with SSO" on the login page
 	// (/auth/oidc/login and /auth/oidc/callback).
 	OIDC *OIDCConfig
+	// Proxy, when set, believes a user and groups header from the
+	// TrustedProxies (an identity-aware proxy such as oauth2-proxy).
+	Proxy *ProxyConfig
 	// LoginDelay is how long a refused login waits before it answers; 0
 	// means DefaultLoginDelay.
 	LoginDelay time.Duration
@@ -270,7 +273,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, vie
 }
 
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
-	s, _ := h.session(r)
+	s, _ := h.session(w, r)
 	p := page{Title: "Not found"}
 	if s != nil {
 		p.Token, p.CSRF = s.token, s.csrf

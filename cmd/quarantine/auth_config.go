@@ -22,6 +22,9 @@ type AuthConfig struct {
 	// OIDC, when set, signs people in through an OpenID Connect
 	// provider (auth.oidc).
 	OIDC *OIDCConfig
+	// Proxy, when set, believes an identity-aware proxy's user and
+	// groups headers from the trusted_proxies (auth.proxy).
+	Proxy *web.ProxyConfig
 }
 
 // OIDCConfig is `auth.oidc`: the provider, this service as its client,
@@ -54,9 +57,16 @@ const (
 )
 
 type fileAuth struct {
-	SessionIdle any       `yaml:"session_idle"`
-	SessionMax  any       `yaml:"session_max"`
-	OIDC        *fileOIDC `yaml:"oidc"`
+	SessionIdle any        `yaml:"session_idle"`
+	SessionMax  any        `yaml:"session_max"`
+	OIDC        *fileOIDC  `yaml:"oidc"`
+	Proxy       *fileProxy `yaml:"proxy"`
+}
+
+type fileProxy struct {
+	UserHeader   string                 `yaml:"user_header"`
+	GroupsHeader string                 `yaml:"groups_header"`
+	Roles        []quarantine.GroupRole `yaml:"roles"`
 }
 
 type fileOIDC struct {
@@ -74,8 +84,9 @@ func defaultAuthConfig() AuthConfig {
 	return AuthConfig{SessionIdle: web.DefaultSessionIdle, SessionMax: web.DefaultSessionMax}
 }
 
-// decodeAuth reads the auth keys that are set into a.
-func (s *configSource) decodeAuth(f fileAuth, a *AuthConfig) error {
+// decodeAuth reads the auth keys that are set into a; proxies says
+// whether trusted_proxies names any.
+func (s *configSource) decodeAuth(f fileAuth, a *AuthConfig, proxies bool) error {
 	for _, k := range []struct {
 		key string
 		v   any
@@ -107,6 +118,44 @@ func (s *configSource) decodeAuth(f fileAuth, a *AuthConfig) error {
 			return err
 		}
 		a.OIDC = o
+	}
+	if f.Proxy != nil {
+		p, err := s.decodeProxy(*f.Proxy, proxies)
+		if err != nil {
+			return err
+		}
+		a.Proxy = p
+	}
+	return nil
+}
+
+// decodeProxy checks auth.proxy.
+func (s *configSource) decodeProxy(f fileProxy, proxies bool) (*web.ProxyConfig, error) {
+	for _, h := range []struct{ key, v string }{
+		{"auth.proxy.user_header", f.UserHeader}, {"auth.proxy.groups_header", f.GroupsHeader},
+	} {
+		if strings.TrimSpace(h.v) == "" || strings.ContainsAny(h.v, " :\t\r\n\x00") {
+			return nil, s.errorf(h.key, "%q is not a header name (X-Forwarded-Email, X-Forwarded-Groups…)", h.v)
+		}
+	}
+	if !proxies {
+		return nil, s.errorf("auth.proxy", "name the proxy in trusted_proxies: its headers are believed from it alone")
+	}
+	if err := s.checkRoles("auth.proxy.roles", f.Roles); err != nil {
+		return nil, err
+	}
+	return &web.ProxyConfig{UserHeader: f.UserHeader, GroupsHeader: f.GroupsHeader, Roles: f.Roles}, nil
+}
+
+// checkRoles checks a list of group mappings at key.
+func (s *configSource) checkRoles(key string, roles []quarantine.GroupRole) error {
+	if len(roles) == 0 {
+		return s.errorf(key, "map at least one group to a role: without one nobody may sign in")
+	}
+	for i, r := range roles {
+		if err := r.Validate(); err != nil {
+			return s.errorf(fmt.Sprintf("%s[%d].%s", key, i, quarantine.ErrorField(err)), "%s", quarantine.ErrorMessage(err))
+		}
 	}
 	return nil
 }
@@ -147,13 +196,8 @@ func (s *configSource) decodeOIDC(f fileOIDC) (*OIDCConfig, error) {
 			return nil, s.errorf(fmt.Sprintf("auth.oidc.scopes[%d]", i), "%q is not a scope", sc)
 		}
 	}
-	if len(f.Roles) == 0 {
-		return nil, s.errorf("auth.oidc.roles", "map at least one group to a role: without one nobody may sign in")
-	}
-	for i, r := range f.Roles {
-		if err := r.Validate(); err != nil {
-			return nil, s.errorf(fmt.Sprintf("auth.oidc.roles[%d].%s", i, quarantine.ErrorField(err)), "%s", quarantine.ErrorMessage(err))
-		}
+	if err := s.checkRoles("auth.oidc.roles", f.Roles); err != nil {
+		return nil, err
 	}
 	return &OIDCConfig{Issuer: f.Issuer, ClientID: f.ClientID, ClientSecret: secret, RedirectURL: f.RedirectURL,
 		Scopes: f.Scopes, GroupsClaim: f.GroupsClaim, Roles: f.Roles}, nil

@@ -134,3 +134,38 @@ func TestLoadConfig_AuthOIDCErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadConfig_AuthProxy(t *testing.T) {
+	t.Parallel()
+	c, err := LoadConfig(writeConfig(t, `
+trusted_proxies: [10.1.2.3]
+auth:
+  proxy:
+    user_header: X-Forwarded-Email
+    groups_header: X-Forwarded-Groups
+    roles: [{group: sre, role: admin}]
+`), envOf(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Auth.Proxy
+	if p == nil || p.UserHeader != "X-Forwarded-Email" || p.GroupsHeader != "X-Forwarded-Groups" || len(p.Roles) != 1 || p.Roles[0].Role != quarantine.RoleAdmin {
+		t.Fatalf("auth.proxy = %+v", p)
+	}
+	for _, tc := range []struct{ name, yaml, field, want string }{
+		{"no trusted proxy", "auth:\n  proxy: {user_header: X-User, groups_header: X-Groups, roles: [{group: g, role: viewer}]}\n", "auth.proxy", "trusted_proxies"},
+		{"no user header", "trusted_proxies: [10.0.0.1]\nauth:\n  proxy: {groups_header: X-Groups, roles: [{group: g, role: viewer}]}\n", "auth.proxy.user_header", "not a header name"},
+		{"bad groups header", "trusted_proxies: [10.0.0.1]\nauth:\n  proxy: {user_header: X-User, groups_header: \"X Groups\", roles: [{group: g, role: viewer}]}\n", "auth.proxy.groups_header", "not a header name"},
+		{"no roles", "trusted_proxies: [10.0.0.1]\nauth:\n  proxy: {user_header: X-User, groups_header: X-Groups}\n", "auth.proxy.roles", "at least one group"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig(writeConfig(t, tc.yaml), envOf(nil))
+			if quarantine.ErrorCode(err) != quarantine.EINVALID || quarantine.ErrorField(err) != tc.field {
+				t.Fatalf("err %v (field %q), want EINVALID on %s", err, quarantine.ErrorField(err), tc.field)
+			}
+			if msg := describe(err); !strings.Contains(msg, tc.want) {
+				t.Fatalf("message %q does not say %q", msg, tc.want)
+			}
+		})
+	}
+}

@@ -316,7 +316,7 @@ func (s *configSource) decode(file string, data []byte, c *Config) error {
 	if err := s.decodeAlarms(f.Alarms, &c.Alarms); err != nil {
 		return err
 	}
-	return s.decodeAuth(f.Auth, &c.Auth)
+	return s.decodeAuth(f.Auth, &c.Auth, len(f.TrustedProxies) > 0)
 }
 
 func knownLevel(s string) bool {

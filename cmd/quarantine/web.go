@@ -26,6 +26,7 @@ func (m *Main) withWeb(apiHandler http.Handler, acfg api.Config) (http.Handler, 
 		SessionIdle:    m.Config.Auth.SessionIdle,
 		SessionMax:     m.Config.Auth.SessionMax,
 		OIDC:           m.Config.Auth.OIDC.web(),
+		Proxy:          m.Config.Auth.Proxy,
 		// The server speaks plain HTTP: the cookies are Secure on requests
 		// that arrive over TLS, or from a trusted proxy that says the
 		// client used HTTPS.
