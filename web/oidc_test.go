@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/quarantine-dev/quarantine"
@@ -26,11 +27,18 @@ var ssoRoles = []quarantine.GroupRole{
 
 // ssoEnv is the UI with single sign-on through a real OpenID provider
 // (mockoidc: discovery, keys, the code flow with PKCE) on loopback.
-func ssoEnv(t *testing.T) (*env, *mockoidc.MockOIDC) {
+// Middleware, when given, wraps the provider's endpoints (to tamper with
+// its answers).
+func ssoEnv(t *testing.T, middleware ...func(http.Handler) http.Handler) (*env, *mockoidc.MockOIDC) {
 	t.Helper()
 	m, err := mockoidc.NewServer(nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, mw := range middleware {
+		if err := m.AddMiddleware(mw); err != nil {
+			t.Fatal(err)
+		}
 	}
 	pln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -193,5 +201,79 @@ func TestSSOBrowserFlow(t *testing.T) {
 	}
 	if err := json.Unmarshal(refused.Details, &d); err != nil || d.Reason != "ui.sso_no_role" || strings.Join(d.Groups, ",") != "staff,interns" {
 		t.Fatalf("refusal details %s (%v)", refused.Details, err)
+	}
+}
+
+// signIn runs the flow with c and returns the callback's answer.
+func signIn(t *testing.T, e *env, c *http.Client) (*http.Response, string) {
+	t.Helper()
+	return get(t, c, e.srv.URL+"/auth/oidc/login")
+}
+
+// An ID token whose nonce is not the one this sign-in sent is refused.
+func TestSSORefusesAnotherNonce(t *testing.T) {
+	t.Parallel()
+	e, m := ssoEnv(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == mockoidc.AuthorizationEndpoint {
+				q := r.URL.Query()
+				q.Set("nonce", "a-nonce-of-another-sign-in")
+				r.URL.RawQuery = q.Encode()
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-5", Email: "alice@example.com", Groups: []string{"pay-ops"}})
+	c := ssoClient(e, false)
+	res, body := signIn(t, e, c)
+	if res.StatusCode != http.StatusForbidden || !strings.Contains(body, "could not be verified") || sessionCookieOf(c, e.srv.URL) != "" {
+		t.Fatalf("another nonce: %d %s", res.StatusCode, body)
+	}
+}
+
+// An ID token signed by a key that is not the provider's is refused.
+func TestSSORefusesForeignSignature(t *testing.T) {
+	t.Parallel()
+	foreign, err := mockoidc.RandomKeypair(2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, m := ssoEnv(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != mockoidc.TokenEndpoint {
+				next.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			var body map[string]any
+			_ = json.Unmarshal(rec.Body.Bytes(), &body)
+			raw, _ := body["id_token"].(string)
+			if raw == "" { // an error (the client tries its ways to authenticate): as is
+				w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
+				w.WriteHeader(rec.Code)
+				_, _ = w.Write(rec.Body.Bytes())
+				return
+			}
+			claims := jwt.MapClaims{}
+			if _, _, err := jwt.NewParser().ParseUnverified(raw, claims); err != nil {
+				t.Errorf("id_token: %v in %s", err, rec.Body.String())
+				return
+			}
+			forged, err := foreign.SignJWT(claims)
+			if err != nil {
+				t.Errorf("sign: %v", err)
+				return
+			}
+			body["id_token"] = forged
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(body)
+		})
+	})
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-6", Email: "alice@example.com", Groups: []string{"pay-ops"}})
+	c := ssoClient(e, false)
+	res, body := signIn(t, e, c)
+	if res.StatusCode != http.StatusForbidden || !strings.Contains(body, "could not be verified") || sessionCookieOf(c, e.srv.URL) != "" {
+		t.Fatalf("foreign signature: %d %s", res.StatusCode, body)
 	}
 }

@@ -8,7 +8,9 @@
 // content-hash URLs with immutable caching.
 //
 // A browser logs in with a token secret (the first-start banner's
-// /?token=… or the login form); the session cookie holds a random session
+// /?token=… or the login form), through single sign-on (OpenID Connect,
+// see oidc.go) or behind an identity-aware proxy (see proxy.go); the
+// session cookie holds a random session
 // id, never the secret, and the database keeps only the id's SHA-256 (see
 // session.go). Every form carries the session's
 // CSRF token, checked on every POST (see csrf.go).
