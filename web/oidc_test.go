@@ -112,6 +112,15 @@ func TestSSOSignInMapsGroupsToRoleAndOwners(t *testing.T) {
 	if res.StatusCode != http.StatusOK || !strings.Contains(body, "oidc:alice@example.com (operator: billing, payments)") {
 		t.Fatalf("/messages after SSO: %d %s", res.StatusCode, body)
 	}
+	// An instance on the same database without SSO configured does not
+	// take the person's session.
+	plain := serveUI(t, e.store)
+	other := e.client()
+	pu, _ := url.Parse(plain.URL)
+	other.Jar.SetCookies(pu, []*http.Cookie{{Name: "quarantine_session", Value: sessionCookieOf(c, e.srv.URL), Path: "/"}})
+	if loggedIn(t, other, plain.URL) {
+		t.Fatal("an SSO session opens an instance without SSO")
+	}
 }
 
 // The callback refuses a state that is not the browser's, and a callback

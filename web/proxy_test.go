@@ -68,6 +68,11 @@ func TestProxyHeadersFromTrustedProxySignIn(t *testing.T) {
 	if len(evs) != 1 || evs[0].Actor != "proxy:alice@example.com" {
 		t.Fatalf("discard events %+v, want one by proxy:alice@example.com", evs)
 	}
+	// The cookie without the proxy's headers opens nothing: the headers
+	// are the sign-in, the session only carries the forms' CSRF token.
+	if res, _ := get(t, c, e.srv.URL+"/messages"); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the proxy person's cookie without headers: %d, want 303 to /login", res.StatusCode)
+	}
 	// Another person behind the same browser's cookie is themselves.
 	_, body = proxied(t, c, http.MethodGet, e.srv.URL+"/messages", "carol@example.com", "bill-viewers", nil)
 	if !strings.Contains(body, "proxy:carol@example.com (viewer: billing)") {

@@ -90,7 +90,12 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) (*session, err
 	}
 	if stored.Person != "" {
 		// A person from single sign-on: their role and owners are those
-		// their groups gave them at sign-in.
+		// their groups gave them at sign-in, while SSO is configured. A
+		// proxy's person is theirs only with the proxy's headers (above):
+		// their session alone, without them, opens nothing.
+		if h.sso == nil || !strings.HasPrefix(stored.Person, "oidc:") {
+			return nil, nil
+		}
 		t := &quarantine.Token{Name: stored.Person, Role: stored.Role, Owners: stored.Owners, Person: stored.Person}
 		return &session{id: c.Value, csrf: csrfOf(c.Value), token: t}, nil
 	}
