@@ -11,7 +11,7 @@ import (
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 )
 
-// The web UI's sessions (migration 0014); see store.Sessions. Each call is
+// The web UI's sessions (migration 0015); see store.Sessions. Each call is
 // one statement or two, outside an explicit transaction: a session is one
 // row, and a logout on another instance between the read and the write
 // of a use makes the write find no row (ENOTFOUND).

@@ -1,4 +1,4 @@
--- 0014: the web UI's sessions, shared by every instance on the database
+-- 0015: the web UI's sessions, shared by every instance on the database
 -- and kept across restarts. Only the SHA-256 of a session id is stored.
 -- A session is a token's (token_hash; the token is read on each request)
 -- or a person's from single sign-on (person, role, owners as JSON).
