@@ -18,7 +18,7 @@ WITH_SERVICES := . "$(abspath $(SERVICES_DIR))/env.sh" &&
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build run demo services services-stop test test-race test-isolated lint fmt bench clean
+.PHONY: help build image run demo services services-stop test test-race test-isolated lint fmt bench clean
 
 help: ## list the targets
 	@echo 'Usage: make TARGET'
@@ -27,6 +27,9 @@ help: ## list the targets
 build: ## build bin/quarantine
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/quarantine
 
+image: ## build the container image quarantine:$(VERSION) and quarantine:latest (podman or buildah, FROM scratch; scripts/image.sh, docs/deploy.md)
+	VERSION='$(VERSION)' ./scripts/image.sh
+
 run: build ## build, then serve on the embedded SQLite default (prints the login URL on first start)
 	./$(BIN) serve
 
@@ -34,7 +37,7 @@ demo: build ## the whole loop on the embedded store: the tour (it explains each 
 	./$(BIN) demo --tour
 	./$(BIN) demo
 
-services: ## start the project's own PostgreSQL, RabbitMQ, NATS, goaws and Alertmanager on private loopback ports (scripts/services.sh; never the machine's)
+services: ## start the project's own PostgreSQL, RabbitMQ, NATS, goaws and Alertmanager on private loopback ports, and install the tools the tests run (promtool, Chromium, helm, podman) (scripts/services.sh; never the machine's)
 	./scripts/services.sh
 
 services-stop: ## stop the private service instances that `make services` started, and nothing else

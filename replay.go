@@ -32,13 +32,14 @@ const (
 	ReplayRunning   ReplayState = "running"   // the engine publishes its items
 	ReplayPaused    ReplayState = "paused"    // by an operator, or by the breaker (StateReason says)
 	ReplayHalted    ReplayState = "halted"    // the canary failed (StateReason says); resume overrides
-	ReplayCompleted ReplayState = "completed" // every item has an outcome
+	ReplayCompleted ReplayState = "completed" // every item has an outcome, and some reached the destination (or none had to)
+	ReplayFailed    ReplayState = "failed"    // every item has an outcome, and every one that was tried failed: nothing reached the destination
 	ReplayCancelled ReplayState = "cancelled" // pending items were skipped
 	ReplayExpired   ReplayState = "expired"   // a draft nobody started in time
 )
 
 // ReplayStates lists every state.
-var ReplayStates = []ReplayState{ReplayDraft, ReplayRunning, ReplayPaused, ReplayHalted, ReplayCompleted, ReplayCancelled, ReplayExpired}
+var ReplayStates = []ReplayState{ReplayDraft, ReplayRunning, ReplayPaused, ReplayHalted, ReplayCompleted, ReplayFailed, ReplayCancelled, ReplayExpired}
 
 // Replay actions: what moves a batch from one state to another.
 const (
@@ -47,7 +48,7 @@ const (
 	ReplayActResume   = "resume"   // paused | halted -> running
 	ReplayActCancel   = "cancel"   // draft | running | paused | halted -> cancelled
 	ReplayActHalt     = "halt"     // running -> halted (the engine's canary)
-	ReplayActComplete = "complete" // running -> completed (the store, when no item is left)
+	ReplayActComplete = "complete" // running -> completed or failed (the store, when no item is left: DoneState)
 	ReplayActExpire   = "expire"   // draft -> expired
 )
 
@@ -79,7 +80,22 @@ func (s ReplayState) Valid() bool {
 
 // Terminal reports whether nothing more can happen to a batch in s.
 func (s ReplayState) Terminal() bool {
-	return s == ReplayCompleted || s == ReplayCancelled || s == ReplayExpired
+	return s == ReplayCompleted || s == ReplayFailed || s == ReplayCancelled || s == ReplayExpired
+}
+
+// DoneState is the state a batch ends in once every item has an outcome:
+// ReplayFailed when items failed and none was published (or found
+// already done), else ReplayCompleted; with the reason to show, naming
+// the failed count ("" when none failed).
+func (b *ReplayBatch) DoneState() (ReplayState, string) {
+	failed := b.Counts[ItemFailed]
+	if failed == 0 {
+		return ReplayCompleted, ""
+	}
+	if b.Counts[ItemPublished]+b.Counts[ItemDeduplicated] == 0 {
+		return ReplayFailed, fmt.Sprintf("every item failed (%d of %d): nothing was published", failed, b.Total)
+	}
+	return ReplayCompleted, fmt.Sprintf("%d of %d items failed", failed, b.Total)
 }
 
 // ReplayTransition returns the state action leads to from s and the audit

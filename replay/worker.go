@@ -224,10 +224,25 @@ func (w *worker) canary(ctx context.Context, b *quarantine.ReplayBatch) (maxSeq 
 	now := w.e.cfg.Now()
 	switch b.CanaryVerdict {
 	case quarantine.CanaryNone, quarantine.CanaryPending:
+		var failed []quarantine.ReplayItem
 		for _, it := range items {
 			if it.Outcome == quarantine.ItemPending {
 				return b.Canary, 0, false
 			}
+			if it.Outcome == quarantine.ItemFailed {
+				failed = append(failed, it)
+			}
+		}
+		// A canary message that could not be published fails the canary
+		// as one that came back failing does: the rest would most likely
+		// fail alike.
+		if len(failed) > 0 {
+			if !w.failCanary(ctx, b, fmt.Sprintf(
+				"canary: %d of its %d messages could not be published (message %s: %s); resume to replay the rest anyway",
+				len(failed), len(items), failed[0].MessageID, failed[0].Reason)) {
+				return b.Canary, w.e.cfg.Poll, false
+			}
+			return 0, 0, true
 		}
 		until := now.Add(b.Observe)
 		if _, err := st.SetReplayCanary(ctx, b.ID, quarantine.CanaryObserving, &until); err != nil {
@@ -238,13 +253,10 @@ func (w *worker) canary(ctx context.Context, b *quarantine.ReplayBatch) (maxSeq 
 	// Observing.
 	for _, it := range items {
 		if it.Outcome == quarantine.ItemRefailed {
-			if _, err := st.SetReplayCanary(ctx, b.ID, quarantine.CanaryFailed, nil); err != nil {
-				w.e.log.Warn("cannot record canary", "replay", b.ID, "err", err)
+			if !w.failCanary(ctx, b, fmt.Sprintf(
+				"canary: message %s came back failing as %s; resume to replay the rest anyway", it.MessageID, it.RefailID)) {
 				return 0, w.e.cfg.Poll, false
 			}
-			w.e.system(ctx, b.ID, quarantine.ReplayActHalt, fmt.Sprintf(
-				"canary: message %s came back failing as %s; resume to replay the rest anyway", it.MessageID, it.RefailID))
-			w.e.cfg.Metrics.halt()
 			return 0, 0, true
 		}
 	}
@@ -256,6 +268,19 @@ func (w *worker) canary(ctx context.Context, b *quarantine.ReplayBatch) (maxSeq 
 		return 0, w.e.cfg.Poll, false
 	}
 	return 0, time.Millisecond, false
+}
+
+// failCanary records the canary's failed verdict and halts the batch with
+// reason; false when the verdict could not be recorded (the caller tries
+// again later).
+func (w *worker) failCanary(ctx context.Context, b *quarantine.ReplayBatch, reason string) bool {
+	if _, err := w.e.cfg.Store.SetReplayCanary(ctx, b.ID, quarantine.CanaryFailed, nil); err != nil {
+		w.e.log.Warn("cannot record canary", "replay", b.ID, "err", err)
+		return false
+	}
+	w.e.system(ctx, b.ID, quarantine.ReplayActHalt, reason)
+	w.e.cfg.Metrics.halt()
+	return true
 }
 
 // canaryItems returns the items with Seq < b.Canary.

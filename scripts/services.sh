@@ -28,7 +28,8 @@
 #   nats          QUARANTINE_NATS_PORT          24222
 #   goaws         QUARANTINE_GOAWS_PORT         24100 (GOAWS_PORT too)
 #   alertmanager  QUARANTINE_ALERTMANAGER_PORT  29093
-#   prometheus, promtool, chromium: binaries only (each test starts its own)
+#   prometheus, promtool, chromium, helm, podman: binaries only (each test
+#   starts its own; helm is built into .tools/helm, podman is Debian's)
 # A port override makes another instance with its own folder and record;
 # `stop` stops every instance this script started.
 #
@@ -172,6 +173,19 @@ write_env() {
 	local inst="$1"
 	shift
 	printf '%s\n' "$@" >"$inst/env"
+}
+
+# reuse NAME PORT INST PORTVAR READY...: PORT answers. 0 when it is our
+# instance (recorded in INST) and READY succeeds: it is reused. Anything
+# else is a failure: a port taken by something not ours is never used.
+reuse() {
+	local name="$1" port="$2" inst="$3" var="$4"
+	shift 4
+	if recorded_alive "$inst" && wait_for "$@"; then
+		log "$name ready on 127.0.0.1:$port (ours, reused)"
+		return 0
+	fi
+	fail "port $port is taken by something that is not our $name (set $var)"
 }
 
 # binary NAME KEY=VALUE...: a tool, not a server (each test starts its

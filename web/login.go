@@ -64,11 +64,7 @@ func (h *Handler) renderLogin(w http.ResponseWriter, r *http.Request, status int
 // loginPost logs in with the pasted token; the form's CSRF token must
 // match the login cookie (double submit).
 func (h *Handler) loginPost(w http.ResponseWriter, r *http.Request) {
-	c, err := r.Cookie(loginCookie)
-	want := ""
-	if err == nil {
-		want = c.Value
-	}
+	want := h.cookie(r, loginCookie)
 	if !sameOrigin(r) {
 		h.forbidden(w, r, nil, "This form was posted from another site.")
 		return
@@ -131,8 +127,8 @@ func (h *Handler) refuseLogin(w http.ResponseWriter, r *http.Request) {
 // ends) and returns its id for the cookie.
 func (h *Handler) startSession(r *http.Request, s *quarantine.Session) (string, error) {
 	ctx := r.Context()
-	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" && len(c.Value) <= maxSessionIDBytes {
-		if err := h.cfg.Store.DeleteSession(ctx, quarantine.HashSessionID(c.Value)); err != nil {
+	if old := h.cookie(r, sessionCookie); old != "" && len(old) <= maxSessionIDBytes {
+		if err := h.cfg.Store.DeleteSession(ctx, quarantine.HashSessionID(old)); err != nil {
 			return "", err
 		}
 	}

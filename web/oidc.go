@@ -41,7 +41,8 @@ const DefaultGroupsClaim = "groups"
 
 // oidcCookie carries one sign-in's state, nonce and PKCE verifier from
 // /auth/oidc/login to the callback. SameSite=Lax: the callback is a
-// top-level navigation from the provider's site.
+// top-level navigation from the provider's site. Over HTTPS it carries
+// the __Host- prefix, like the other cookies (cookieName).
 const oidcCookie = "quarantine_oidc"
 
 // oidcFlowSeconds is how long a browser may take at the provider.
@@ -109,7 +110,7 @@ func (h *Handler) ssoLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	state, nonce, verifier := randomToken(), randomToken(), oauth2.GenerateVerifier()
-	http.SetCookie(w, &http.Cookie{Name: oidcCookie, Value: state + "." + nonce + "." + verifier, Path: "/",
+	http.SetCookie(w, &http.Cookie{Name: h.cookieName(r, oidcCookie), Value: state + "." + nonce + "." + verifier, Path: "/",
 		MaxAge: oidcFlowSeconds, HttpOnly: true, Secure: h.secure(r), SameSite: http.SameSiteLaxMode})
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, oc.AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(verifier)), http.StatusSeeOther)
@@ -121,11 +122,11 @@ func (h *Handler) ssoLogin(w http.ResponseWriter, r *http.Request) {
 // checked. The person's groups decide their role; without one they are
 // refused with a 403 page, and the refusal is audited.
 func (h *Handler) ssoCallback(w http.ResponseWriter, r *http.Request) {
-	spent := &http.Cookie{Name: oidcCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+	spent := &http.Cookie{Name: h.cookieName(r, oidcCookie), Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
 		Secure: h.secure(r), SameSite: http.SameSiteLaxMode}
 	var state, nonce, verifier string
-	if c, err := r.Cookie(oidcCookie); err == nil {
-		parts := strings.Split(c.Value, ".")
+	if v := h.cookie(r, oidcCookie); v != "" {
+		parts := strings.Split(v, ".")
 		if len(parts) == 3 {
 			state, nonce, verifier = parts[0], parts[1], parts[2]
 		}

@@ -48,11 +48,11 @@ func (h *Handler) proxySession(w http.ResponseWriter, r *http.Request, user stri
 		return nil, quarantine.Errorf(quarantine.EFORBIDDEN, "You are signed in as %s, but none of your groups is given a role in quarantine, so you cannot use it. Ask an administrator to map one of your groups (auth.proxy.roles).", user)
 	}
 	tok := &quarantine.Token{Name: person, Role: role, Owners: owners, Person: person}
-	if c, err := r.Cookie(sessionCookie); err == nil && c.Value != "" && len(c.Value) <= maxSessionIDBytes {
-		stored, err := h.cfg.Store.UseSession(r.Context(), quarantine.HashSessionID(c.Value), h.cfg.SessionIdle)
+	if old := h.cookie(r, sessionCookie); old != "" && len(old) <= maxSessionIDBytes {
+		stored, err := h.cfg.Store.UseSession(r.Context(), quarantine.HashSessionID(old), h.cfg.SessionIdle)
 		switch {
 		case err == nil && stored.Person == person:
-			return &session{id: c.Value, csrf: csrfOf(c.Value), token: tok}, nil
+			return &session{id: old, csrf: csrfOf(old), token: tok}, nil
 		case err != nil && quarantine.ErrorCode(err) != quarantine.ENOTFOUND:
 			return nil, err
 		}

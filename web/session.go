@@ -12,7 +12,8 @@ import (
 )
 
 // Cookie names. The session cookie holds a random session id; the login
-// cookie holds the CSRF token of the login form, before any session.
+// cookie holds the CSRF token of the login form, before any session. Over
+// HTTPS they carry the __Host- prefix (cookieName).
 const (
 	sessionCookie = "quarantine_session"
 	loginCookie   = "quarantine_login_csrf"
@@ -58,8 +59,29 @@ const maxSessionIDBytes = 100
 // says the client used HTTPS (X-Forwarded-Proto).
 func (h *Handler) secure(r *http.Request) bool { return h.cfg.Secure || h.cfg.TrustedProxies.HTTPS(r) }
 
+// cookieName is name with the __Host- prefix when the cookies are Secure:
+// a browser then keeps the cookie only if it is Secure, for this host
+// alone (no Domain) and Path=/, so that neither a plain-HTTP page nor a
+// sibling subdomain can set or overwrite it.
+func (h *Handler) cookieName(r *http.Request, name string) string {
+	if h.secure(r) {
+		return "__Host-" + name
+	}
+	return name
+}
+
+// cookie returns the value of the request's cookie name (under its
+// cookieName), or "".
+func (h *Handler) cookie(r *http.Request, name string) string {
+	c, err := r.Cookie(h.cookieName(r, name))
+	if err != nil {
+		return ""
+	}
+	return c.Value
+}
+
 func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge,
+	http.SetCookie(w, &http.Cookie{Name: h.cookieName(r, name), Value: value, Path: "/", MaxAge: maxAge,
 		HttpOnly: true, Secure: h.secure(r), SameSite: http.SameSiteStrictMode})
 }
 
@@ -75,12 +97,12 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) (*session, err
 			return h.proxySession(w, r, user)
 		}
 	}
-	c, err := r.Cookie(sessionCookie)
-	if err != nil || c.Value == "" || len(c.Value) > maxSessionIDBytes {
+	id := h.cookie(r, sessionCookie)
+	if id == "" || len(id) > maxSessionIDBytes {
 		return nil, nil
 	}
 	ctx := r.Context()
-	hash := quarantine.HashSessionID(c.Value)
+	hash := quarantine.HashSessionID(id)
 	stored, err := h.cfg.Store.UseSession(ctx, hash, h.cfg.SessionIdle)
 	switch {
 	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND:
@@ -97,7 +119,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) (*session, err
 			return nil, nil
 		}
 		t := &quarantine.Token{Name: stored.Person, Role: stored.Role, Owners: stored.Owners, Person: stored.Person}
-		return &session{id: c.Value, csrf: csrfOf(c.Value), token: t}, nil
+		return &session{id: id, csrf: csrfOf(id), token: t}, nil
 	}
 	t, err := h.cfg.Store.TokenBySecretHash(ctx, stored.TokenHash)
 	switch {
@@ -106,7 +128,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) (*session, err
 	case err != nil:
 		return nil, err
 	}
-	return &session{id: c.Value, csrf: csrfOf(c.Value), token: t}, nil
+	return &session{id: id, csrf: csrfOf(id), token: t}, nil
 }
 
 // authed serves next with the request's session, and redirects to the

@@ -49,9 +49,9 @@ type Config struct {
 	Store  store.Store
 	Logger *slog.Logger
 	Now    func() time.Time
-	// Secure sets the Secure flag of the cookies (also set on requests
-	// that arrive over TLS, or from a trusted proxy with
-	// X-Forwarded-Proto: https).
+	// Secure sets the Secure flag and the __Host- prefix of the cookies
+	// (also set on requests that arrive over TLS, or from a trusted proxy
+	// with X-Forwarded-Proto: https).
 	Secure bool
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For and
 	// X-Forwarded-Proto are believed (config trusted_proxies); the zero

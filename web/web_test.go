@@ -37,7 +37,11 @@ func TestLoginBannerURLSetsSessionCookieAndRedirects(t *testing.T) {
 			if loc := res.Header.Get("Location"); loc != "/overview" || strings.Contains(loc, "token") {
 				t.Fatalf("Location %q, want /overview", loc)
 			}
-			c := cookieNamed(res, "quarantine_session")
+			name := "quarantine_session"
+			if secure { // a Secure cookie is also a __Host- cookie
+				name = "__Host-" + name
+			}
+			c := cookieNamed(res, name)
 			if c == nil {
 				t.Fatalf("no session cookie in %v", res.Header["Set-Cookie"])
 			}

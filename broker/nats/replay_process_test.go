@@ -111,6 +111,12 @@ func (s *replaySetup) messages(t *testing.T, n int) []testbin.Message {
 // more members of the request) and waits until it completed.
 func (s *replaySetup) replay(t *testing.T, n int, more map[string]any) testbin.Batch {
 	t.Helper()
+	return s.replayUntil(t, n, more, "completed")
+}
+
+// replayUntil is replay, waiting for the batch to reach state.
+func (s *replaySetup) replayUntil(t *testing.T, n int, more map[string]any, state string) testbin.Batch {
+	t.Helper()
 	req := map[string]any{"filter": map[string]any{"queue": []string{s.subject}}, "expect_count": n, "rate": 200, "reason": "renderer fixed"}
 	for k, v := range more {
 		req[k] = v
@@ -120,9 +126,9 @@ func (s *replaySetup) replay(t *testing.T, n int, more map[string]any) testbin.B
 	}
 	s.api.MustDo(t, 201, "POST", "/api/v1/replays", req, &created)
 	var b testbin.Batch
-	eventually(t, 30*time.Second, "the replay completed", func() bool {
+	eventually(t, 30*time.Second, "the replay "+state, func() bool {
 		s.api.MustDo(t, 200, "GET", "/api/v1/replays/"+created.Replay.ID, nil, &b)
-		return b.State == "completed"
+		return b.State == state
 	})
 	return b
 }
@@ -270,9 +276,10 @@ func TestReplayEndToEnd(t *testing.T) {
 	s.api.AuditVerifies(t)
 }
 
-// A replay redirected to a subject no stream captures completes with
-// every item failed, naming the subject, and the messages quarantined
-// again; nothing reaches the work stream.
+// A replay redirected to a subject no stream captures ends failed (never
+// completed, which would read as a success) with every item failed,
+// naming the subject, and the messages quarantined again; nothing
+// reaches the work stream.
 func TestReplayMissingDestination(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the quarantine binary")
@@ -282,7 +289,7 @@ func TestReplayMissingDestination(t *testing.T) {
 	s := newReplaySetup(t, n)
 	s.messages(t, n)
 	missing := uniq("NOWHERE") + ".reports"
-	done := s.replay(t, n, map[string]any{"destination": map[string]any{"queue": missing}})
+	done := s.replayUntil(t, n, map[string]any{"destination": map[string]any{"queue": missing}}, "failed")
 	if done.Counts["failed"] != n || done.Counts["published"] != 0 {
 		t.Fatalf("counts %v, want %d failed", done.Counts, n)
 	}

@@ -282,7 +282,7 @@ func TestReplayMissingDestination(t *testing.T) {
 		"destination": map[string]any{"queue": missing},
 	}, &created)
 	batch := created.Replay.ID
-	done := api.WaitReplay(t, batch, 60*time.Second, "completed")
+	done := api.WaitReplay(t, batch, 60*time.Second, "failed") // never "completed": nothing was published
 	if done.Counts["failed"] != n || done.Counts["published"] != 0 {
 		t.Fatalf("counts %v, want %d failed", done.Counts, n)
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/api"
@@ -52,8 +53,12 @@ type Main struct {
 	store  store.Store
 	ln     net.Listener
 	server *http.Server
-	api    *api.Server // the REST API, closed after server
-	served chan error  // the HTTP server's exit, when serving
+	api    *api.Server   // the REST API, closed after server
+	certs  *certReloader // the TLS key pair when serving HTTPS; nil otherwise
+	// certCheckEvery overrides certCheckEvery (tests look at every
+	// handshake).
+	certCheckEvery time.Duration
+	served         chan error // the HTTP server's exit, when serving
 
 	collectors *runningCollectors
 	replays    *runningReplays

@@ -27,6 +27,10 @@ const (
 	EnvConfig   = "QUARANTINE_CONFIG"       // path of the YAML file
 	EnvDatabase = "QUARANTINE_DATABASE_URL" // overrides database
 	EnvListen   = "QUARANTINE_LISTEN"       // overrides listen
+
+	EnvTLSCertFile = "QUARANTINE_TLS_CERT_FILE"         // overrides tls.cert_file
+	EnvTLSKeyFile  = "QUARANTINE_TLS_KEY_FILE"          // overrides tls.key_file
+	EnvRuntimeRole = "QUARANTINE_DATABASE_RUNTIME_ROLE" // overrides database_runtime_role
 )
 
 // Defaults of the configuration.
@@ -45,11 +49,17 @@ const (
 // file, the environment and the flags, in that order of precedence
 // (flags win). It is passed down; there is no global configuration.
 type Config struct {
-	Listen   string                 // host:port to serve HTTP on
-	Database DatabaseURL            // sqlite:PATH or postgres://…
-	Owners   []quarantine.OwnerRule // first match wins, glob on queue
-	Limits   Limits
-	Log      LogConfig
+	Listen   string      // host:port to serve HTTP on
+	Database DatabaseURL // sqlite:PATH or postgres://…
+	// DatabaseRuntimeRole is the PostgreSQL role serve runs as, apart
+	// from the owner of the tables that runs migrate: migrate grants it
+	// exactly what serve needs (config database_runtime_role).
+	DatabaseRuntimeRole string
+	// TLS, when set, makes serve speak HTTPS only (config tls:).
+	TLS    TLSConfig
+	Owners []quarantine.OwnerRule // first match wins, glob on queue
+	Limits Limits
+	Log    LogConfig
 	// Idempotency says where each queue's idempotency key lives.
 	Idempotency []collect.IdempotencyRule
 	// RedactHeaders are replaced at ingest (default Authorization, Cookie).
@@ -97,8 +107,11 @@ type LogConfig struct {
 // Overrides are the command-line flags that take precedence over the file
 // and the environment. Empty fields override nothing.
 type Overrides struct {
-	Listen   string
-	Database string
+	Listen      string
+	Database    string
+	TLSCertFile string
+	TLSKeyFile  string
+	RuntimeRole string
 }
 
 // DefaultConfig returns the configuration used when nothing is set.
@@ -155,21 +168,30 @@ func ResolveConfig(path string, env func(string) string, o Overrides) (Config, e
 			return Config{}, err
 		}
 	}
+	set := map[string]func(string){
+		"listen":                func(v string) { c.Listen = v },
+		"database":              func(v string) { c.Database = DatabaseURL(v) },
+		"tls.cert_file":         func(v string) { c.TLS.CertFile = v },
+		"tls.key_file":          func(v string) { c.TLS.KeyFile = v },
+		"database_runtime_role": func(v string) { c.DatabaseRuntimeRole = v },
+	}
 	for _, s := range []struct{ key, value, origin string }{
 		{"listen", env(EnvListen), EnvListen},
 		{"database", env(EnvDatabase), EnvDatabase},
+		{"tls.cert_file", env(EnvTLSCertFile), EnvTLSCertFile},
+		{"tls.key_file", env(EnvTLSKeyFile), EnvTLSKeyFile},
+		{"database_runtime_role", env(EnvRuntimeRole), EnvRuntimeRole},
 		{"listen", o.Listen, "--listen"},
 		{"database", o.Database, "--database"},
+		{"tls.cert_file", o.TLSCertFile, "--tls-cert-file"},
+		{"tls.key_file", o.TLSKeyFile, "--tls-key-file"},
+		{"database_runtime_role", o.RuntimeRole, "--runtime-role"},
 	} {
 		if s.value == "" {
 			continue
 		}
 		src.origin[s.key] = s.origin
-		if s.key == "listen" {
-			c.Listen = s.value
-		} else {
-			c.Database = DatabaseURL(s.value)
-		}
+		set[s.key](s.value)
 	}
 	if err := c.validate(src); err != nil {
 		return Config{}, err
@@ -183,8 +205,11 @@ type fileConfig struct {
 	Listen   string      `yaml:"listen"`
 	Database string      `yaml:"database"`
 	Owners   []fileOwner `yaml:"owners"`
-	Limits   fileLimits  `yaml:"limits"`
-	Log      fileLog     `yaml:"log"`
+
+	DatabaseRuntimeRole string     `yaml:"database_runtime_role"`
+	TLS                 fileTLS    `yaml:"tls"`
+	Limits              fileLimits `yaml:"limits"`
+	Log                 fileLog    `yaml:"log"`
 
 	Idempotency  []collect.IdempotencyRule `yaml:"idempotency"`
 	Redact       fileRedact                `yaml:"redact"`
@@ -198,6 +223,11 @@ type fileConfig struct {
 	Auth         fileAuth                  `yaml:"auth"`
 
 	TrustedProxies []string `yaml:"trusted_proxies"`
+}
+
+type fileTLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
 }
 
 type fileRedact struct {
@@ -239,6 +269,15 @@ func (s *configSource) decode(file string, data []byte, c *Config) error {
 	}
 	if f.Database != "" {
 		c.Database = DatabaseURL(f.Database)
+	}
+	if f.DatabaseRuntimeRole != "" {
+		c.DatabaseRuntimeRole = f.DatabaseRuntimeRole
+	}
+	if f.TLS.CertFile != "" {
+		c.TLS.CertFile = f.TLS.CertFile
+	}
+	if f.TLS.KeyFile != "" {
+		c.TLS.KeyFile = f.TLS.KeyFile
 	}
 	for _, o := range f.Owners {
 		c.Owners = append(c.Owners, quarantine.OwnerRule{Team: o.Team, Queues: o.Queues})
@@ -334,6 +373,20 @@ func (c *Config) validate(src *configSource) error {
 	}
 	if err := storeopen.CheckURL(c.Database.Reveal()); err != nil {
 		return src.errorf("database", "%s", quarantine.ErrorMessage(err))
+	}
+	if r := c.DatabaseRuntimeRole; r != "" {
+		if storeopen.IsEmbedded(c.Database.Reveal()) {
+			return src.errorf("database_runtime_role", "applies to PostgreSQL only: the embedded SQLite store has no roles")
+		}
+		if len(r) > 63 || strings.TrimSpace(r) != r || strings.ContainsAny(r, "\x00\r\n") {
+			return src.errorf("database_runtime_role", "%q is not a PostgreSQL role name (at most 63 bytes, no surrounding spaces)", r)
+		}
+	}
+	switch {
+	case c.TLS.CertFile != "" && c.TLS.KeyFile == "":
+		return src.errorf("tls.key_file", "tls.cert_file needs tls.key_file")
+	case c.TLS.CertFile == "" && c.TLS.KeyFile != "":
+		return src.errorf("tls.cert_file", "tls.key_file needs tls.cert_file")
 	}
 	for i, o := range c.Owners {
 		key := fmt.Sprintf("owners[%d]", i)

@@ -242,7 +242,7 @@ func (d *demo) stop() error {
 
 // printDemoGuide tells what the demo did and what to try.
 func (m *Main) printDemoGuide() {
-	base := "http://" + m.publicAddr()
+	base := m.URL()
 	fmt.Fprintf(m.Stderr, `
     The demo is running: %d build-report jobs went to the in-memory queue
     %q. The worker completes the good ones, retries the flaky one after

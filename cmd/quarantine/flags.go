@@ -21,10 +21,14 @@ Runs the service: the REST API under /api/v1, /healthz, /readyz and
 itself; on PostgreSQL pass --migrate (or run 'quarantine migrate' first).
 When the database holds no active token, an admin token is created and its
 login URL printed once on stderr.`,
-	cmdMigrate: `Usage: quarantine migrate [flags]
+	cmdMigrate: `Usage: quarantine migrate [--runtime-role ROLE] [flags]
 
 Applies the database migrations this build carries and prints the schema
-version.`,
+version. Run it as the role that owns the tables. With a runtime role
+(--runtime-role, $QUARANTINE_DATABASE_RUNTIME_ROLE or
+database_runtime_role), it then grants that existing PostgreSQL role
+exactly what serve needs: serve runs as it, and may append to the audit
+log but never change, delete or truncate it.`,
 	cmdTokenCreate: `Usage: quarantine token create --name NAME --role ROLE [--owner TEAM]...
 
 Creates an API token and prints its secret, alone on one line, on stdout.
@@ -68,6 +72,10 @@ Environment (flags override it; it overrides the config file):
   QUARANTINE_CONFIG        YAML config file (see quarantine.example.yaml)
   QUARANTINE_DATABASE_URL  sqlite:PATH or postgres://… (default sqlite:./quarantine-data/quarantine.db)
   QUARANTINE_LISTEN        host:port to serve on (default 127.0.0.1:8080)
+  QUARANTINE_TLS_CERT_FILE, QUARANTINE_TLS_KEY_FILE
+                           serve HTTPS with this certificate and key (PEM files)
+  QUARANTINE_DATABASE_RUNTIME_ROLE
+                           the PostgreSQL role serve runs as, granted by migrate
 `
 
 var reHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -102,6 +110,10 @@ func (m *Main) ParseFlags(_ context.Context, args []string) error {
 	case cmdServe:
 		fs.StringVar(&o.Listen, "listen", "", "`host:port` to serve on (default $"+EnvListen+", then the file, then "+DefaultListen+")")
 		fs.BoolVar(&m.migrate, "migrate", false, "apply pending migrations first (always done on the embedded SQLite default)")
+		fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serve HTTPS with this PEM certificate `file` (default $"+EnvTLSCertFile+", then tls.cert_file)")
+		fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "the PEM private key `file` of --tls-cert-file (default $"+EnvTLSKeyFile+", then tls.key_file)")
+	case cmdMigrate:
+		fs.StringVar(&o.RuntimeRole, "runtime-role", "", "PostgreSQL `role` serve runs as, granted what it needs (default $"+EnvRuntimeRole+", then database_runtime_role)")
 	case cmdDemo:
 		fs.StringVar(&o.Listen, "listen", "", "`host:port` to serve on (default $"+EnvListen+", then the file, then "+DefaultListen+")")
 		fs.BoolVar(&m.demo.tour, "tour", false, "walk the loop by itself on a fresh database, print each step, and exit")

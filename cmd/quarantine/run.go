@@ -116,8 +116,49 @@ func (m *Main) runMigrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(m.Stdout, "database %s: schema at version %d of %d\n", m.Config.Database, current, latest)
+	if _, err = fmt.Fprintf(m.Stdout, "database %s: schema at version %d of %d\n", m.Config.Database, current, latest); err != nil {
+		return err
+	}
+	if role := m.Config.DatabaseRuntimeRole; role != "" {
+		g, ok := m.store.(runtimeGranter)
+		if !ok {
+			return quarantine.FieldErrorf(quarantine.EINVALID, "database_runtime_role", "applies to PostgreSQL only")
+		}
+		if err := g.GrantRuntime(ctx, role); err != nil {
+			return err
+		}
+		m.log.Info("granted the runtime role", "role", role)
+		_, err = fmt.Fprintf(m.Stdout, "runtime role %s: granted what serve needs\n", role)
+	}
 	return err
+}
+
+// runtimeGranter is a store with database roles (store/postgres): it
+// grants a runtime role exactly what serve needs, and tells which role it
+// runs as.
+type runtimeGranter interface {
+	GrantRuntime(ctx context.Context, role string) error
+	SessionUser(ctx context.Context) (string, error)
+}
+
+// checkRuntimeRole refuses to serve as another role than the configured
+// runtime role: a serve given the owner's URL by mistake could rewrite
+// the audit log. Errors: EINVALID naming database_runtime_role.
+func (m *Main) checkRuntimeRole(ctx context.Context) error {
+	want := m.Config.DatabaseRuntimeRole
+	g, ok := m.store.(runtimeGranter)
+	if want == "" || !ok {
+		return nil
+	}
+	got, err := g.SessionUser(ctx)
+	if err != nil {
+		return err
+	}
+	if got != want {
+		return quarantine.FieldErrorf(quarantine.EINVALID, "database_runtime_role",
+			"serve connects to the database as %q, not as the runtime role %q: give serve the runtime role's database URL", got, want)
+	}
+	return nil
 }
 
 func (m *Main) runTokenCreate(ctx context.Context) error {

@@ -35,6 +35,20 @@ func (m *Main) runServe(ctx context.Context) error {
 	if err := m.openStore(ctx, m.migrate, hintServe); err != nil {
 		return err
 	}
+	if err := m.checkRuntimeRole(ctx); err != nil {
+		return err
+	}
+	if m.Config.TLS.enabled() {
+		every := m.certCheckEvery
+		if every == 0 {
+			every = certCheckEvery
+		}
+		certs, err := newCertReloader(m.Config.TLS, every, m.logger.With("component", "tls"))
+		if err != nil {
+			return err
+		}
+		m.certs = certs
+	}
 	ln, err := net.Listen("tcp", m.Config.Listen)
 	if err != nil {
 		return quarantine.Errorf(quarantine.EUNAVAILABLE, "cannot listen on %s: %v", m.Config.Listen, err)
@@ -107,15 +121,23 @@ func (m *Main) runServe(ctx context.Context) error {
 		MaxHeaderBytes:    api.ServerMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(m.logger.With("component", "http").Handler(), slog.LevelWarn),
 	}
+	if m.certs != nil {
+		m.server.TLSConfig = m.certs.serverTLSConfig()
+	}
 	m.served = make(chan error, 1)
 	go func() {
-		err := m.server.Serve(ln)
+		var err error
+		if m.certs != nil {
+			err = m.server.ServeTLS(ln, "", "") // the certificate comes from TLSConfig.GetCertificate
+		} else {
+			err = m.server.Serve(ln)
+		}
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
 		m.served <- err
 	}()
-	m.log.Info("serving", "addr", m.Addr(), "database", m.Config.Database, "version", Version())
+	m.log.Info("serving", "addr", m.Addr(), "tls", m.certs != nil, "database", m.Config.Database, "version", Version())
 	return nil
 }
 
@@ -148,7 +170,7 @@ func (m *Main) bootstrapToken(ctx context.Context) error {
 // printAdminToken writes the first-start block: the login URL and a curl
 // line, each carrying the secret.
 func (m *Main) printAdminToken(secret Secret) {
-	base := "http://" + m.publicAddr()
+	base := m.URL()
 	fmt.Fprintf(m.Stderr, `
     No API token existed, so an admin token was created. It is shown only
     this once: keep it somewhere safe.
@@ -173,6 +195,15 @@ func (m *Main) Addr() string {
 		return ""
 	}
 	return m.ln.Addr().String()
+}
+
+// URL returns the service's base URL for a local user: https:// when it
+// serves TLS, then publicAddr.
+func (m *Main) URL() string {
+	if m.certs != nil {
+		return "https://" + m.publicAddr()
+	}
+	return "http://" + m.publicAddr()
 }
 
 // publicAddr is Addr with an unspecified host (0.0.0.0, ::) replaced by

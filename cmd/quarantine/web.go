@@ -27,9 +27,9 @@ func (m *Main) withWeb(apiHandler http.Handler, acfg api.Config) (http.Handler, 
 		SessionMax:     m.Config.Auth.SessionMax,
 		OIDC:           m.Config.Auth.OIDC.web(),
 		Proxy:          m.Config.Auth.Proxy,
-		// The server speaks plain HTTP: the cookies are Secure on requests
-		// that arrive over TLS, or from a trusted proxy that says the
-		// client used HTTPS.
+		// The cookies are Secure, and __Host- prefixed, on requests that
+		// arrive over TLS (tls: in the config), or from a trusted proxy
+		// that says the client used HTTPS.
 		TrustedProxies: m.Config.TrustedProxies,
 	})
 	if err != nil {

@@ -233,6 +233,7 @@ const (
 	ReplayStateCompleted ReplayState = "completed"
 	ReplayStateDraft     ReplayState = "draft"
 	ReplayStateExpired   ReplayState = "expired"
+	ReplayStateFailed    ReplayState = "failed"
 	ReplayStateHalted    ReplayState = "halted"
 	ReplayStatePaused    ReplayState = "paused"
 	ReplayStateRunning   ReplayState = "running"
@@ -248,6 +249,8 @@ func (e ReplayState) Valid() bool {
 	case ReplayStateDraft:
 		return true
 	case ReplayStateExpired:
+		return true
+	case ReplayStateFailed:
 		return true
 	case ReplayStateHalted:
 		return true
@@ -458,7 +461,7 @@ type BulkResult struct {
 	} `json:"skipped"`
 }
 
-// CanaryVerdict Empty without a canary; pending, observing (until canary_until), passed or failed.
+// CanaryVerdict Empty without a canary; pending, observing (until canary_until), passed or failed (one of its messages could not be published, or came back failing).
 type CanaryVerdict string
 
 // CreatedToken defines model for CreatedToken.
@@ -880,7 +883,7 @@ type ReplayBatch struct {
 	Canary       int           `json:"canary"`
 	CanaryUntil  *NullableTime `json:"canary_until"`
 
-	// CanaryVerdict Empty without a canary; pending, observing (until canary_until), passed or failed.
+	// CanaryVerdict Empty without a canary; pending, observing (until canary_until), passed or failed (one of its messages could not be published, or came back failing).
 	CanaryVerdict CanaryVerdict `json:"canary_verdict"`
 
 	// Counts Items per outcome, every outcome present.
@@ -913,8 +916,11 @@ type ReplayBatch struct {
 	StartedAt *NullableTime `json:"started_at"`
 
 	// State draft (previewed, nothing published; expires), running, paused (by
-	// an operator or the breaker), halted (the canary failed), completed,
-	// cancelled, expired.
+	// an operator or the breaker), halted (the canary failed: one of its
+	// messages came back failing or could not be published), completed
+	// (every item has an outcome; state_reason says how many failed, if
+	// any), failed (every item has an outcome and every one tried failed:
+	// nothing was published), cancelled, expired.
 	State ReplayState `json:"state"`
 
 	// StateReason Why it is paused, halted or cancelled.
@@ -1072,8 +1078,11 @@ type ReplayStart struct {
 }
 
 // ReplayState draft (previewed, nothing published; expires), running, paused (by
-// an operator or the breaker), halted (the canary failed), completed,
-// cancelled, expired.
+// an operator or the breaker), halted (the canary failed: one of its
+// messages came back failing or could not be published), completed
+// (every item has an outcome; state_reason says how many failed, if
+// any), failed (every item has an outcome and every one tried failed:
+// nothing was published), cancelled, expired.
 type ReplayState string
 
 // Role defines model for Role.

@@ -119,3 +119,58 @@ func exec(tb testing.TB, u, sql string) {
 		tb.Fatalf("pgtest: %s: %v", sql, err)
 	}
 }
+
+// Role creates a login role named prefix_<random>, with no other
+// attribute (not a superuser, creates no database or role), and returns
+// its name. When tb ends, what the role owns in the test database is
+// dropped and its privileges revoked (DROP OWNED), then the role. Roles
+// are cluster-wide: the random suffix keeps parallel tests apart. prefix
+// must be a short lower-case SQL identifier. It skips or fails tb like
+// BaseURL.
+func Role(tb testing.TB, prefix string) string {
+	tb.Helper()
+	if !reSchema.MatchString(prefix) || len(prefix) > 40 {
+		tb.Fatalf("pgtest: %q is not a short lower-case SQL identifier", prefix)
+	}
+	base := envURL(tb)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := prefix + "_" + hex.EncodeToString(b)
+	exec(tb, base, "CREATE ROLE "+name+" LOGIN")
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			tb.Errorf("pgtest: drop role %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		for _, q := range []string{"DROP OWNED BY " + name + " CASCADE", "DROP ROLE " + name} {
+			if _, err := conn.Exec(ctx, q); err != nil {
+				tb.Errorf("pgtest: %s: %v", q, err)
+				return
+			}
+		}
+	})
+	return name
+}
+
+// WithUser returns the postgres:// URL u connecting as role, without a
+// password (the test database trusts loopback connections).
+func WithUser(tb testing.TB, u, role string) string {
+	tb.Helper()
+	p, err := url.Parse(u)
+	if err != nil || !strings.HasPrefix(p.Scheme, "postgres") {
+		tb.Fatalf("pgtest: %s must be a postgres:// URL", EnvURL)
+	}
+	p.User = url.User(role)
+	return p.String()
+}
+
+// Exec runs sql on the test database (u, as its user) and fails tb on
+// error.
+func Exec(tb testing.TB, u, sql string) {
+	tb.Helper()
+	exec(tb, u, sql)
+}

@@ -1,6 +1,6 @@
 // Package testenv tells tests where the project's private service
 // instances are: PostgreSQL, RabbitMQ, NATS, goaws, Alertmanager and the
-// binaries the tests run (Prometheus, promtool, Chromium).
+// binaries the tests run (Prometheus, promtool, Chromium, Helm, Podman).
 //
 // scripts/services.sh (what `make services` and `make test` run) starts
 // them on loopback ports of their own and writes their addresses to
@@ -32,6 +32,8 @@ const (
 	Prometheus      = "QUARANTINE_PROMETHEUS"
 	Promtool        = "QUARANTINE_PROMTOOL"
 	Chromium        = "QUARANTINE_CHROMIUM"
+	Helm            = "QUARANTINE_HELM"
+	Podman          = "QUARANTINE_PODMAN"
 )
 
 // Lookup returns the value of the variable name: the environment's, else

@@ -21,12 +21,7 @@ ensure_alertmanager() {
 	inst="$(instance alertmanager "$port")"
 	install_alertmanager || { fail "could not install prometheus-alertmanager"; return 1; }
 	if listening "$port"; then
-		if recorded_alive "$inst" && wait_for alertmanager_ready "$port"; then
-			log "alertmanager ready on 127.0.0.1:$port (ours, reused)"
-		else
-			fail "port $port is taken by something that is not our Alertmanager (set QUARANTINE_ALERTMANAGER_PORT)"
-			return 1
-		fi
+		reuse alertmanager "$port" "$inst" QUARANTINE_ALERTMANAGER_PORT alertmanager_ready "$port" || return 1
 	else
 		mkdir -p "$inst/data"
 		cat >"$inst/alertmanager.yml" <<'YAML'

@@ -29,12 +29,7 @@ ensure_goaws() {
 	inst="$(instance goaws "$port")"
 	install_goaws || { fail "could not build goaws $GOAWS_VERSION"; return 1; }
 	if listening "$port"; then
-		if recorded_alive "$inst" && wait_for goaws_ready "$port"; then
-			log "goaws ready on 127.0.0.1:$port (ours, reused)"
-		else
-			fail "port $port is taken by something that is not our goaws (set QUARANTINE_GOAWS_PORT)"
-			return 1
-		fi
+		reuse goaws "$port" "$inst" QUARANTINE_GOAWS_PORT goaws_ready "$port" || return 1
 	else
 		# Loopback, no queues (its bundled default config points at an
 		# outside URL).

@@ -44,12 +44,7 @@ ensure_nats() {
 	install_nats || { fail "could not install nats-server"; return 1; }
 	bin="$(nats_server_bin)"
 	if listening "$port"; then
-		if recorded_alive "$inst" && wait_for nats_js_ready "$port"; then
-			log "nats ready on 127.0.0.1:$port (ours, reused)"
-		else
-			fail "port $port is taken by something that is not our NATS server (set QUARANTINE_NATS_PORT)"
-			return 1
-		fi
+		reuse nats "$port" "$inst" QUARANTINE_NATS_PORT nats_js_ready "$port" || return 1
 	else
 		mkdir -p "$inst/data"
 		log "starting nats-server ($("$bin" --version 2>/dev/null)) with JetStream on 127.0.0.1:$port"

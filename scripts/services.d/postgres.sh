@@ -62,10 +62,7 @@ ensure_postgres() {
 	home="$(pg_home "$inst")"
 	pg_ready() { pg_isready -q -h 127.0.0.1 -p "$port"; }
 	if listening "$port"; then
-		if ! recorded_alive "$inst" || ! wait_for pg_ready; then
-			fail "port $port is taken by something that is not our PostgreSQL (set QUARANTINE_POSTGRES_PORT)"
-			return 1
-		fi
+		reuse postgres "$port" "$inst" QUARANTINE_POSTGRES_PORT pg_ready || return 1
 	else
 		if [[ ! -f "$home/data/PG_VERSION" ]]; then
 			log "postgres: initdb in $home/data"

@@ -15,7 +15,12 @@
 // The audit log is append-only: a trigger refuses UPDATE, DELETE and
 // TRUNCATE on audit_log, and appends serialise on the row lock of
 // audit_head, in the transaction of the change they record. Bulk actions
-// append their events with one statement (appendAudits).
+// append their events with one statement (appendAudits). Another trigger
+// lets audit_head move only forward, to the log's last event (migration
+// 0014). The owner of the tables could disable the triggers; serve can
+// run as a runtime role that owns nothing, to which GrantRuntime gives
+// every table's rows but only SELECT and INSERT on audit_log and UPDATE
+// of the head (grants.go).
 //
 // InsertBatch stores a batch with one INSERT … SELECT FROM unnest(…) ON
 // CONFLICT DO NOTHING, in (source, dedupe_key) order so that overlapping

@@ -52,9 +52,16 @@ type migrationTx struct {
 }
 
 // Prepare takes the database-wide advisory lock, then creates
-// schema_migrations if needed.
+// schema_migrations if it is missing. It does not even try when the table
+// exists: CREATE TABLE IF NOT EXISTS needs the right to create in the
+// schema, which the runtime role lacks, and Migrate with nothing to do
+// must succeed for it (serve --migrate on an up-to-date schema).
 func (t migrationTx) Prepare(ctx context.Context) error {
 	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLockKey)); err != nil {
+		return err
+	}
+	var exists bool
+	if err := t.tx.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil || exists {
 		return err
 	}
 	_, err := t.tx.Exec(ctx, createMigrationsTable)

@@ -39,8 +39,8 @@ func openURL(t testing.TB, u string, opts ...postgres.Option) *postgres.Store {
 }
 
 // execRaw runs sql on s's database in one transaction with the
-// append-only triggers of audit_log disabled, as an attacker with the
-// database password could. The triggers that keep the counters of
+// append-only triggers of audit_log and audit_head disabled, as an
+// attacker with the owner's password could. The triggers that keep the counters of
 // messages stay on, so that a raw status change is counted as any other.
 func execRaw(t *testing.T, s *postgres.Store, sql string) {
 	t.Helper()
@@ -50,14 +50,11 @@ func execRaw(t *testing.T, s *postgres.Store, sql string) {
 		t.Fatalf("begin: %v", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "ALTER TABLE audit_log DISABLE TRIGGER USER"); err != nil {
-		t.Fatalf("disable triggers: %v", err)
-	}
-	if _, err := tx.Exec(ctx, sql); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	if _, err := tx.Exec(ctx, "ALTER TABLE audit_log ENABLE TRIGGER USER"); err != nil {
-		t.Fatalf("enable triggers: %v", err)
+	for _, q := range []string{"ALTER TABLE audit_log DISABLE TRIGGER USER", "ALTER TABLE audit_head DISABLE TRIGGER USER",
+		sql, "ALTER TABLE audit_log ENABLE TRIGGER USER", "ALTER TABLE audit_head ENABLE TRIGGER USER"} {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatalf("commit: %v", err)

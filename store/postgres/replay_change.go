@@ -204,12 +204,11 @@ func (s *Store) completeIfDone(ctx context.Context, id string) error {
 		if err != nil || b.State != quarantine.ReplayRunning || b.Counts[quarantine.ItemPending] > 0 {
 			return err
 		}
-		now := s.clock()
-		replays.Move(b, quarantine.ReplayCompleted, "", now)
+		ev := replays.Finish(b, s.clock())
 		if err := saveBatch(ctx, tx, b); err != nil {
 			return err
 		}
-		return s.appendAudits(ctx, tx, []*quarantine.AuditEvent{replays.CompleteEvent(b)})
+		return s.appendAudits(ctx, tx, []*quarantine.AuditEvent{ev})
 	})
 }
 

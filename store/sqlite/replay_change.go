@@ -172,11 +172,11 @@ func completeIfDone(ctx context.Context, tx *sql.Tx, id string, now time.Time) (
 	if err != nil || b.State != quarantine.ReplayRunning || b.Counts[quarantine.ItemPending] > 0 {
 		return nil, err
 	}
-	replays.Move(b, quarantine.ReplayCompleted, "", now)
+	ev := replays.Finish(b, now)
 	if err := saveBatch(ctx, tx, b); err != nil {
 		return nil, err
 	}
-	return replays.CompleteEvent(b), nil
+	return ev, nil
 }
 
 // SetReplayCanary records the canary's verdict; see store.Replays.

@@ -12,7 +12,7 @@
   var shown = root.getAttribute("data-state");
   var live = document.getElementById("replay-live");
   // Drafts and finished replays do not move by themselves but to expire.
-  if (!url || ["completed", "cancelled", "expired", "draft"].indexOf(shown) >= 0) {
+  if (!url || ["completed", "failed", "cancelled", "expired", "draft"].indexOf(shown) >= 0) {
     return;
   }
   var INTERVAL = 1000;

@@ -1,6 +1,10 @@
 package replays
 
-import "github.com/quarantine-dev/quarantine"
+import (
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+)
 
 // CreateEvents returns the events of a new batch, in order: replay.create
 // and replay.force when an override was given (Create appends replay.start
@@ -64,6 +68,18 @@ func ChangeEvent(actor, action, batchID, reason string, from, to quarantine.Repl
 
 // CompleteEvent returns the replay.complete event of b, by system.
 func CompleteEvent(b *quarantine.ReplayBatch) *quarantine.AuditEvent {
-	return ChangeEvent(SystemActor, quarantine.ActionReplayDone, b.ID, "every item has an outcome",
-		quarantine.ReplayRunning, quarantine.ReplayCompleted)
+	reason := "every item has an outcome"
+	if _, why := b.DoneState(); why != "" {
+		reason += ": " + why
+	}
+	return ChangeEvent(SystemActor, quarantine.ActionReplayDone, b.ID, reason, quarantine.ReplayRunning, b.State)
+}
+
+// Finish moves b, whose every item has an outcome (b.Counts current), to
+// the state it ends in (quarantine.ReplayBatch.DoneState) and returns the
+// audit event recording it.
+func Finish(b *quarantine.ReplayBatch, now time.Time) *quarantine.AuditEvent {
+	to, why := b.DoneState()
+	Move(b, to, why, now)
+	return CompleteEvent(b)
 }

@@ -72,14 +72,30 @@ func Create(ctx context.Context, tx Tx, r *quarantine.ReplayRequest, keyRule qua
 			return nil, err
 		}
 		if b.Counts[quarantine.ItemPending] == 0 {
-			Move(b, quarantine.ReplayCompleted, "", now)
-			events = append(events, CompleteEvent(b))
+			events = append(events, Finish(b, now))
 			if err := tx.SaveBatch(ctx, b); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return b, tx.AppendAudits(ctx, events)
+}
+
+// finishChanged ends the complete action c on b (every item has an
+// outcome, counts filled): the batch takes the state it ends in
+// (completed or failed), recorded by one event.
+func finishChanged(ctx context.Context, tx Tx, c quarantine.ReplayChange, b *quarantine.ReplayBatch, from quarantine.ReplayState, now time.Time) (*quarantine.ReplayBatch, bool, error) {
+	to, why := b.DoneState()
+	Move(b, to, why, now)
+	reason := c.Reason
+	if why != "" {
+		reason += ": " + why
+	}
+	ev := ChangeEvent(c.Actor, quarantine.ActionReplayDone, b.ID, reason, from, to)
+	if err := tx.SaveBatch(ctx, b); err != nil {
+		return nil, false, err
+	}
+	return b, false, tx.AppendAudits(ctx, []*quarantine.AuditEvent{ev})
 }
 
 // Change is the body of ChangeReplay (c validated). When the action is a
@@ -126,6 +142,10 @@ func Change(ctx context.Context, tx Tx, c quarantine.ReplayChange, now time.Time
 		if n > 0 {
 			return nil, false, quarantine.Errorf(quarantine.ECONFLICT, "the replay still has %d pending items", n)
 		}
+		if err := tx.FillCounts(ctx, b); err != nil {
+			return nil, false, err
+		}
+		return finishChanged(ctx, tx, c, b, from, now)
 	}
 	Move(b, to, c.Reason, now)
 	if to == quarantine.ReplayRunning {
@@ -134,8 +154,10 @@ func Change(ctx context.Context, tx Tx, c quarantine.ReplayChange, now time.Time
 			return nil, false, err
 		}
 		if n == 0 {
-			Move(b, quarantine.ReplayCompleted, c.Reason, now)
-			events = append(events, CompleteEvent(b))
+			if err := tx.FillCounts(ctx, b); err != nil {
+				return nil, false, err
+			}
+			events = append(events, Finish(b, now))
 		}
 	}
 	if err := tx.SaveBatch(ctx, b); err != nil {
