@@ -286,3 +286,45 @@ func TestSSORefusesForeignSignature(t *testing.T) {
 		t.Fatalf("foreign signature: %d %s", res.StatusCode, body)
 	}
 }
+
+// Over HTTPS the sign-in's flow cookie is __Host- prefixed, Secure,
+// HttpOnly, Path=/ and SameSite=Lax (the provider's redirect back is a
+// cross-site navigation), and lives as long as a sign-in may take.
+func TestSSOFlowCookieOverHTTPS(t *testing.T) {
+	t.Parallel()
+	m, err := mockoidc.NewServer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(pln, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	pc := m.Config()
+	e := newEnv(t, func(c *web.Config) {
+		c.Secure = true
+		c.OIDC = &web.OIDCConfig{Issuer: pc.Issuer, ClientID: pc.ClientID, ClientSecret: pc.ClientSecret,
+			RedirectURL: "https://quarantine.example.com/auth/oidc/callback", Roles: ssoRoles}
+	})
+	res, _ := get(t, e.client(), e.srv.URL+"/auth/oidc/login")
+	ck := cookieNamed(res, "__Host-quarantine_oidc")
+	if res.StatusCode != http.StatusSeeOther || ck == nil {
+		t.Fatalf("%d, cookies %v", res.StatusCode, res.Header["Set-Cookie"])
+	}
+	if !ck.Secure || !ck.HttpOnly || ck.Path != "/" || ck.Domain != "" || ck.SameSite != http.SameSiteLaxMode || ck.MaxAge != 600 {
+		t.Fatalf("flow cookie %+v", ck)
+	}
+	loc, err := url.Parse(res.Header.Get("Location"))
+	if err != nil || !strings.HasPrefix(loc.String(), pc.Issuer) {
+		t.Fatalf("redirect to %q, want the provider", res.Header.Get("Location"))
+	}
+	q := loc.Query()
+	if q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("nonce") == "" || q.Get("state") == "" ||
+		strings.Contains(ck.Value, q.Get("code_challenge")) || !strings.HasPrefix(ck.Value, q.Get("state")+".") {
+		t.Fatalf("authorization request %v with flow cookie %q: want S256 PKCE, a nonce, the cookie's state", q, ck.Value)
+	}
+}
