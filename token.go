@@ -52,10 +52,20 @@ type Token struct {
 	CreatedBy  string     `json:"created_by"`
 	RevokedAt  *time.Time `json:"revoked_at"`
 	SecretHash string     `json:"-"`
+	// Person is set on the credential the web UI builds for a person
+	// signed in through single sign-on (never stored as a token): the
+	// actor is then the person ("oidc:alice@example.com").
+	Person string `json:"-"`
 }
 
-// Actor is how the token appears in the audit log.
-func (t *Token) Actor() string { return "token:" + t.Name }
+// Actor is how the token appears in the audit log: "token:" and its
+// name, or the person signed in with it.
+func (t *Token) Actor() string {
+	if t.Person != "" {
+		return t.Person
+	}
+	return "token:" + t.Name
+}
 
 // Active reports whether t may be used.
 func (t *Token) Active() bool { return t.RevokedAt == nil }

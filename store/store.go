@@ -24,6 +24,7 @@ type Store interface {
 	Replays
 	Alarms
 	AgeHistory
+	Sessions
 
 	// InsertBatch stores msgs in one transaction, in order. Each message is
 	// normalised first (msg.Normalize with the store's clock), which fills
@@ -337,4 +338,31 @@ type AgeHistory interface {
 	// and the sampled minutes before before, and returns how many
 	// sampled minutes it deleted.
 	PruneAgeSamples(ctx context.Context, before time.Time) (int64, error)
+}
+
+// Sessions is the durable state of the web UI's sign-ins: every instance
+// on the database shares them, and they survive a restart. Only the
+// SHA-256 of a session id is stored. Times come from the store's clock.
+type Sessions interface {
+	// CreateSession stores s (s.Validate first: EINVALID), setting
+	// CreatedAt to now, ExpiresAt to now+max and IdleUntil to now+idle
+	// (at most ExpiresAt). ECONFLICT when the id hash is taken.
+	// Errors also: EUNAVAILABLE, EINTERNAL.
+	CreateSession(ctx context.Context, s *quarantine.Session, idle, max time.Duration) error
+
+	// UseSession returns the session of idHash and records its use: its
+	// IdleUntil becomes now+idle (at most its ExpiresAt) when that moves
+	// it by quarantine.SessionRefresh or more. ENOTFOUND when there is no
+	// such session or it has ended at now (Session.Ended); an ended one is
+	// deleted. Errors also: EUNAVAILABLE, EINTERNAL.
+	UseSession(ctx context.Context, idHash string, idle time.Duration) (*quarantine.Session, error)
+
+	// DeleteSession ends the session of idHash at once, for every
+	// instance. Deleting a session that does not exist is not an error
+	// (a second logout). Errors: EUNAVAILABLE, EINTERNAL.
+	DeleteSession(ctx context.Context, idHash string) error
+
+	// PurgeSessions deletes every session that has ended at now and
+	// returns how many. Errors: EUNAVAILABLE, EINTERNAL.
+	PurgeSessions(ctx context.Context) (int64, error)
 }

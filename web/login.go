@@ -22,7 +22,7 @@ const home = "/overview"
 func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
 	secret := r.URL.Query().Get("token")
 	if secret == "" {
-		s, err := h.session(r)
+		s, err := h.session(w, r)
 		if err != nil {
 			h.fail(w, r, nil, err)
 			return
@@ -44,6 +44,11 @@ func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
 	h.login(w, r, secret)
 }
 
+// loginContent is what the login view shows besides the token form.
+type loginContent struct {
+	SSO bool // offer "Sign in with SSO"
+}
+
 // loginForm shows the form to paste a token, with a fresh CSRF token
 // bound to the browser by the login cookie.
 func (h *Handler) loginForm(w http.ResponseWriter, r *http.Request) {
@@ -53,7 +58,7 @@ func (h *Handler) loginForm(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) renderLogin(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	csrf := randomToken()
 	h.setCookie(w, r, loginCookie, csrf, 3600)
-	h.render(w, r, status, "login", page{Title: "Log in", CSRF: csrf, Error: msg})
+	h.render(w, r, status, "login", page{Title: "Log in", CSRF: csrf, Error: msg, Content: loginContent{SSO: h.sso != nil}})
 }
 
 // loginPost logs in with the pasted token; the form's CSRF token must
@@ -90,12 +95,12 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request, secret string) {
 		h.fail(w, r, nil, err)
 		return
 	}
-	s, err := h.sessions.create(t.SecretHash, h.cfg.Now())
+	id, err := h.startSession(r, &quarantine.Session{TokenHash: t.SecretHash})
 	if err != nil {
 		h.fail(w, r, nil, err)
 		return
 	}
-	h.setCookie(w, r, sessionCookie, s.id, 0)
+	h.setCookie(w, r, sessionCookie, id, 0)
 	h.setCookie(w, r, loginCookie, "", -1)
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, home, http.StatusSeeOther)
@@ -117,9 +122,30 @@ func (h *Handler) refuseLogin(w http.ResponseWriter, r *http.Request) {
 	h.renderLogin(w, r, http.StatusUnauthorized, "This token is unknown or revoked.")
 }
 
-// logout ends the session.
+// startSession stores a new session (a fresh random id: an id the
+// browser held before the login is never kept, and its session, if any,
+// ends) and returns its id for the cookie.
+func (h *Handler) startSession(r *http.Request, s *quarantine.Session) (string, error) {
+	ctx := r.Context()
+	if old := h.cookie(r, sessionCookie); old != "" && len(old) <= maxSessionIDBytes {
+		if err := h.cfg.Store.DeleteSession(ctx, quarantine.HashSessionID(old)); err != nil {
+			return "", err
+		}
+	}
+	id, hash := quarantine.NewSessionID()
+	s.IDHash = hash
+	if err := h.cfg.Store.CreateSession(ctx, s, h.cfg.SessionIdle, h.cfg.SessionMax); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// logout ends the session, for every instance.
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request, s *session) {
-	h.sessions.delete(s.id)
+	if err := h.cfg.Store.DeleteSession(r.Context(), quarantine.HashSessionID(s.id)); err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
 	h.setCookie(w, r, sessionCookie, "", -1)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

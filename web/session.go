@@ -2,11 +2,11 @@ package web
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
-	"sync"
-	"time"
+	"strings"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -19,31 +19,18 @@ const (
 	loginCookie   = "quarantine_login_csrf"
 )
 
-// maxSessions bounds the sessions held in memory.
-const maxSessions = 10000
-
-// session is one logged-in browser. It keeps the token's secret hash,
-// not the token: every request looks the token up again, so that a
-// revoked token's sessions end at once.
+// session is one signed-in browser, read from the store on every request
+// (store.Sessions): every instance on the database shares it, a restart
+// keeps it, a logout anywhere ends it. The browser's cookie holds the
+// random id; the store keeps only its SHA-256.
 type session struct {
-	id        string
-	tokenHash string
-	csrf      string
-	expires   time.Time
+	id   string // the cookie's value
+	csrf string // the CSRF token of its forms: csrfOf(id)
 
-	token *quarantine.Token // filled per request by Handler.session
-}
-
-// sessions maps random session ids to sessions, in memory: a restart
-// logs every browser out.
-type sessions struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[string]*session
-}
-
-func newSessions(ttl time.Duration) *sessions {
-	return &sessions{ttl: ttl, m: map[string]*session{}}
+	// token is the token it was opened with, read again per request, or
+	// for a person signed in through SSO a token built from the session
+	// (Person set: the actor is the person).
+	token *quarantine.Token
 }
 
 // randomToken returns 256 random bits, URL-safe.
@@ -55,46 +42,17 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// create starts a session for the token of hash.
-func (ss *sessions) create(hash string, now time.Time) (*session, error) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if len(ss.m) >= maxSessions {
-		for id, s := range ss.m {
-			if !now.Before(s.expires) {
-				delete(ss.m, id)
-			}
-		}
-		if len(ss.m) >= maxSessions {
-			return nil, quarantine.Errorf(quarantine.EUNAVAILABLE, "too many sessions")
-		}
-	}
-	s := &session{id: randomToken(), tokenHash: hash, csrf: randomToken(), expires: now.Add(ss.ttl)}
-	ss.m[s.id] = s
-	return s, nil
+// csrfOf derives a session's CSRF token from its id, so that every
+// instance computes the same one without storing it. It is not the
+// stored hash (that is a plain SHA-256 of the id): a copy of the
+// database gives neither the id nor the forms' token.
+func csrfOf(id string) string {
+	sum := sha256.Sum256([]byte("quarantine.csrf/v1\x00" + id))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
-// get returns the live session of id, or nil.
-func (ss *sessions) get(id string, now time.Time) *session {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s, ok := ss.m[id]
-	if !ok {
-		return nil
-	}
-	if !now.Before(s.expires) {
-		delete(ss.m, id)
-		return nil
-	}
-	c := *s
-	return &c
-}
-
-func (ss *sessions) delete(id string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.m, id)
-}
+// maxSessionIDBytes bounds a session cookie's value; ours are 43 bytes.
+const maxSessionIDBytes = 100
 
 // secure reports whether the cookies get the Secure flag: always with
 // Config.Secure, else when the request came over TLS or a trusted proxy
@@ -128,33 +86,56 @@ func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value 
 }
 
 // session returns the request's session with its token, or nil when
-// there is none, it expired, or its token is revoked or gone.
-func (h *Handler) session(r *http.Request) (*session, error) {
+// there is none, it ended, or its token is revoked or gone (the session
+// is then ended for every instance).
+//
+// With Config.Proxy, a request from a trusted proxy that names a user is
+// that user's, whatever its cookie says (see proxySession).
+func (h *Handler) session(w http.ResponseWriter, r *http.Request) (*session, error) {
+	if p := h.cfg.Proxy; p != nil && h.cfg.TrustedProxies.FromProxy(r) {
+		if user := strings.TrimSpace(r.Header.Get(p.UserHeader)); user != "" {
+			return h.proxySession(w, r, user)
+		}
+	}
 	id := h.cookie(r, sessionCookie)
-	if id == "" || len(id) > 100 {
+	if id == "" || len(id) > maxSessionIDBytes {
 		return nil, nil
 	}
-	s := h.sessions.get(id, h.cfg.Now())
-	if s == nil {
-		return nil, nil
-	}
-	t, err := h.cfg.Store.TokenBySecretHash(r.Context(), s.tokenHash)
+	ctx := r.Context()
+	hash := quarantine.HashSessionID(id)
+	stored, err := h.cfg.Store.UseSession(ctx, hash, h.cfg.SessionIdle)
 	switch {
-	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !t.Active()):
-		h.sessions.delete(s.id)
+	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND:
 		return nil, nil
 	case err != nil:
 		return nil, err
 	}
-	s.token = t
-	return s, nil
+	if stored.Person != "" {
+		// A person from single sign-on: their role and owners are those
+		// their groups gave them at sign-in, while SSO is configured. A
+		// proxy's person is theirs only with the proxy's headers (above):
+		// their session alone, without them, opens nothing.
+		if h.sso == nil || !strings.HasPrefix(stored.Person, "oidc:") {
+			return nil, nil
+		}
+		t := &quarantine.Token{Name: stored.Person, Role: stored.Role, Owners: stored.Owners, Person: stored.Person}
+		return &session{id: id, csrf: csrfOf(id), token: t}, nil
+	}
+	t, err := h.cfg.Store.TokenBySecretHash(ctx, stored.TokenHash)
+	switch {
+	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !t.Active()):
+		return nil, h.cfg.Store.DeleteSession(ctx, hash)
+	case err != nil:
+		return nil, err
+	}
+	return &session{id: id, csrf: csrfOf(id), token: t}, nil
 }
 
 // authed serves next with the request's session, and redirects to the
 // login form without one.
 func (h *Handler) authed(next func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		s, err := h.session(r)
+		s, err := h.session(w, r)
 		if err != nil {
 			h.fail(w, r, nil, err)
 			return

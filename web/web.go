@@ -8,8 +8,11 @@
 // content-hash URLs with immutable caching.
 //
 // A browser logs in with a token secret (the first-start banner's
-// /?token=… or the login form); the session cookie holds a random session
-// id, never the secret (see sessions). Every form carries the session's
+// /?token=… or the login form), through single sign-on (OpenID Connect,
+// see oidc.go) or behind an identity-aware proxy (see proxy.go); the
+// session cookie holds a random session
+// id, never the secret, and the database keeps only the id's SHA-256 (see
+// session.go). Every form carries the session's
 // CSRF token, checked on every POST (see csrf.go).
 package web
 
@@ -58,8 +61,17 @@ type Config struct {
 	// redact.json_pointers). While the web UI cannot mask them, a viewer
 	// is shown no payload at all when any is configured.
 	RedactPointers []string
-	// SessionTTL bounds a session's life; 0 means DefaultSessionTTL.
-	SessionTTL time.Duration
+	// SessionIdle ends a session unused for that long (0 means
+	// DefaultSessionIdle); SessionMax ends it that long after the login,
+	// used or not (0 means DefaultSessionMax).
+	SessionIdle time.Duration
+	SessionMax  time.Duration
+	// OIDC, when set, offers "Sign in with SSO" on the login page
+	// (/auth/oidc/login and /auth/oidc/callback).
+	OIDC *OIDCConfig
+	// Proxy, when set, believes a user and groups header from the
+	// TrustedProxies (an identity-aware proxy such as oauth2-proxy).
+	Proxy *ProxyConfig
 	// LoginDelay is how long a refused login waits before it answers; 0
 	// means DefaultLoginDelay.
 	LoginDelay time.Duration
@@ -81,8 +93,9 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultSessionTTL = 12 * time.Hour
-	DefaultLoginDelay = 500 * time.Millisecond
+	DefaultSessionIdle = 30 * time.Minute
+	DefaultSessionMax  = 12 * time.Hour
+	DefaultLoginDelay  = 500 * time.Millisecond
 )
 
 // views names the page templates every UI needs; New fails when one is
@@ -96,8 +109,8 @@ type Handler struct {
 	log      *slog.Logger
 	views    map[string]*template.Template
 	static   *assets
-	sessions *sessions
 	refusals *refusalLog
+	sso      *sso // nil without Config.OIDC
 	mux      *http.ServeMux
 }
 
@@ -117,8 +130,11 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.SessionTTL <= 0 {
-		cfg.SessionTTL = DefaultSessionTTL
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = DefaultSessionIdle
+	}
+	if cfg.SessionMax <= 0 {
+		cfg.SessionMax = DefaultSessionMax
 	}
 	if cfg.LoginDelay <= 0 {
 		cfg.LoginDelay = DefaultLoginDelay
@@ -132,7 +148,7 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, log: cfg.Logger.With("component", "web"), static: st,
-		sessions: newSessions(cfg.SessionTTL), refusals: newRefusalLog(), views: map[string]*template.Template{}}
+		refusals: newRefusalLog(), views: map[string]*template.Template{}}
 	funcs := template.FuncMap{
 		"static": st.url,
 		"ago":    func(t time.Time) string { return ago(cfg.Now(), t) },
@@ -162,6 +178,9 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 			return nil, quarantine.Errorf(quarantine.EINVALID, "web: view %s defines no content", v)
 		}
 		h.views[v] = t
+	}
+	if cfg.OIDC != nil {
+		h.sso = newSSO(*cfg.OIDC)
 	}
 	h.routes()
 	return h, nil
@@ -193,6 +212,10 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /login", h.loginForm)
 	m.HandleFunc("POST /login", h.loginPost)
 	m.HandleFunc("POST /logout", h.authed(h.logout))
+	if h.sso != nil {
+		m.HandleFunc("GET /auth/oidc/login", h.ssoLogin)
+		m.HandleFunc("GET /auth/oidc/callback", h.ssoCallback)
+	}
 	h.overviewRoutes(m)
 	h.messageRoutes(m)
 	h.editRoutes(m)
@@ -252,7 +275,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, vie
 }
 
 func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
-	s, _ := h.session(r)
+	s, _ := h.session(w, r)
 	p := page{Title: "Not found"}
 	if s != nil {
 		p.Token, p.CSRF = s.token, s.csrf

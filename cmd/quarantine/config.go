@@ -88,6 +88,8 @@ type Config struct {
 	// login budget and audit, and whose X-Forwarded-Proto: https makes
 	// the web UI's cookies Secure. None by default.
 	TrustedProxies clientip.Proxies
+	// Auth says how people sign in to the web UI (config auth:).
+	Auth AuthConfig
 }
 
 // Limits bound what the API accepts.
@@ -130,6 +132,7 @@ func DefaultConfig() Config {
 		Replay:         defaultReplayConfig(),
 		Destinations:   []DestinationConfig{},
 		Alarms:         defaultAlarmsConfig(),
+		Auth:           defaultAuthConfig(),
 	}
 }
 
@@ -217,6 +220,7 @@ type fileConfig struct {
 	Destinations []DestinationConfig       `yaml:"destinations"`
 	Alarms       []fileAlarm               `yaml:"alarms"`
 	Metrics      fileMetrics               `yaml:"metrics"`
+	Auth         fileAuth                  `yaml:"auth"`
 
 	TrustedProxies []string `yaml:"trusted_proxies"`
 }
@@ -351,7 +355,7 @@ func (s *configSource) decode(file string, data []byte, c *Config) error {
 	if err := s.decodeAlarms(f.Alarms, &c.Alarms); err != nil {
 		return err
 	}
-	return nil
+	return s.decodeAuth(f.Auth, &c.Auth, len(f.TrustedProxies) > 0)
 }
 
 func knownLevel(s string) bool {

@@ -32,11 +32,14 @@ const retentionBatch = 500
 // purger is what the retention loop needs of the store.
 type purger interface {
 	PurgePayloads(ctx context.Context, st quarantine.Status, before time.Time, limit int, actor string) (quarantine.PurgeResult, error)
+	PurgeSessions(ctx context.Context) (int64, error)
 }
 
 // retention removes the payloads of replayed and discarded messages past
 // their retention, in batches, every cfg.Every. Each batch is one store
-// transaction with its retention.purge audit event listing the ids.
+// transaction with its retention.purge audit event listing the ids. Each
+// pass also deletes the web UI's ended sessions (whatever the payloads'
+// retention: the loop runs even when it keeps every payload).
 type retention struct {
 	store  purger
 	cfg    RetentionConfig
@@ -62,9 +65,6 @@ func newRetention(st purger, cfg RetentionConfig, log *slog.Logger, reg promethe
 	}
 	return r
 }
-
-// enabled reports whether any status has a retention.
-func (r *retention) enabled() bool { return r.cfg.Replayed > 0 || r.cfg.Discarded > 0 }
 
 // start runs the loop in the background: one purge now, then one every
 // cfg.Every, until stop.
@@ -97,8 +97,10 @@ func (r *retention) stop() {
 }
 
 // purge runs one pass over both statuses and returns how many payloads
-// it removed. Errors are logged; the next pass tries again.
+// it removed, then deletes the ended sessions. Errors are logged; the
+// next pass tries again.
 func (r *retention) purge(ctx context.Context) int {
+	defer r.purgeSessions(ctx)
 	total := 0
 	for _, s := range []struct {
 		status quarantine.Status
@@ -130,6 +132,18 @@ func (r *retention) purge(ctx context.Context) int {
 		}
 	}
 	return total
+}
+
+// purgeSessions deletes the sessions that have ended (by the store's
+// clock).
+func (r *retention) purgeSessions(ctx context.Context) {
+	n, err := r.store.PurgeSessions(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.log.Error("session purge failed", "err", err)
+	case n > 0:
+		r.log.Debug("purged ended sessions", "count", n)
+	}
 }
 
 // decodeRetention reads the retention keys that are set into r.

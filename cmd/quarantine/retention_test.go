@@ -162,10 +162,38 @@ func testRetentionLoop(t *testing.T, kind string) {
 func TestRetention_Disabled(t *testing.T) {
 	t.Parallel()
 	r := newRetention(nil, RetentionConfig{Every: time.Hour}, quietLogger(), nil)
-	if r.enabled() {
-		t.Fatal("no retention is enabled")
-	}
 	r.stop() // never started: a no-op
 	var none *retention
 	none.stop()
+}
+
+// TestRetention_PurgesEndedSessions: a pass deletes the web UI's ended
+// sessions, even when every payload is kept, and leaves live ones.
+func TestRetention_PurgesEndedSessions(t *testing.T) {
+	t.Parallel()
+	for _, kind := range retentionStores {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			st, _ := retentionStore(t, kind)
+			ctx := context.Background()
+			_, tokenHash := quarantine.NewTokenSecret()
+			liveID, liveHash := quarantine.NewSessionID()
+			_, endedHash := quarantine.NewSessionID()
+			if err := st.CreateSession(ctx, &quarantine.Session{IDHash: liveHash, TokenHash: tokenHash}, time.Hour, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			// Ended at once: idle for a microsecond.
+			if err := st.CreateSession(ctx, &quarantine.Session{IDHash: endedHash, TokenHash: tokenHash}, time.Microsecond, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			r := newRetention(st, RetentionConfig{Every: time.Hour}, quietLogger(), nil) // payloads kept
+			r.purge(ctx)
+			if n, err := st.PurgeSessions(ctx); err != nil || n != 0 {
+				t.Fatalf("after the retention pass PurgeSessions found %d ended sessions (%v), want 0", n, err)
+			}
+			if _, err := st.UseSession(ctx, quarantine.HashSessionID(liveID), time.Hour); err != nil {
+				t.Fatalf("the live session: %v", err)
+			}
+		})
+	}
 }

@@ -107,10 +107,9 @@ func (m *Main) runServe(ctx context.Context) error {
 	if h, err = m.withWeb(h, acfg); err != nil {
 		return err
 	}
+	// Always started: besides payloads, it purges ended sessions.
 	m.retention = newRetention(m.store, m.Config.Retention, m.logger, reg)
-	if m.retention.enabled() {
-		m.retention.start()
-	}
+	m.retention.start()
 	m.server = &http.Server{
 		// Headers above api.MaxHeaderBytes are 431 as problem+json; the
 		// server reads up to its larger limit so that the handler sees them.

@@ -23,6 +23,10 @@ func (m *Main) withWeb(apiHandler http.Handler, acfg api.Config) (http.Handler, 
 		Alarms:         m.Config.Alarms.Rules,
 		Edit:           api.EditRules{Preparer: acfg.Preparer, Schemas: acfg.Schemas},
 		Replay:         acfg.Replay,
+		SessionIdle:    m.Config.Auth.SessionIdle,
+		SessionMax:     m.Config.Auth.SessionMax,
+		OIDC:           m.Config.Auth.OIDC.web(),
+		Proxy:          m.Config.Auth.Proxy,
 		// The cookies are Secure, and __Host- prefixed, on requests that
 		// arrive over TLS (tls: in the config), or from a trusted proxy
 		// that says the client used HTTPS.

@@ -92,6 +92,13 @@ func (p Proxies) ClientIP(r *http.Request) string {
 	return s
 }
 
+// FromProxy reports whether r's TCP peer is one of the trusted proxies,
+// whose headers (an identity-aware proxy's user and groups) are believed.
+func (p Proxies) FromProxy(r *http.Request) bool {
+	a, _ := peer(r)
+	return a.IsValid() && p.trusted(a)
+}
+
 // HTTPS reports whether the client's request was made over HTTPS: r came
 // over TLS, or a trusted proxy says X-Forwarded-Proto: https.
 func (p Proxies) HTTPS(r *http.Request) bool {

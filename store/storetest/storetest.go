@@ -70,6 +70,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReplayTokens", testReplayTokens},
 		{"ReplayGuards", testReplayGuards},
 		{"Alarms", testAlarms},
+		{"Sessions", testSessions},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -22,6 +22,10 @@ func Token() *quarantine.Error { return errorf("no such token") }
 // TokenID: no token has the id.
 func TokenID(id string) *quarantine.Error { return errorf("no token %q", quarantine.Clip(id)) }
 
+// Session: no live session has the id hash (none was opened, it ended,
+// or it was logged out). The hash is not named: it stands for a secret.
+func Session() *quarantine.Error { return errorf("no such session") }
+
 // Replay: no replay batch has the id.
 func Replay(id string) *quarantine.Error { return errorf("no replay %q", quarantine.Clip(id)) }
 
