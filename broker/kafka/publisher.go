@@ -9,10 +9,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/replay"
@@ -36,7 +38,10 @@ const HeaderContentType = "content-type"
 // (__connect.errors.*, kafka_dlt-*, __streams.errors.*, retry_topic-*,
 // x-kafka-*), plus content-type. A produce error the client reports as
 // retriable is ItemPending, Refused when the broker answered it (not
-// enough replicas, a leader moving); an unknown topic, a record too large,
+// enough replicas, a leader moving: the client retries those itself until
+// the delivery timeout, 30 s, and the publisher counts the broker's
+// produce answers meanwhile to tell them from an unreachable cluster); an
+// unknown topic, a record too large,
 // an authorization failure and every other error the broker answers is
 // ItemFailed; a timeout, an unreachable cluster or the context's end is
 // ItemPending. Safe for concurrent use.
@@ -44,10 +49,25 @@ type Publisher struct {
 	cfg  Config
 	name string
 	log  *slog.Logger
+	// timeout bounds one record's delivery (deliveryTimeout).
+	timeout time.Duration
+
+	// answered counts produce responses read from a broker: a record that
+	// timed out while it grew was refused (the broker answered and
+	// did not take it), not stranded by an unreachable cluster.
+	answered atomic.Uint64
 
 	mu     sync.Mutex
 	cl     *kgo.Client
 	closed bool
+}
+
+// OnBrokerRead implements kgo.HookBrokerRead: it counts produce
+// responses read.
+func (p *Publisher) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == int16(kmsg.Produce) && err == nil {
+		p.answered.Add(1)
+	}
 }
 
 // NewPublisher returns a publisher to the cluster of cfg (only the
@@ -61,7 +81,8 @@ func NewPublisher(cfg Config, name string, logger *slog.Logger) (*Publisher, err
 		logger = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults(name)
-	return &Publisher{cfg: cfg, name: name, log: logger.With("component", "kafka publisher", "publisher", name)}, nil
+	return &Publisher{cfg: cfg, name: name, timeout: deliveryTimeout,
+		log: logger.With("component", "kafka publisher", "publisher", name)}, nil
 }
 
 func (p *Publisher) client() (*kgo.Client, error) {
@@ -79,9 +100,10 @@ func (p *Publisher) client() (*kgo.Client, error) {
 	}
 	opts = append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent writes are the default and need acks=all
-		kgo.RecordDeliveryTimeout(deliveryTimeout),
+		kgo.RecordDeliveryTimeout(p.timeout),
 		kgo.ProducerLinger(0),
 		kgo.WithLogger(kgoLogger{p.log}),
+		kgo.WithHooks(p),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -107,6 +129,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 		}
 		return res
 	}
+	before := p.answered.Load()
 	var wg sync.WaitGroup
 	for i := range msgs {
 		if p := TopicProblem(msgs[i].Queue); p != "" {
@@ -121,6 +144,16 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 		})
 	}
 	wg.Wait()
+	if p.answered.Load() > before {
+		// The client retries retriable errors itself, and reports only
+		// that time ran out: a broker that answered meanwhile refused.
+		for i := range res {
+			if e := res[i].Err; res[i].Outcome == quarantine.ItemPending && ctx.Err() == nil &&
+				(errors.Is(e, kgo.ErrRecordTimeout) || errors.Is(e, kgo.ErrRecordRetries)) {
+				res[i].Refused = true
+			}
+		}
+	}
 	return res
 }
 

@@ -226,4 +226,3 @@ func TestLedgerNeverCommitsPastAnUnstoredRecord(t *testing.T) {
 		t.Fatalf("commit %v after the new assignment stored 14, want 15", got)
 	}
 }
-
