@@ -59,4 +59,20 @@
 // retry_topic-*, x-kafka-*) plus the replay headers. A retriable produce
 // error is pending (Refused when the broker answered); an unknown topic, a
 // record too large or another refusal fails the item.
+//
+// # Working
+//
+// A WorkDriver is the worker package's Driver (and Sender) over a work
+// topic: a consumer group with autocommit off that commits a delivery's
+// offset once it is settled, never past one not settled. Retries go
+// through a retry topic (default "<topic>.retry", consumed by the same
+// driver) carrying x-kafka-retry-at: a retry is held until it is due
+// with its partition paused, so RetryAfter is honoured as a lower bound
+// and new work keeps running meanwhile. Terminal failures go to the
+// failure topic as the canonical envelope (keyed like the job), confirmed
+// with acks=all before the offset is committed. Kafka counts no
+// deliveries: Delivery.Attempt is 0 and the worker's own count
+// (x-quarantine-attempts, carried by each retry) is the attempt; a
+// delivery that never settled is delivered again but not counted. Reject
+// skips the record (Kafka has no rejection policy).
 package kafka

@@ -115,6 +115,14 @@ func (l *ledger) stored(ms []mark) map[string]map[int32]kgo.EpochOffset {
 	return out
 }
 
+// current reports whether m belongs to its partition's assignment now.
+func (l *ledger) current(m mark) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.parts[m.tp]
+	return p != nil && p.gen == m.gen
+}
+
 // committed records that offsets were committed.
 func (l *ledger) committed(offsets map[string]map[int32]kgo.EpochOffset) {
 	l.mu.Lock()
