@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -48,6 +49,11 @@ type Config struct {
 	// ClientID names the client to the brokers (default
 	// "quarantine-<collector name>").
 	ClientID string `yaml:"client_id,omitempty"`
+	// SessionTimeout is the group session timeout (default 45s): how long
+	// the group waits for a member that stopped heartbeating (a crashed
+	// collector) before its partitions go to the others. The broker bounds
+	// it (group.min/max.session.timeout.ms).
+	SessionTimeout time.Duration `yaml:"session_timeout,omitempty"`
 
 	TLS  *TLSConfig  `yaml:"tls,omitempty"`
 	SASL *SASLConfig `yaml:"sasl,omitempty"`
@@ -117,6 +123,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ClientID != "" && (len(c.ClientID) > 255 || strings.IndexFunc(c.ClientID, badRune) >= 0) {
 		return quarantine.FieldErrorf(quarantine.EINVALID, "client_id", "%q is not a usable client id", clip(c.ClientID))
+	}
+	if c.SessionTimeout != 0 && (c.SessionTimeout < time.Second || c.SessionTimeout > 30*time.Minute) {
+		return quarantine.FieldErrorf(quarantine.EINVALID, "session_timeout", "session_timeout must be between 1s and 30m, like 45s")
 	}
 	if t := c.TLS; t != nil {
 		if (t.CertFile == "") != (t.KeyFile == "") {

@@ -93,6 +93,9 @@ func (s *Source) client() (*kgo.Client, error) {
 		kgo.OnPartitionsLost(s.lost),
 		kgo.WithLogger(kgoLogger{s.log}),
 	)
+	if s.cfg.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(s.cfg.SessionTimeout), kgo.RebalanceTimeout(max(s.cfg.SessionTimeout, 10*time.Second)))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, quarantine.Internal(err, "kafka: cannot make a client")
