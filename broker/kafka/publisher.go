@@ -138,7 +138,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 			continue
 		}
 		wg.Add(1)
-		cl.Produce(ctx, Record(&msgs[i]), func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, toRecord(&msgs[i]), func(_ *kgo.Record, err error) {
 			defer wg.Done()
 			res[i] = p.outcome(ctx, err, msgs[i].Queue)
 		})
@@ -157,10 +157,10 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 	return res
 }
 
-// Record maps an Outgoing onto a Kafka record: the original key, the
+// toRecord maps an Outgoing onto a Kafka record: the original key, the
 // headers less the dead-letter bookkeeping (sorted by name), the content
 // type, and the payload as value.
-func Record(o *replay.Outgoing) *kgo.Record {
+func toRecord(o *replay.Outgoing) *kgo.Record {
 	r := &kgo.Record{Topic: o.Queue, Value: o.Payload}
 	if r.Value == nil {
 		r.Value = []byte{}

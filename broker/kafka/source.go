@@ -38,6 +38,9 @@ type Source struct {
 	dec  decoder
 
 	ledger *ledger
+	// poll bounds one wait for records; after it, an idle source checks
+	// that a broker answers.
+	poll time.Duration
 
 	mu     sync.Mutex
 	cl     *kgo.Client
@@ -63,6 +66,7 @@ func NewSource(name string, c Config, logger *slog.Logger) (*Source, error) {
 		log:    logger.With("component", "kafka", "collector", name),
 		dec:    decoder{source: name, sourceTopic: c.SourceTopic},
 		ledger: newLedger(),
+		poll:   5 * time.Second,
 	}, nil
 }
 
@@ -127,27 +131,42 @@ func (s *Source) lost(_ context.Context, _ *kgo.Client, parts map[string][]int32
 // linger after the first for more. It blocks until one is available or
 // ctx ends. A record that cannot be decoded is delivered raw and flagged,
 // never an error. Errors are EUNAVAILABLE when no record came and the
-// client reported a fetch error (the cluster cannot be reached, a topic
-// is not there or not readable).
+// client reported a fetch error (a topic is not there or not readable),
+// or when nothing came for a while and no broker answers a ping (the
+// cluster cannot be reached, or refuses the credentials).
 func (s *Source) Receive(ctx context.Context, limit int, linger time.Duration) ([]collect.Delivery, error) {
 	limit = min(max(limit, 1), maxBatch)
 	cl, err := s.client()
 	if err != nil {
 		return nil, err
 	}
-	fs := cl.PollRecords(ctx, limit)
-	if cl.Context().Err() != nil {
-		return nil, quarantine.Errorf(quarantine.EUNAVAILABLE, "kafka: the source is closed")
-	}
-	recs, ferr := records(fs)
-	if len(recs) == 0 {
+	var recs []*kgo.Record
+	for len(recs) == 0 {
+		pctx, cancel := context.WithTimeout(ctx, s.poll)
+		fs := cl.PollRecords(pctx, limit)
+		cancel()
+		if cl.Context().Err() != nil {
+			return nil, quarantine.Errorf(quarantine.EUNAVAILABLE, "kafka: the source is closed")
+		}
+		var ferr error
+		recs, ferr = records(fs)
+		if len(recs) > 0 {
+			break
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		if ferr != nil {
 			return nil, &quarantine.Error{Code: quarantine.EUNAVAILABLE, Err: ferr, Message: "kafka: fetch failed"}
 		}
-		return nil, nil
+		// Nothing for a while: say so if no broker answers (unreachable,
+		// authentication refused), which the client only retries.
+		pctx, cancel = context.WithTimeout(ctx, s.poll)
+		err := cl.Ping(pctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			return nil, &quarantine.Error{Code: quarantine.EUNAVAILABLE, Err: err, Message: "kafka: no broker answers"}
+		}
 	}
 	if len(recs) < limit && linger > 0 {
 		lctx, cancel := context.WithTimeout(ctx, linger)

@@ -226,3 +226,21 @@ func TestLedgerNeverCommitsPastAnUnstoredRecord(t *testing.T) {
 		t.Fatalf("commit %v after the new assignment stored 14, want 15", got)
 	}
 }
+
+// A cluster that cannot be reached is an EUNAVAILABLE error of Receive
+// (the collector counts it and backs off), not a wait for ever.
+func TestReceiveUnreachable(t *testing.T) {
+	t.Parallel()
+	src, err := NewSource("down", Config{Brokers: []string{"127.0.0.1:1"}, Topics: []string{"a.dlq"}}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	src.poll = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), patience*5*time.Second)
+	defer cancel()
+	ds, err := src.Receive(ctx, 10, 0)
+	if len(ds) != 0 || quarantine.ErrorCode(err) != quarantine.EUNAVAILABLE || ctx.Err() != nil {
+		t.Fatalf("%d deliveries, %v", len(ds), err)
+	}
+}
