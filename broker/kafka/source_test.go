@@ -244,3 +244,54 @@ func TestReceiveUnreachable(t *testing.T) {
 		t.Fatalf("%d deliveries, %v", len(ds), err)
 	}
 }
+
+// slowStore takes a while for every batch.
+type slowStore struct {
+	collect.Inserter
+	d time.Duration
+}
+
+func (s slowStore) InsertBatch(ctx context.Context, msgs []*quarantine.Message) ([]quarantine.InsertResult, error) {
+	time.Sleep(s.d)
+	return s.Inserter.InsertBatch(ctx, msgs)
+}
+
+// Two collectors of one configuration share the group: while they drain
+// a topic, one stops with batches in hand (its partitions move to the
+// other, what it stored is committed on the way out, what it held is read
+// again by the other). Every record is stored exactly once and the
+// offsets reach the end.
+func TestCollectRebalanceLosesNothing(t *testing.T) {
+	t.Parallel()
+	const n = 2000
+	topic := "orders.DLT"
+	k := newCluster(t, 4, topic)
+	st := openStore(t)
+	cfg := k.config("quarantine", topic)
+	cfg.SessionTimeout = 6 * time.Second
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, streamsRecord(topic, "clicks", int32(i%4), int64(i), []byte(fmt.Sprint("u", i%13)), []byte(fmt.Sprintf(`{"i":%d}`, i)),
+			time.UnixMilli(1_700_000_000_000+int64(i)), "java.lang.IllegalStateException", "boom"))
+	}
+	k.produce(rs...)
+	slow := slowStore{Inserter: st, d: 100 * time.Millisecond}
+	a := runCollector(t, "kafka-dlq", cfg, slow, 25)
+	b := runCollector(t, "kafka-dlq", cfg, slow, 25)
+	eventually(t, 15*time.Second, "both collectors storing", func() bool {
+		return a.col.Stats().Stored > 0 && b.col.Stats().Stored > 0
+	})
+	a.stop()
+	if len(allMessages(t, st, "kafka-dlq")) == n {
+		t.Fatal("drained before the stop: nothing was in hand")
+	}
+	eventually(t, 30*time.Second, "every record stored", func() bool { return len(allMessages(t, st, "kafka-dlq")) == n })
+	eventually(t, 15*time.Second, "offsets committed to the end", func() bool { return k.committedLag("quarantine", topic) == 0 })
+	seen := map[string]bool{}
+	for _, m := range allMessages(t, st, "kafka-dlq") {
+		if seen[m.MessageID] {
+			t.Fatalf("record %s stored twice", m.MessageID)
+		}
+		seen[m.MessageID] = true
+	}
+}
