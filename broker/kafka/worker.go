@@ -136,6 +136,9 @@ type WorkDriver struct {
 
 	ledger   *ledger
 	commitMu sync.Mutex
+	// poll bounds one wait for records; after it, an idle driver checks
+	// that a broker answers.
+	pollEvery time.Duration
 
 	mu      sync.Mutex
 	waiting map[tp][]parked // records not handed out yet, per partition (a retry partition whose head is not due is paused)
@@ -165,7 +168,7 @@ func NewWorkDriver(cfg WorkConfig, logger *slog.Logger) (*WorkDriver, error) {
 		logger = slog.Default()
 	}
 	cfg = cfg.withDefaults()
-	w := &WorkDriver{cfg: cfg, ledger: newLedger(), waiting: map[tp][]parked{},
+	w := &WorkDriver{cfg: cfg, ledger: newLedger(), waiting: map[tp][]parked{}, pollEvery: 5 * time.Second,
 		log: logger.With("component", "kafka worker", "topic", cfg.Topic)}
 	conn := Config{Brokers: cfg.Brokers, TLS: cfg.TLS, SASL: cfg.SASL, ClientID: "quarantine-worker-" + safeName(cfg.Name)}
 	opts, err := conn.connOpts()
@@ -239,7 +242,8 @@ func (w *WorkDriver) Limits() worker.Limits {
 }
 
 // Receive returns up to limit deliveries: retries that are due first,
-// then new records. It blocks until one is available or ctx ends.
+// then new records. It blocks until one is available or ctx ends, or
+// returns EUNAVAILABLE when it has waited a while and no broker answers.
 func (w *WorkDriver) Receive(ctx context.Context, limit int) ([]*worker.Delivery, error) {
 	limit = max(limit, 1)
 	for {
@@ -300,13 +304,13 @@ func (w *WorkDriver) due(limit int) (out []*worker.Delivery, next time.Time) {
 // them: new records and due retries are handed out by due at once,
 // retries not due wait with their partition paused.
 func (w *WorkDriver) poll(ctx context.Context, limit int, next time.Time) error {
-	pctx := ctx
-	if !next.IsZero() {
-		var cancel context.CancelFunc
-		pctx, cancel = context.WithDeadline(ctx, next)
-		defer cancel()
+	until := time.Now().Add(w.pollEvery)
+	if !next.IsZero() && next.Before(until) {
+		until = next
 	}
+	pctx, cancel := context.WithDeadline(ctx, until)
 	fs := w.cl.PollRecords(pctx, limit)
+	cancel()
 	if w.cl.Context().Err() != nil {
 		return quarantine.Errorf(quarantine.EUNAVAILABLE, "kafka: the work driver is closed")
 	}
@@ -314,6 +318,15 @@ func (w *WorkDriver) poll(ctx context.Context, limit int, next time.Time) error 
 	if len(recs) == 0 {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if ferr == nil && (next.IsZero() || time.Now().Before(next)) {
+			// Idle: say so if no broker answers (the client only retries).
+			pctx, cancel := context.WithTimeout(ctx, w.pollEvery)
+			err := w.cl.Ping(pctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				return &quarantine.Error{Code: quarantine.EUNAVAILABLE, Err: err, Message: "kafka: no broker answers"}
+			}
 		}
 		if ferr != nil {
 			w.log.Warn("fetch failed", "err", ferr)

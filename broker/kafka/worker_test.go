@@ -393,3 +393,21 @@ func TestWorkerOverKafkaTwoMembers(t *testing.T) {
 		}
 	}
 }
+
+// An unreachable cluster is an EUNAVAILABLE error of Receive (the worker
+// logs it and backs off), not a silent wait.
+func TestWorkDriverUnreachable(t *testing.T) {
+	t.Parallel()
+	d, err := NewWorkDriver(WorkConfig{Brokers: []string{"127.0.0.1:1"}, Topic: "reports", FailureTopic: "reports.failed"}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	d.pollEvery = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), patience*5*time.Second)
+	defer cancel()
+	ds, err := d.Receive(ctx, 10)
+	if len(ds) != 0 || quarantine.ErrorCode(err) != quarantine.EUNAVAILABLE || ctx.Err() != nil {
+		t.Fatalf("%d deliveries, %v", len(ds), err)
+	}
+}
