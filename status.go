@@ -108,6 +108,7 @@ const (
 	SourceRabbitMQ SourceKind = "rabbitmq"
 	SourceSQS      SourceKind = "sqs"
 	SourceNATS     SourceKind = "nats"
+	SourceKafka    SourceKind = "kafka"
 	SourceHTTP     SourceKind = "http"
 	SourceMemory   SourceKind = "memory"
 	// SourceCloudflare is a Cloudflare Queues dead-letter queue drained
@@ -118,7 +119,7 @@ const (
 // Valid reports whether k is a known source kind.
 func (k SourceKind) Valid() bool {
 	switch k {
-	case SourceRabbitMQ, SourceSQS, SourceNATS, SourceHTTP, SourceMemory, SourceCloudflare:
+	case SourceRabbitMQ, SourceSQS, SourceNATS, SourceKafka, SourceHTTP, SourceMemory, SourceCloudflare:
 		return true
 	}
 	return false

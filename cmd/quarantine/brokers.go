@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/quarantine-dev/quarantine/broker/kafka"
 	"github.com/quarantine-dev/quarantine/broker/nats"
 	"github.com/quarantine-dev/quarantine/broker/rabbitmq"
 	"github.com/quarantine-dev/quarantine/broker/sqs"
@@ -52,6 +53,18 @@ func init() {
 			},
 			publisher: func(d collectorDeps) (replay.Publisher, error) {
 				return nats.NewPublisher(c, name, d.logger), nil
+			},
+		}, nil
+	}
+	brokerKinds["kafka"] = func(name string, raw []byte) (brokerOpeners, error) {
+		c, err := decodeBroker[kafka.Config](raw)
+		if err != nil {
+			return brokerOpeners{}, err
+		}
+		return brokerOpeners{
+			source: func(d collectorDeps) (collect.Source, error) { return kafka.NewSource(name, c, d.logger) },
+			publisher: func(d collectorDeps) (replay.Publisher, error) {
+				return kafka.NewPublisher(c, name, d.logger)
 			},
 		}, nil
 	}

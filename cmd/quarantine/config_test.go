@@ -110,7 +110,13 @@ func TestLoadConfig_Errors(t *testing.T) {
 		want  string
 	}{
 		{"collector without name", "collectors:\n  - kind: rabbitmq\n", "collectors[0].name", 0, "needs a name"},
-		{"collector of unknown kind", "collectors:\n  - name: a\n    kind: kafka\n", "collectors[0].kind", 0, `unknown kind "kafka"`},
+		{"collector of unknown kind", "collectors:\n  - name: a\n    kind: mqtt\n", "collectors[0].kind", 0, `unknown kind "mqtt"`},
+		{"kafka without topics", "collectors:\n  - name: a\n    kind: kafka\n    brokers: [127.0.0.1:9092]\n", "collectors[0].topics", 0, "topics is required"},
+		{"kafka bad broker", "collectors:\n  - name: a\n    kind: kafka\n    brokers: [nohost]\n    topics: [a.dlq]\n", "collectors[0].brokers[0]", 0, "is not host:port"},
+		{"kafka bad topic", "collectors:\n  - name: a\n    kind: kafka\n    brokers: [127.0.0.1:9092]\n    topics: [\"a b\"]\n", "collectors[0].topics[0]", 0, "not a valid topic name"},
+		{"kafka sasl", "collectors:\n  - name: a\n    kind: kafka\n    brokers: [127.0.0.1:9092]\n    topics: [a.dlq]\n    sasl: {mechanism: GSSAPI, username: u, password: p}\n", "collectors[0].sasl.mechanism", 0, "is not one of PLAIN"},
+		{"kafka session timeout", "collectors:\n  - name: a\n    kind: kafka\n    brokers: [127.0.0.1:9092]\n    topics: [a.dlq]\n    session_timeout: 100ms\n", "collectors[0].session_timeout", 0, "between 1s and 30m"},
+		{"kafka unknown key", "collectors:\n  - name: a\n    kind: kafka\n    brokers: [127.0.0.1:9092]\n    topics: [a.dlq]\n    topic: a\n", "collectors[0].topic", 0, "unknown field"},
 		{"collector batch size", "collectors:\n  - name: a\n    kind: rabbitmq\n    batch_size: 0\n", "collectors[0].batch_size", 0, "between 1 and 10000"},
 		{"collector commits", "collectors:\n  - name: a\n    kind: rabbitmq\n    commits: 17\n", "collectors[0].commits", 0, "between 1 and 16"},
 		{"idempotency without source", "idempotency:\n  - queues: [orders]\n", "idempotency[0].header", 0, "exactly one of header and json_pointer"},
@@ -364,7 +370,7 @@ func TestLoadConfig_ExampleCollectors(t *testing.T) {
 	for _, cc := range c.Collectors {
 		kinds[cc.Kind]++
 	}
-	if len(c.Collectors) != 4 || kinds["rabbitmq"] != 1 || kinds["sqs"] != 1 || kinds["nats"] != 2 {
+	if len(c.Collectors) != 5 || kinds["rabbitmq"] != 1 || kinds["sqs"] != 1 || kinds["nats"] != 2 || kinds["kafka"] != 1 {
 		t.Fatalf("collectors %+v", c.Collectors)
 	}
 }

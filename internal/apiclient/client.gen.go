@@ -330,6 +330,7 @@ func (e SampleResultStratifyBy) Valid() bool {
 const (
 	SourceKindCloudflare SourceKind = "cloudflare"
 	SourceKindHttp       SourceKind = "http"
+	SourceKindKafka      SourceKind = "kafka"
 	SourceKindMemory     SourceKind = "memory"
 	SourceKindNats       SourceKind = "nats"
 	SourceKindRabbitmq   SourceKind = "rabbitmq"
@@ -342,6 +343,8 @@ func (e SourceKind) Valid() bool {
 	case SourceKindCloudflare:
 		return true
 	case SourceKindHttp:
+		return true
+	case SourceKindKafka:
 		return true
 	case SourceKindMemory:
 		return true
