@@ -11,16 +11,20 @@ import (
 // value (collect.RedactedValue): such a header is never sent.
 const RedactedValue = "<redacted>"
 
-// bookkeeping names headers (lowercase prefixes) that brokers add when
-// they dead-letter or deliver a message; a replay does not copy them, and
-// it sets its own x-quarantine-* headers afresh.
+// bookkeeping names headers (lowercase; a name ending in "-" or "." is a
+// prefix) that brokers and frameworks add when they dead-letter or
+// deliver a message; a replay does not copy them, whatever broker it goes
+// to, and it sets its own x-quarantine-* headers afresh. Kafka's: Connect
+// (__connect.errors.*), Spring (kafka_dlt-*, retry_topic-*), Streams
+// (__streams.errors.*) and the collector's record coordinates (x-kafka-*).
 var bookkeeping = []string{"x-death", "x-first-death-", "x-last-death-", "x-quarantine-",
-	"nats-", "x-delivery-count", "x-received-from"}
+	"nats-", "x-delivery-count", "x-received-from",
+	"__connect.errors.", "kafka_dlt-", "retry_topic-", "__streams.errors.", "x-kafka-"}
 
 func isBookkeeping(name string) bool {
 	l := strings.ToLower(name)
 	for _, p := range bookkeeping {
-		if l == p || strings.HasPrefix(l, p) && strings.HasSuffix(p, "-") {
+		if l == p || strings.HasPrefix(l, p) && (strings.HasSuffix(p, "-") || strings.HasSuffix(p, ".")) {
 			return true
 		}
 	}

@@ -9,8 +9,10 @@
 // It is broker-neutral: a Driver (declared here; implemented by
 // broker/memory.WorkQueue, broker/rabbitmq.WorkDriver (delays through
 // per-delay TTL queues), broker/sqs.WorkDriver (retries re-sent with
-// DelaySeconds, at most 15 minutes) and broker/nats.WorkDriver
-// (NakWithDelay, the worker's headers kept in a key-value bucket))
+// DelaySeconds, at most 15 minutes), broker/nats.WorkDriver
+// (NakWithDelay, the worker's headers kept in a key-value bucket) and
+// broker/kafka.WorkDriver (a retry topic held until due; Kafka counts no
+// deliveries, so one that never settled is run again uncounted))
 // receives and settles deliveries; Claims (MemoryClaims,
 // worker/sqliteclaims, worker/pgclaims) store idempotency keys durably.
 //
