@@ -15,11 +15,12 @@ const RedactedValue = "<redacted>"
 // prefix) that brokers and frameworks add when they dead-letter or
 // deliver a message; a replay does not copy them, whatever broker it goes
 // to, and it sets its own x-quarantine-* headers afresh. Kafka's: Connect
-// (__connect.errors.*), Spring (kafka_dlt-*, retry_topic-*), Streams
-// (__streams.errors.*) and the collector's record coordinates (x-kafka-*).
+// (__connect.errors.*), Spring (kafka_dlt-*, retry_topic-*) and Streams
+// (__streams.errors.*). The Kafka collector's x-kafka-* headers stay:
+// its publisher takes the record key from x-kafka-key and drops the rest.
 var bookkeeping = []string{"x-death", "x-first-death-", "x-last-death-", "x-quarantine-",
 	"nats-", "x-delivery-count", "x-received-from",
-	"__connect.errors.", "kafka_dlt-", "retry_topic-", "__streams.errors.", "x-kafka-"}
+	"__connect.errors.", "kafka_dlt-", "retry_topic-", "__streams.errors."}
 
 func isBookkeeping(name string) bool {
 	l := strings.ToLower(name)

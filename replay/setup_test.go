@@ -57,7 +57,7 @@ func (f *fixture) insert(n int) []string {
 			Headers: map[string]string{
 				"x-trace": fmt.Sprintf("t-%d", i), "Authorization": replay.RedactedValue,
 				"x-death": "[...]", "x-first-death-queue": "orders", "Nats-Msg-Id": "old",
-				"__connect.errors.topic": "orders", "kafka_dlt-original-offset": "7", "x-kafka-key": "k",
+				"__connect.errors.topic": "orders", "kafka_dlt-original-offset": "7",
 			},
 			DedupeKey: fmt.Sprintf("d-%d", i),
 		}
