@@ -15,11 +15,13 @@ import (
 //
 // The inflow reads the hourly counts of inflow_hours (kept by InsertBatch)
 // for the whole hours of each bucket, in one range scan of its primary
-// key per queue, and counts the rest (the parts of a bucket before its
-// first and after its last whole hour, each under an hour) from
+// key per queue, the per-minute counts of inflow_minutes for the whole
+// minutes of the rest (the parts of a bucket before its first and after
+// its last whole hour) within the last day, and counts what is left
+// (parts under a minute, or older than the kept minutes) from
 // messages_inflow_idx (queue, collected_at) INCLUDE (owner), index-only:
-// the overview's hourly buckets up to now count at most the current hour's
-// messages, whatever the day's inflow. See store/internal/hours.
+// buckets on whole minutes of the last day read counts alone, whatever
+// the inflow. See store/internal/hours.
 //
 // The waiting ones are one index range scan per queue of
 // messages_queue_status_idx (queue, status, failed_at, id) over the whole
@@ -43,7 +45,7 @@ func (s *Store) Histogram(ctx context.Context, r quarantine.HistogramRequest) ([
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := s.inTxOpts(ctx, opts, "count a histogram", func(tx pgx.Tx) error {
 		if r.Kind == quarantine.HistogramInflow {
-			return inflowHistogram(ctx, tx, r, edges, out)
+			return inflowHistogram(ctx, tx, r, edges, hours.Usable(s.clock()), out)
 		}
 		return waitingHistogram(ctx, tx, r, edges, out)
 	})
@@ -64,9 +66,10 @@ func ownerCond(w *where, col string, owners []string) string {
 }
 
 // inflowHistogram adds the inflow of r's queues to out: the kept hours,
-// then the parts counted from messages.
-func inflowHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, edges []time.Time, out []quarantine.QueueHistogram) error {
-	plan := hours.Of(edges)
+// the kept minutes (from usable on: hours.Usable), then the parts counted
+// from messages.
+func inflowHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, edges []time.Time, usable time.Time, out []quarantine.QueueHistogram) error {
+	plan := hours.Of(edges, usable)
 	if from, to, ok := plan.Span(); ok {
 		w := &where{}
 		qs, lo, hi := w.arg(r.Queues), w.arg(from), w.arg(to)
@@ -90,18 +93,35 @@ func inflowHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramReque
 			return err
 		}
 	}
-	if len(plan.Counted) == 0 {
+	// Minutes [lo, hi) are the rows lo <= minute < hi; a counted part
+	// (lo, hi] the messages lo < collected_at <= hi.
+	if err := sumParts(ctx, tx, r, plan.Minutes, func(owner string) string {
+		return `SELECT coalesce(sum(h.n), 0)::bigint FROM inflow_minutes h
+			WHERE h.queue = q.queue AND h.minute >= c.lo AND h.minute < c.hi` + owner
+	}, "h.owner", out); err != nil {
+		return err
+	}
+	return sumParts(ctx, tx, r, plan.Counted, func(owner string) string {
+		return `SELECT count(*) FROM messages m
+			WHERE m.queue = q.queue AND m.collected_at > c.lo AND m.collected_at <= c.hi` + owner
+	}, "m.owner", out)
+}
+
+// sumParts adds to out, for each queue of r and each part of parts, the
+// number that sum (a scalar subquery over q.queue, c.lo and c.hi, with
+// the owner condition on ownerCol appended) gives.
+func sumParts(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, parts []hours.Range, sum func(owner string) string, ownerCol string, out []quarantine.QueueHistogram) error {
+	if len(parts) == 0 {
 		return nil
 	}
-	los, his := make([]time.Time, len(plan.Counted)), make([]time.Time, len(plan.Counted))
-	for j, c := range plan.Counted {
+	los, his := make([]time.Time, len(parts)), make([]time.Time, len(parts))
+	for j, c := range parts {
 		los[j], his[j] = c.Lo, c.Hi
 	}
 	w := &where{}
 	qs, lo, hi := w.arg(r.Queues), w.arg(los), w.arg(his)
-	owner := ownerCond(w, "m.owner", r.Owners)
-	rows, err := tx.Query(ctx, `SELECT q.i, c.j, (SELECT count(*) FROM messages m
-			WHERE m.queue = q.queue AND m.collected_at > c.lo AND m.collected_at <= c.hi`+owner+`)
+	owner := ownerCond(w, ownerCol, r.Owners)
+	rows, err := tx.Query(ctx, `SELECT q.i, c.j, (`+sum(owner)+`)
 		FROM unnest(`+qs+`::text[]) WITH ORDINALITY AS q(queue, i)
 		CROSS JOIN unnest(`+lo+`::timestamptz[], `+hi+`::timestamptz[]) WITH ORDINALITY AS c(lo, hi, j)`, w.args...)
 	if err != nil {
@@ -109,7 +129,7 @@ func inflowHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramReque
 	}
 	var qi, j, n int64
 	_, err = pgx.ForEachRow(rows, []any{&qi, &j, &n}, func() error {
-		out[qi-1].Counts[plan.Counted[j-1].Bucket] += n
+		out[qi-1].Counts[parts[j-1].Bucket] += n
 		return nil
 	})
 	return err

@@ -61,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 		{"Groups", testGroups},
 		{"QueueStats", testQueueStats},
 		{"Histogram", testHistogram},
+		{"InflowCounters", testInflowCounters},
 		{"AgeHistory", testAgeHistory},
 		{"PurgePayloads", testPurgePayloads},
 		{"HostileOperations", testHostileOperations},
