@@ -67,7 +67,8 @@ func bars(counts []int64, w, gap, h float64) ([]bar, int64, int64) {
 }
 
 // sparkline is the 24-hour inflow of one queue: one bar per bucket of
-// edges (hourlyEdges: clock hours, the last one so far this hour).
+// edges (hourlyEdges: clock hours, the last one so far this hour, to the
+// end of the current minute).
 func sparkline(counts []int64, edges []time.Time) barChart {
 	const w, gap, h = 4, 1, 20
 	bs, mx, total := bars(counts, w, gap, h)
