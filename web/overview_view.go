@@ -178,13 +178,13 @@ func (t *ageTally) add(row queueRow, lastDay []int64) {
 
 // countStraddled adds to t.over, within each bucket that a max_age
 // splits, exactly the part past it: ages in [max_age, To) are failed_at
-// in (now-To, now-max_age].
+// in (end-To, end-max_age], end the end of now's minute (ageEnd).
 func (h *Handler) countStraddled(ctx context.Context, t *ageTally, owners []string, edges []time.Time, now time.Time) error {
 	for maxAge, qs := range t.straddle {
 		b := slices.IndexFunc(ageBuckets, func(bk ageBucket) bool {
 			return maxAge > bk.From && bk.To != 0 && maxAge < bk.To
 		})
-		hs, err := h.histograms(ctx, quarantine.HistogramWaiting, qs, owners, []time.Time{edges[b-1], now.Add(-maxAge)})
+		hs, err := h.histograms(ctx, quarantine.HistogramWaiting, qs, owners, []time.Time{edges[b-1], ageEnd(now).Add(-maxAge)})
 		if err != nil {
 			return err
 		}

@@ -128,8 +128,9 @@ func (s *Store) AgeHistory(ctx context.Context, r quarantine.AgeHistoryRequest) 
 // PruneAgeSamples deletes the steps before the one holding before, and
 // the sampled minutes before before, in one transaction; see
 // store.Store. It deletes too the per-minute inflow counts older than
-// hours.MinutesKept before the store's clock (the age sampler's hourly
-// prune is their background loop). Errors: EUNAVAILABLE, EINTERNAL.
+// hours.MinutesKept before the store's clock and the empty minutes of
+// waiting_minutes (the age sampler's hourly prune is their background
+// loop). Errors: EUNAVAILABLE, EINTERNAL.
 func (s *Store) PruneAgeSamples(ctx context.Context, before time.Time) (int64, error) {
 	before = before.UTC().Truncate(time.Microsecond)
 	step := before.Truncate(quarantine.AgeHistoryStep)
@@ -146,7 +147,10 @@ func (s *Store) PruneAgeSamples(ctx context.Context, before time.Time) (int64, e
 			return err
 		}
 		n = tag.RowsAffected()
-		_, err = tx.Exec(ctx, `DELETE FROM inflow_minutes WHERE minute < $1`, s.clock().Add(-hours.MinutesKept))
+		if _, err := tx.Exec(ctx, `DELETE FROM inflow_minutes WHERE minute < $1`, s.clock().Add(-hours.MinutesKept)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM waiting_minutes WHERE n = 0`)
 		return err
 	})
 	return n, err

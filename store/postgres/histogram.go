@@ -23,11 +23,12 @@ import (
 // buckets on whole minutes of the last day read counts alone, whatever
 // the inflow. See store/internal/hours.
 //
-// The waiting ones are one index range scan per queue of
-// messages_queue_status_idx (queue, status, failed_at, id) over the whole
-// span of the edges, grouped by bucket: width_bucket finds a time's bucket
-// among the edges, lower bounds included; stored times are whole
-// microseconds, so that t in (lo, hi] is t-1µs in [lo, hi).
+// The waiting ones read the quarantined counts per minute of failed_at
+// (waiting_minutes, kept by InsertBatch and a trigger on status changes)
+// for the whole minutes of each bucket, and count the parts under a
+// minute at its ends from messages_queue_status_idx (queue, status,
+// failed_at, id): buckets on whole minutes read counts alone, however
+// many wait.
 //
 // Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
 func (s *Store) Histogram(ctx context.Context, r quarantine.HistogramRequest) ([]quarantine.QueueHistogram, error) {
@@ -136,29 +137,19 @@ func sumParts(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, par
 }
 
 // waitingHistogram adds the quarantined messages of r's queues to out, by
-// failed_at.
+// failed_at: the whole minutes of each bucket from waiting_minutes, the
+// parts under a minute at its ends counted from
+// messages_queue_status_idx (queue, status, failed_at, id).
 func waitingHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, edges []time.Time, out []quarantine.QueueHistogram) error {
-	w := &where{}
-	qs, es := w.arg(r.Queues), w.arg(edges)
-	lo, hi := w.arg(edges[0]), w.arg(edges[len(edges)-1])
-	owner := ownerCond(w, "m.owner", r.Owners)
-	rows, err := tx.Query(ctx, `SELECT q.i, c.b, c.n
-		FROM unnest(`+qs+`::text[]) WITH ORDINALITY AS q(queue, i)
-		CROSS JOIN LATERAL (
-			SELECT width_bucket(m.failed_at - interval '1 microsecond', `+es+`::timestamptz[]) AS b, count(*) AS n
-			FROM messages m
-			WHERE m.queue = q.queue AND m.status = 'quarantined' AND m.failed_at > `+lo+` AND m.failed_at <= `+hi+owner+`
-			GROUP BY 1) c`, w.args...)
-	if err != nil {
+	plan := hours.OfMinutes(edges)
+	if err := sumParts(ctx, tx, r, plan.Minutes, func(owner string) string {
+		return `SELECT coalesce(sum(h.n), 0)::bigint FROM waiting_minutes h
+			WHERE h.queue = q.queue AND h.minute >= c.lo AND h.minute < c.hi` + owner
+	}, "h.owner", out); err != nil {
 		return err
 	}
-	var qi, bi, n int64
-	_, err = pgx.ForEachRow(rows, []any{&qi, &bi, &n}, func() error {
-		if bi < 1 || int(bi) > len(edges)-1 {
-			return quarantine.Errorf(quarantine.EINTERNAL, "histogram: bucket %d outside the edges", bi)
-		}
-		out[qi-1].Counts[bi-1] += n
-		return nil
-	})
-	return err
+	return sumParts(ctx, tx, r, plan.Counted, func(owner string) string {
+		return `SELECT count(*) FROM messages m
+			WHERE m.queue = q.queue AND m.status = 'quarantined' AND m.failed_at > c.lo AND m.failed_at <= c.hi` + owner
+	}, "m.owner", out)
 }

@@ -166,8 +166,9 @@ func (s *Store) AgeHistory(ctx context.Context, r quarantine.AgeHistoryRequest) 
 // PruneAgeSamples deletes the steps before the one holding before, and
 // the sampled minutes before before, in one transaction; see
 // store.Store. It deletes too the per-minute inflow counts older than
-// hours.MinutesKept before the store's clock (the age sampler's hourly
-// prune is their background loop). Errors: EUNAVAILABLE.
+// hours.MinutesKept before the store's clock and the empty minutes of
+// waiting_minutes (the age sampler's hourly prune is their background
+// loop). Errors: EUNAVAILABLE.
 func (s *Store) PruneAgeSamples(ctx context.Context, before time.Time) (int64, error) {
 	b := micros(before)
 	step := micros(before.UTC().Truncate(quarantine.AgeHistoryStep))
@@ -185,7 +186,10 @@ func (s *Store) PruneAgeSamples(ctx context.Context, before time.Time) (int64, e
 		if n, err = r.RowsAffected(); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM inflow_minutes WHERE minute < ?`, micros(s.clock().Add(-hours.MinutesKept)))
+		if _, err := tx.ExecContext(ctx, `DELETE FROM inflow_minutes WHERE minute < ?`, micros(s.clock().Add(-hours.MinutesKept))); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM waiting_minutes WHERE n = 0`)
 		return err
 	})
 	return n, err

@@ -93,5 +93,5 @@ func BenchmarkBurst(b *testing.B) {
 		}
 		time.Sleep(time.Second)
 	}
-	storetest.BenchBurst(b, s, storetest.EnvCount(b, "QUARANTINE_BENCH_CALLS", 20))
+	storetest.BenchBurst(b, s, n, storetest.BurstCalls(b))
 }

@@ -17,8 +17,11 @@ import (
 // from inflow_minutes, and counts what is left (parts under a minute, or
 // older than the kept minutes) from messages_inflow (queue,
 // collected_at); see store/internal/hours. The
-// waiting ones are one count per (queue, bucket) pair, each a range scan
-// of messages_queue_status (queue, status, failed_at, id). Errors:
+// waiting ones read the whole minutes of each bucket from
+// waiting_minutes (quarantined messages by the minute of failed_at, kept
+// by InsertBatch and triggers on status changes) and count the parts
+// under a minute at its ends from messages_queue_status (queue, status,
+// failed_at, id). Errors:
 // EINVALID naming the field, EUNAVAILABLE.
 func (s *Store) Histogram(ctx context.Context, r quarantine.HistogramRequest) ([]quarantine.QueueHistogram, error) {
 	if err := r.Validate(); err != nil {
@@ -38,21 +41,13 @@ func (s *Store) Histogram(ctx context.Context, r quarantine.HistogramRequest) ([
 		if r.Kind == quarantine.HistogramInflow {
 			return inflowHistogram(ctx, tx, r, owner, owners, hours.Usable(s.clock()), out)
 		}
-		stmt, err := tx.PrepareContext(ctx, `SELECT count(*) FROM messages m INDEXED BY messages_queue_status
-			WHERE m.queue = ? AND m.status = 'quarantined' AND m.failed_at > ? AND m.failed_at <= ?`+owner)
-		if err != nil {
+		plan := hours.OfMinutes(r.Edges)
+		if err := sumParts(ctx, tx, r.Queues, plan.Minutes, `SELECT coalesce(sum(n), 0) FROM waiting_minutes
+			WHERE queue = ? AND minute >= ? AND minute < ?`+owner, owners, out); err != nil {
 			return err
 		}
-		defer stmt.Close()
-		for i, queue := range r.Queues {
-			for b := range out[i].Counts {
-				args := append([]any{queue, micros(r.Edges[b]), micros(r.Edges[b+1])}, owners...)
-				if err := stmt.QueryRowContext(ctx, args...).Scan(&out[i].Counts[b]); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+		return sumParts(ctx, tx, r.Queues, plan.Counted, `SELECT count(*) FROM messages m INDEXED BY messages_queue_status
+			WHERE m.queue = ? AND m.status = 'quarantined' AND m.failed_at > ? AND m.failed_at <= ?`+owner, owners, out)
 	})
 	if err != nil {
 		return nil, err

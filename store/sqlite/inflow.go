@@ -33,16 +33,20 @@ type inflowKey struct {
 }
 
 // foldInflow adds the new messages msgs[idx] to inflow_hours and
-// inflow_minutes, one upsert per queue, owner and hour (minute), inside
+// inflow_minutes, one upsert per queue, owner and hour (minute), and the
+// quarantined ones to waiting_minutes (by the minute of failed_at), inside
 // tx.
 func foldInflow(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message, idx []int) error {
 	type key = inflowKey
-	counts, minutes := map[key]int64{}, map[key]int64{}
+	counts, minutes, waiting := map[key]int64{}, map[key]int64{}, map[key]int64{}
 	for _, i := range idx {
 		m := msgs[i]
 		at := micros(m.CollectedAt)
 		counts[key{m.Queue, m.Owner, inflowHour(at)}]++
 		minutes[key{m.Queue, m.Owner, inflowMinute(at)}]++
+		if m.Status == quarantine.StatusQuarantined {
+			waiting[key{m.Queue, m.Owner, inflowMinute(micros(m.FailedAt))}]++
+		}
 	}
 	if len(counts) == 0 {
 		return nil
@@ -50,11 +54,14 @@ func foldInflow(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message, idx
 	if err := upsertInflow(ctx, tx, "inflow_hours", "hour", counts); err != nil {
 		return err
 	}
-	return upsertInflow(ctx, tx, "inflow_minutes", "minute", minutes)
+	if err := upsertInflow(ctx, tx, "inflow_minutes", "minute", minutes); err != nil {
+		return err
+	}
+	return upsertInflow(ctx, tx, "waiting_minutes", "minute", waiting)
 }
 
-// upsertInflow adds counts to table (inflow_hours or inflow_minutes,
-// whose time column is col), in key order.
+// upsertInflow adds counts to table (inflow_hours, inflow_minutes or
+// waiting_minutes, whose time column is col), in key order.
 func upsertInflow(ctx context.Context, tx *sql.Tx, table, col string, counts map[inflowKey]int64) error {
 	keys := make([]inflowKey, 0, len(counts))
 	for k := range counts {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -100,15 +102,42 @@ var BurstPaths = []BurstPath{
 	{"messages", "/messages", true},
 }
 
+// BurstCalls is QUARANTINE_BENCH_CALLS, default 20: the calls per read
+// of BenchBurst.
+func BurstCalls(tb testing.TB) int {
+	tb.Helper()
+	v := os.Getenv("QUARANTINE_BENCH_CALLS")
+	if v == "" {
+		return 20
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		tb.Fatalf("QUARANTINE_BENCH_CALLS=%q: want a positive number", v)
+	}
+	return n
+}
+
 // BenchBurst measures, on a store seeded with a burst (SeedBurst, or
 // internal/pgseed.SeedWindow with BurstNewest and BurstSpan) and whose
 // clock is BurstNow, the reads of BurstPaths through the real API
 // and UI handlers (the API's registry with the alert gauges on
 // /metrics, as serve wires them), in process: the handler's time from
 // the request to the last byte, p50 and p99 (ms) over calls requests
-// after 3 warm-up ones. Run with -benchtime=1x.
-func BenchBurst(b *testing.B, s store.Store, calls int) {
+// after 3 warm-up ones. It checks first that the queues' 1-hour inflow
+// is the rows collected. Run with -benchtime=1x.
+func BenchBurst(b *testing.B, s store.Store, rows, calls int) {
 	ctx := b.Context()
+	stats, err := s.QueueStats(ctx, quarantine.Filter{}, BurstNow)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var in1, in24 int64
+	for _, st := range stats {
+		in1, in24 = in1+st.Inflow1h, in24+st.Inflow24h
+	}
+	if in1 != int64(rows) || in24 != int64(rows) {
+		b.Fatalf("1-hour inflow %d, 24-hour inflow %d: want the %d messages collected", in1, in24, rows)
+	}
 	now := func() time.Time { return BurstNow }
 	var owners []quarantine.OwnerRule
 	for t := range 5 {

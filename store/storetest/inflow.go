@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -11,11 +12,12 @@ import (
 )
 
 // testInflowCounters moves the store's clock over 27 hours, across minute
-// and hour boundaries, inserting messages collected on both sides of
-// them (and duplicates, which are not new), discarding, replaying and
-// purging some, and pruning the kept minutes as the age sampler does
-// each hour; after each step the inflow of QueueStats and of Histogram
-// equals the count of the stored messages in the same windows. Inflow is
+// and hour boundaries, inserting messages collected (and failed) on both
+// sides of them (and duplicates, which are not new), discarding,
+// replaying and purging some, and pruning the kept minutes as the age
+// sampler does each hour; after each step the inflow of QueueStats and
+// of Histogram, and the waiting Histogram, equal the count of the stored
+// messages in the same windows. Inflow is
 // what was collected: a discarded, replayed or purged message still
 // counts in the windows of its collected_at.
 func testInflowCounters(t *testing.T, h Harness) {
@@ -118,17 +120,109 @@ func checkInflow(t *testing.T, s store.Store, msgs []*quarantine.Message, at tim
 		{end.Add(-26 * time.Hour), end.Add(-25*time.Hour + 7*time.Minute), end.Add(-3 * time.Hour), end.Add(-2 * time.Minute), end},
 		{at.Add(-24*time.Hour - 90*time.Second), at.Add(-time.Hour), at.Add(-5 * time.Minute), at},
 	} {
-		r := quarantine.HistogramRequest{Kind: quarantine.HistogramInflow, Queues: []string{"orders", "billing", "nope"}, Edges: edges}
-		for _, owners := range [][]string{nil, {"team-b"}} {
-			r.Owners = owners
-			got, err := s.Histogram(ctx, r)
-			wantOK(t, err, "Histogram")
-			want := expectedHistogram(r, msgs)
-			for i := range want {
-				if got[i].Queue != want[i].Queue || fmt.Sprint(got[i].Counts) != fmt.Sprint(want[i].Counts) {
-					t.Fatalf("%s: Histogram(owners %v, edges %v): queue %d\n%s", step, owners, edges, i, diffAt(got, want, i))
+		for _, k := range []quarantine.HistogramKind{quarantine.HistogramInflow, quarantine.HistogramWaiting} {
+			r := quarantine.HistogramRequest{Kind: k, Queues: []string{"orders", "billing", "nope"}, Edges: edges}
+			for _, owners := range [][]string{nil, {"team-b"}} {
+				r.Owners = owners
+				got, err := s.Histogram(ctx, r)
+				wantOK(t, err, "Histogram")
+				want := expectedHistogram(r, msgs)
+				for i := range want {
+					if got[i].Queue != want[i].Queue || fmt.Sprint(got[i].Counts) != fmt.Sprint(want[i].Counts) {
+						t.Fatalf("%s: Histogram(%s, owners %v, edges %v): queue %d\n%s", step, k, owners, edges, i, diffAt(got, want, i))
+					}
 				}
 			}
+		}
+	}
+}
+
+// withKeptCountsChecked is h whose stores are checked when their test
+// ends (unless it failed): the waiting and inflow histograms read from
+// the kept counts equal the stored messages', whatever the test did to
+// them (inserts, discards, replays through the store's own moves,
+// re-failures, raw status changes).
+func withKeptCountsChecked(h Harness) Harness {
+	open, openClock := h.Open, h.OpenClock
+	h.Open = func(t *testing.T) store.Store {
+		s := open(t)
+		t.Cleanup(func() { checkKeptCounts(t, s) })
+		return s
+	}
+	if openClock != nil {
+		h.OpenClock = func(t *testing.T, now func() time.Time) store.Store {
+			s := openClock(t, now)
+			t.Cleanup(func() { checkKeptCounts(t, s) })
+			return s
+		}
+	}
+	return h
+}
+
+// checkKeptCounts compares the waiting histogram of every queue of s
+// (over edges on and off the minute around the messages) with its
+// messages.
+func checkKeptCounts(t *testing.T, s store.Store) {
+	if t.Failed() {
+		return
+	}
+	ctx := context.Background()
+	var msgs []*quarantine.Message
+	f := quarantine.Filter{Limit: quarantine.MaxLimit}
+	for {
+		p, err := s.ListMessages(ctx, f)
+		if err != nil {
+			return // a store the test closed, or left unusable on purpose
+		}
+		msgs = append(msgs, p.Messages...)
+		if p.Next == nil {
+			break
+		}
+		f.After = p.Next
+	}
+	if len(msgs) == 0 {
+		return
+	}
+	seen := map[string]bool{}
+	var queues []string
+	lo, hi := msgs[0].FailedAt, msgs[0].FailedAt
+	for _, m := range msgs {
+		if m.FailedAt.Before(lo) {
+			lo = m.FailedAt
+		}
+		if m.FailedAt.After(hi) {
+			hi = m.FailedAt
+		}
+		if seen[m.Queue] {
+			continue
+		}
+		seen[m.Queue] = true
+		one := quarantine.HistogramRequest{Kind: quarantine.HistogramWaiting, Queues: []string{m.Queue}, Edges: []time.Time{lo, lo.Add(time.Second)}}
+		if one.Validate() == nil && len(queues) < quarantine.MaxHistogramQueues {
+			queues = append(queues, m.Queue)
+		}
+	}
+	if len(queues) == 0 {
+		return
+	}
+	mid := lo.Add(hi.Sub(lo) / 2).Truncate(time.Microsecond)
+	edges := []time.Time{lo.Add(-time.Hour).Truncate(time.Minute), lo.Add(-time.Microsecond)}
+	for _, e := range []time.Time{mid.Add(-time.Minute).Truncate(time.Minute), mid, mid.Add(time.Minute).Truncate(time.Minute), hi.Add(time.Hour)} {
+		if e.After(edges[len(edges)-1].Truncate(time.Microsecond)) {
+			edges = append(edges, e)
+		}
+	}
+	r := quarantine.HistogramRequest{Kind: quarantine.HistogramWaiting, Queues: queues, Edges: edges}
+	got, err := s.Histogram(ctx, r)
+	if err != nil {
+		t.Errorf("kept counts: Histogram: %v", err)
+		return
+	}
+	want := expectedHistogram(r, msgs)
+	for i := range want {
+		if got[i].Queue != want[i].Queue || fmt.Sprint(got[i].Counts) != fmt.Sprint(want[i].Counts) {
+			t.Errorf("kept counts at the end of the test: waiting Histogram(edges %v): queue %d\n%s", edges, i, diffAt(got, want, i))
+			return
 		}
 	}
 }

@@ -72,6 +72,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReplayGuards", testReplayGuards},
 		{"Alarms", testAlarms},
 	}
+	h = withKeptCountsChecked(h)
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()

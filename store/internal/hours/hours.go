@@ -73,6 +73,19 @@ func Of(edges []time.Time, usable time.Time) Plan {
 	return p
 }
 
+// OfMinutes plans the buckets of edges over minute counts alone (the
+// quarantined messages by failed_at, waiting_minutes, kept for every
+// minute): whole minutes, and the parts under a minute at the ends
+// counted.
+func OfMinutes(edges []time.Time) Plan {
+	var p Plan
+	for b := 0; b+1 < len(edges); b++ {
+		lo, hi := edges[b].UTC().Truncate(time.Microsecond), edges[b+1].UTC().Truncate(time.Microsecond)
+		p.minutes(b, lo, hi, time.Date(1, 1, 1, 0, 1, 0, 0, time.UTC)) // every minute: the first one after the zero time
+	}
+	return p
+}
+
 // whole returns the whole units [a, z) inside (lo, hi] from the unit at
 // from on, and whether there is any.
 func whole(lo, hi time.Time, unit time.Duration, from time.Time) (a, z time.Time, ok bool) {
