@@ -126,9 +126,10 @@ type Store interface {
 	// the last day, per-minute counts for whole hours and minutes, and
 	// counts the messages of the rest ((queue, collected_at)): on whole
 	// minutes of the last day, its cost does not grow with the inflow.
-	// The waiting ones are range scans of (queue, status, failed_at) per
-	// queue and bucket: the cost grows with the messages inside the
-	// edges, not with the size of the store. EINVALID naming the field.
+	// The waiting ones read the kept per-minute counts of quarantined
+	// messages by failed_at for whole minutes and count the rest ((queue,
+	// status, failed_at)): on whole minutes, the cost does not grow with
+	// how many wait. EINVALID naming the field.
 	Histogram(ctx context.Context, r quarantine.HistogramRequest) ([]quarantine.QueueHistogram, error)
 
 	// PurgePayloads removes the payload bytes (of every version) of up to
