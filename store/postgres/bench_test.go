@@ -293,7 +293,7 @@ func BenchmarkBurst(b *testing.B) {
 		b.Fatal(err)
 	}
 	pgseed.SeedWindow(b, s.Pool(), rows, storetest.BurstNewest, storetest.BurstSpan)
-	// A schema seeded before the minute counts (migration 0014, whose
+	// A schema seeded before the minute counts (migration 0016, whose
 	// backfill takes the last day by the database's clock) counts them.
 	if _, err := s.Pool().Exec(context.Background(), `SELECT quarantine_recount() WHERE NOT EXISTS (SELECT 1 FROM inflow_minutes)`); err != nil {
 		b.Fatal(err)

@@ -35,7 +35,7 @@
 // that UTC hour) is kept by InsertBatch too, after failure_groups, and
 // inflow_minutes (the same per minute, the last 25 hours: PruneAgeSamples
 // deletes older rows) after it; the inflow Histogram and QueueStats read
-// their whole hours and minutes (migrations 0006, 0014), whatever the
+// their whole hours and minutes (migrations 0006, 0016), whatever the
 // inflow.
 // age_step_queues holds the largest age of the oldest quarantined message
 // and waiting count per queue and owner (and per queue) in each quarter

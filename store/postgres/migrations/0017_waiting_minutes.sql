@@ -1,4 +1,4 @@
--- 0015_waiting_minutes: the quarantined messages per queue, owner and
+-- 0017_waiting_minutes: the quarantined messages per queue, owner and
 -- minute of failed_at, so that the overview's chart of how old the
 -- waiting dead letters are reads at most a day of minutes per queue
 -- instead of counting the last day's quarantined messages (a million in

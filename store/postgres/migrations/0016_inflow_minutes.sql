@@ -1,4 +1,4 @@
--- 0014_inflow_minutes: inflow counts per minute, beside the hourly ones
+-- 0016_inflow_minutes: inflow counts per minute, beside the hourly ones
 -- of 0006, so that the 5-minute, 1-hour and 24-hour inflow of a queue
 -- (QueueStats) and the parts of the overview's sparklines shorter than an
 -- hour read at most a few hundred rows per queue instead of counting the
