@@ -111,17 +111,26 @@ type Store interface {
 	// QueueStats returns, for each queue with messages matching f (cursor
 	// and limit ignored), the counts by status, the oldest quarantined
 	// message, and the inflow (collected_at) in the last 5 minutes, hour
-	// and day before now. Owner is left empty (the API fills it from the
-	// owner rules). Ordered by queue.
+	// and day up to the end of the minute holding now: (end-5m, end],
+	// (end-1h, end], (end-24h, end], end = now rounded up to a whole
+	// minute (a window of whole minutes is read from the kept per-minute
+	// and hourly counts, whatever the inflow). Every message counts,
+	// whatever its status (discarded, replayed, purged of its payload):
+	// inflow is what was collected. Owner is left empty (the API fills it
+	// from the owner rules). Ordered by queue.
 	QueueStats(ctx context.Context, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error)
 
 	// Histogram counts, for each of r.Queues in the order given, the
 	// messages of r.Kind in each bucket of r.Edges (see
 	// quarantine.HistogramRequest); a queue without any has zeros. Read in
-	// one snapshot, as range scans of an index per queue and bucket
-	// ((queue, collected_at) for the inflow, (queue, status, failed_at)
-	// for the waiting ones): the cost grows with the messages inside the
-	// edges, not with the size of the store. EINVALID naming the field.
+	// one snapshot. The inflow reads the kept hourly counts and, within
+	// the last day, per-minute counts for whole hours and minutes, and
+	// counts the messages of the rest ((queue, collected_at)): on whole
+	// minutes of the last day, its cost does not grow with the inflow.
+	// The waiting ones read the kept per-minute counts of quarantined
+	// messages by failed_at for whole minutes and count the rest ((queue,
+	// status, failed_at)): on whole minutes, the cost does not grow with
+	// how many wait. EINVALID naming the field.
 	Histogram(ctx context.Context, r quarantine.HistogramRequest) ([]quarantine.QueueHistogram, error)
 
 	// PurgePayloads removes the payload bytes (of every version) of up to

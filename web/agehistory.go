@@ -28,20 +28,26 @@ func historyRequest(now time.Time, owners []string) quarantine.AgeHistoryRequest
 }
 
 // hourlyEdges are the edges of the inflow sparklines: whole hours on the
-// clock, the last bucket ending at now (so far this hour), 24 buckets.
-// The store reads whole hours from its hourly counts.
+// clock, the last bucket ending at the end of now's minute (so far this
+// hour, as GET /api/v1/queues counts its windows), 24 buckets. The store
+// reads whole hours and minutes from its kept counts, whatever the
+// inflow.
 func hourlyEdges(now time.Time) []time.Time {
-	top := now.Truncate(time.Hour)
+	end := now.Truncate(time.Minute)
+	if end.Before(now) {
+		end = end.Add(time.Minute)
+	}
+	top := end.Truncate(time.Hour)
 	n := 24
-	if top.Before(now) {
+	if top.Before(end) {
 		n = 23
 	}
 	edges := make([]time.Time, 0, 25)
 	for i := n; i >= 0; i-- {
 		edges = append(edges, top.Add(-time.Duration(i)*time.Hour))
 	}
-	if top.Before(now) {
-		edges = append(edges, now)
+	if top.Before(end) {
+		edges = append(edges, end)
 	}
 	return edges
 }

@@ -7,14 +7,19 @@ import (
 	"github.com/quarantine-dev/quarantine"
 )
 
-// The sparklines' edges are 24 buckets of clock hours ending at now, the
-// last one so far this hour; on the hour, 24 whole hours.
+// The sparklines' edges are 24 buckets of clock hours ending at the end
+// of now's minute, the last one so far this hour; on the hour, or in its
+// last minute, 24 whole hours.
 func TestHourlyEdges(t *testing.T) {
 	t.Parallel()
 	mid := time.Date(2026, 3, 2, 12, 34, 56, 0, time.UTC)
 	e := hourlyEdges(mid)
-	if len(e) != 25 || !e[0].Equal(time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)) || !e[23].Equal(mid.Truncate(time.Hour)) || !e[24].Equal(mid) {
+	if len(e) != 25 || !e[0].Equal(time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC)) || !e[23].Equal(mid.Truncate(time.Hour)) ||
+		!e[24].Equal(time.Date(2026, 3, 2, 12, 35, 0, 0, time.UTC)) {
 		t.Fatalf("edges at %v: %v", mid, e)
+	}
+	if last := hourlyEdges(time.Date(2026, 3, 2, 12, 59, 1, 0, time.UTC)); len(last) != 25 || !last[24].Equal(time.Date(2026, 3, 2, 13, 0, 0, 0, time.UTC)) {
+		t.Fatalf("edges in the hour's last minute: %v", last)
 	}
 	on := mid.Truncate(time.Hour)
 	e = hourlyEdges(on)

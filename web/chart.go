@@ -67,7 +67,8 @@ func bars(counts []int64, w, gap, h float64) ([]bar, int64, int64) {
 }
 
 // sparkline is the 24-hour inflow of one queue: one bar per bucket of
-// edges (hourlyEdges: clock hours, the last one so far this hour).
+// edges (hourlyEdges: clock hours, the last one so far this hour, to the
+// end of the current minute).
 func sparkline(counts []int64, edges []time.Time) barChart {
 	const w, gap, h = 4, 1, 20
 	bs, mx, total := bars(counts, w, gap, h)
@@ -105,14 +106,27 @@ var ageBuckets = []ageBucket{
 }
 
 // ageEdges are the failed_at edges of ageBuckets[1:], ascending, from a
-// day ago to now: histogram bucket i is ageBuckets[i+1], the ages in
-// [From, To).
+// day ago to the end of now's minute (ageEnd): histogram bucket i is
+// ageBuckets[i+1], the ages in [From, To) counted in whole minutes, which
+// the store reads from its per-minute counts of the waiting ones however
+// many wait.
 func ageEdges(now time.Time) []time.Time {
+	end := ageEnd(now)
 	var edges []time.Time
 	for _, b := range ageBuckets[1:] {
-		edges = append(edges, now.Add(-b.To))
+		edges = append(edges, end.Add(-b.To))
 	}
-	return append(edges, now)
+	return append(edges, end)
+}
+
+// ageEnd is the end of the minute holding now (now on a whole minute):
+// the age chart's ages are counted from it.
+func ageEnd(now time.Time) time.Time {
+	end := now.Truncate(time.Minute)
+	if end.Before(now) {
+		end = end.Add(time.Minute)
+	}
+	return end
 }
 
 // ageRow is one line of the age chart's table.

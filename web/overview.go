@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"slices"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
@@ -62,148 +61,12 @@ type overviewContent struct {
 
 // overview is GET /overview: every queue the token may see.
 func (h *Handler) overview(w http.ResponseWriter, r *http.Request, s *session) {
-	ctx := r.Context()
-	now := h.cfg.Now().UTC()
-	var f quarantine.Filter
-	scope(s.token, &f)
-	stats, err := h.queueStats(ctx, f, now)
+	c, err := h.overviewView(r.Context(), s.token, h.cfg.Now().UTC())
 	if err != nil {
 		h.fail(w, r, s, err)
 		return
 	}
-	c := overviewContent{Now: now, Statuses: quarantine.Statuses}
-	queues := make([]string, len(stats))
-	for i, st := range stats {
-		queues[i] = st.Queue
-	}
-	hourly := hourlyEdges(now)
-	edges := ageEdges(now)
-	// The waiting ones by age are the page's largest read (a range of the
-	// last day's quarantined messages of each queue): it runs alongside
-	// the other reads, on its own connection.
-	var ages []quarantine.QueueHistogram
-	var agesErr error
-	agesDone := make(chan struct{})
-	go func() {
-		defer close(agesDone)
-		for lo := 0; lo < len(queues); lo += quarantine.MaxHistogramQueues {
-			ag, err := h.cfg.Store.Histogram(ctx, quarantine.HistogramRequest{Kind: quarantine.HistogramWaiting,
-				Queues: queues[lo:min(lo+quarantine.MaxHistogramQueues, len(queues))], Owners: f.Owner, Edges: edges})
-			if err != nil {
-				agesErr = err
-				return
-			}
-			ages = append(ages, ag...)
-		}
-	}()
-	defer func() { <-agesDone }()
-	var inflow []quarantine.QueueHistogram
-	for lo := 0; lo < len(queues); lo += quarantine.MaxHistogramQueues {
-		in, err := h.cfg.Store.Histogram(ctx, quarantine.HistogramRequest{Kind: quarantine.HistogramInflow,
-			Queues: queues[lo:min(lo+quarantine.MaxHistogramQueues, len(queues))], Owners: f.Owner, Edges: hourly})
-		if err != nil {
-			h.fail(w, r, s, err)
-			return
-		}
-		inflow = append(inflow, in...)
-	}
-	states, err := h.cfg.Store.AlarmStates(ctx)
-	if err != nil {
-		h.fail(w, r, s, err)
-		return
-	}
-	hist, err := h.cfg.Store.AgeHistory(ctx, historyRequest(now, f.Owner))
-	if err != nil {
-		h.fail(w, r, s, err)
-		return
-	}
-	if <-agesDone; agesErr != nil {
-		h.fail(w, r, s, agesErr)
-		return
-	}
-	firing := map[string][]quarantine.AlarmState{}
-	for _, a := range states {
-		if (a.State != quarantine.AlarmFiring && a.State != quarantine.AlarmPending) || !s.token.Sees(a.Owner) {
-			continue
-		}
-		c.Alarms = append(c.Alarms, a)
-		firing[a.Queue] = append(firing[a.Queue], a)
-	}
-	slices.SortStableFunc(c.Alarms, func(a, b quarantine.AlarmState) int {
-		if (a.State == quarantine.AlarmFiring) != (b.State == quarantine.AlarmFiring) {
-			if a.State == quarantine.AlarmFiring {
-				return -1
-			}
-			return 1
-		}
-		return 0
-	})
-
-	ageCounts := make([]int64, len(ageBuckets))
-	over := make([]int64, len(ageBuckets))
-	straddle := map[time.Duration][]string{} // max_age -> queues whose max_age falls inside a bucket of the last day
-	for i, st := range stats {
-		row := h.queueRow(st, now)
-		row.Inflow = sparkline(inflow[i].Counts, hourly)
-		row.Firing = firing[st.Queue]
-		c.Queues = append(c.Queues, row)
-		c.Waiting += row.Waiting
-		counts := make([]int64, len(ageBuckets))
-		copy(counts[1:], ages[i].Counts)
-		var lastDay int64
-		for _, n := range ages[i].Counts {
-			lastDay += n
-		}
-		// Older than a day: the rest of the kept count (read in another
-		// snapshot, hence never below zero).
-		counts[0] = max(row.Waiting-lastDay, 0)
-		for b, n := range counts {
-			ageCounts[b] += n
-			switch bk := ageBuckets[b]; {
-			case row.MaxAge == 0 || n == 0:
-			case row.MaxAge <= bk.From:
-				over[b] += n
-			case bk.To == 0:
-				// A max_age over a day splits the open bucket: counting
-				// the part past it would walk everything older, so it
-				// is not split (the queue's row shows its oldest age).
-			case row.MaxAge < bk.To:
-				straddle[row.MaxAge] = append(straddle[row.MaxAge], st.Queue)
-			}
-		}
-	}
-	// Within a bucket that a max_age splits, count exactly the part past
-	// it: ages in [max_age, To) are failed_at in (now-To, now-max_age].
-	for maxAge, qs := range straddle {
-		b := slices.IndexFunc(ageBuckets, func(bk ageBucket) bool {
-			return maxAge > bk.From && bk.To != 0 && maxAge < bk.To
-		})
-		for lo := 0; lo < len(qs); lo += quarantine.MaxHistogramQueues {
-			hs, err := h.cfg.Store.Histogram(ctx, quarantine.HistogramRequest{Kind: quarantine.HistogramWaiting,
-				Queues: qs[lo:min(lo+quarantine.MaxHistogramQueues, len(qs))], Owners: f.Owner,
-				Edges: []time.Time{edges[b-1], now.Add(-maxAge)}})
-			if err != nil {
-				h.fail(w, r, s, err)
-				return
-			}
-			for _, hq := range hs {
-				over[b] += hq.Counts[0]
-			}
-		}
-	}
-	c.Age, c.AgeRows = ageChart(ageCounts, over)
-
-	maxAges := make(map[string]time.Duration, len(c.Queues))
-	for _, row := range c.Queues {
-		maxAges[row.Queue] = row.MaxAge
-	}
-	c.History, c.HistRows = ageHistoryChart(hist, now, func(q string) time.Duration {
-		if m, ok := maxAges[q]; ok {
-			return m
-		}
-		return h.maxAge(q, quarantine.AssignOwner(h.cfg.Owners, q))
-	})
-	h.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Token: s.token, CSRF: s.csrf, Content: &c})
+	h.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Token: s.token, CSRF: s.csrf, Content: c})
 }
 
 // queueStats returns the counts by status and the oldest quarantined

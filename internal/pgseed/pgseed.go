@@ -18,7 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// SeedSQL inserts the seeded messages $1 .. $2 (payloads of $3 bytes)
+// SeedSQL inserts the seeded messages $1 .. $2 (payloads of $3 bytes,
+// failed_at in the $5 µs before $4)
 // and their payload versions in one statement run by the server
 // (generate_series): no row crosses the network. The search index's
 // trigger queues them for the store's indexer.
@@ -38,7 +39,7 @@ const seedMessages = `
 WITH g AS (
 	SELECT i,
 		'0' || lpad(upper(to_hex(i)), 25, '0') AS id,
-		timestamptz '2025-06-01 00:00:00+00' - ((i::bigint * 2654435761) % 2592000000000) * interval '1 microsecond' AS failed_at
+		$4::timestamptz - ((i::bigint * 2654435761) % $5::bigint) * interval '1 microsecond' AS failed_at
 	FROM generate_series($1::bigint, $2::bigint) AS i
 ), ins AS (
 	INSERT INTO messages (id, source, source_kind, queue, job_name, message_id, idempotency_key,
@@ -98,6 +99,12 @@ const (
 	lockedBuilds = time.Minute
 )
 
+// window is where the seeded failed_at fall: the span before newest.
+type window struct {
+	newest     time.Time
+	spanMicros int64
+}
+
 // stateSQL creates the seed's progress table: how many messages are
 // seeded (rows 0 .. seeded-1) and the definitions of the indexes dropped
 // for the seed, to build again when it is complete. Each chunk updates it
@@ -119,6 +126,16 @@ const stateSQL = `CREATE TABLE IF NOT EXISTS pgseed_state (
 // for each million messages and each index build.
 func Seed(tb testing.TB, pool *pgxpool.Pool, n int) {
 	tb.Helper()
+	SeedWindow(tb, pool, n, time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC), 30*24*time.Hour)
+}
+
+// SeedWindow is Seed with the seeded failed_at spread over the span
+// before newest instead of the 30 days before 2025-06-01 (each message
+// is collected a minute after it failed): BenchmarkBurst's million
+// dead letters collected within one hour.
+func SeedWindow(tb testing.TB, pool *pgxpool.Pool, n int, newest time.Time, span time.Duration) {
+	tb.Helper()
+	w := window{newest.UTC(), span.Microseconds()}
 	ctx := context.Background()
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -190,7 +207,7 @@ func Seed(tb testing.TB, pool *pgxpool.Pool, n int) {
 				break
 			}
 			hi := min(lo+chunk, int64(n)) - 1
-			seedChunk(tb, conn, lo, hi, seedPayloadSize(n), bulk)
+			seedChunk(tb, conn, lo, hi, seedPayloadSize(n), bulk, w)
 			lo = hi + 1
 		}
 		// Hint bits and the visibility map of the new pages now, as
@@ -294,7 +311,7 @@ func writeDocs(tb testing.TB, conn *pgxpool.Conn) {
 // seedChunk seeds messages lo .. hi in one transaction and records the
 // progress. A bulk chunk writes the messages' search documents itself,
 // with the trigger that queues new messages for the indexer disabled.
-func seedChunk(tb testing.TB, conn *pgxpool.Conn, lo, hi int64, size int, bulk bool) {
+func seedChunk(tb testing.TB, conn *pgxpool.Conn, lo, hi int64, size int, bulk bool, w window) {
 	tb.Helper()
 	ctx := context.Background()
 	tx, err := conn.Begin(ctx)
@@ -306,11 +323,11 @@ func seedChunk(tb testing.TB, conn *pgxpool.Conn, lo, hi int64, size int, bulk b
 		q    string
 		args []any
 	}
-	steps := []stmt{{SeedSQL, []any{lo, hi, size}}}
+	steps := []stmt{{SeedSQL, []any{lo, hi, size, w.newest, w.spanMicros}}}
 	if bulk {
 		steps = []stmt{
 			{`ALTER TABLE messages DISABLE TRIGGER search_queue_inserted`, nil},
-			{seedDocsSQL, []any{lo, hi, size}},
+			{seedDocsSQL, []any{lo, hi, size, w.newest, w.spanMicros}},
 			{`ALTER TABLE messages ENABLE TRIGGER search_queue_inserted`, nil},
 		}
 	}

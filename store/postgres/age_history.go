@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/hours"
 )
 
 // sampleAges takes the minute $1 (its run row), counts the sample in its
@@ -126,7 +127,10 @@ func (s *Store) AgeHistory(ctx context.Context, r quarantine.AgeHistoryRequest) 
 
 // PruneAgeSamples deletes the steps before the one holding before, and
 // the sampled minutes before before, in one transaction; see
-// store.Store. Errors: EUNAVAILABLE, EINTERNAL.
+// store.Store. It deletes too the per-minute inflow counts older than
+// hours.MinutesKept before the store's clock and the empty minutes of
+// waiting_minutes (the age sampler's hourly prune is their background
+// loop). Errors: EUNAVAILABLE, EINTERNAL.
 func (s *Store) PruneAgeSamples(ctx context.Context, before time.Time) (int64, error) {
 	before = before.UTC().Truncate(time.Microsecond)
 	step := before.Truncate(quarantine.AgeHistoryStep)
@@ -139,7 +143,14 @@ func (s *Store) PruneAgeSamples(ctx context.Context, before time.Time) (int64, e
 			return err
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM age_sample_runs WHERE minute <= $1 AND sampled_at < $1`, before)
+		if err != nil {
+			return err
+		}
 		n = tag.RowsAffected()
+		if _, err := tx.Exec(ctx, `DELETE FROM inflow_minutes WHERE minute < $1`, s.clock().Add(-hours.MinutesKept)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM waiting_minutes WHERE n = 0`)
 		return err
 	})
 	return n, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/pgseed"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
 	"github.com/quarantine-dev/quarantine/internal/procstat"
 	"github.com/quarantine-dev/quarantine/internal/testbin"
@@ -275,4 +276,27 @@ func indexerCatchUp(b *testing.B, s *postgres.Store) (lag, took time.Duration) {
 		}
 	}
 	return lag, time.Since(t0)
+}
+
+// BenchmarkBurst measures GET /api/v1/queues, /overview, a /metrics
+// scrape and the other first pages (storetest.BenchBurst) with
+// QUARANTINE_BENCH_ROWS (default 1,000,000) dead letters collected within
+// the hour before storetest.BurstNow, seeded once per machine in the
+// persistent schema burst_<rows> (internal/pgseed). Run with
+// -benchtime=1x; QUARANTINE_BENCH_CALLS (default 20) calls per read:
+//
+//	go test -run '^$' -bench '^BenchmarkBurst$' -benchtime=1x -timeout 1h ./store/postgres/
+func BenchmarkBurst(b *testing.B) {
+	rows := benchRows(b)
+	s := openURL(b, pgtest.PersistentURL(b, "burst_"+strconv.Itoa(rows)), postgres.WithClock(func() time.Time { return storetest.BurstNow }))
+	if err := s.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	pgseed.SeedWindow(b, s.Pool(), rows, storetest.BurstNewest, storetest.BurstSpan)
+	// A schema seeded before the minute counts (migration 0016, whose
+	// backfill takes the last day by the database's clock) counts them.
+	if _, err := s.Pool().Exec(context.Background(), `SELECT quarantine_recount() WHERE NOT EXISTS (SELECT 1 FROM inflow_minutes)`); err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchBurst(b, s, rows, storetest.BurstCalls(b))
 }

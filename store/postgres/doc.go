@@ -37,8 +37,11 @@
 // samples read it when the filter allows, so their cost does not grow
 // with the number of messages; other filters aggregate the matching
 // messages. inflow_hours (queue, hour, owner -> messages collected in
-// that UTC hour) is kept by InsertBatch too, after failure_groups; the
-// inflow Histogram reads its whole hours (migration 0006).
+// that UTC hour) is kept by InsertBatch too, after failure_groups, and
+// inflow_minutes (the same per minute, the last 25 hours: PruneAgeSamples
+// deletes older rows) after it; the inflow Histogram and QueueStats read
+// their whole hours and minutes (migrations 0006, 0016), whatever the
+// inflow.
 // age_step_queues holds the largest age of the oldest quarantined message
 // and waiting count per queue and owner (and per queue) in each quarter
 // of an hour, sampled once a minute (age_history.go, migration 0008).

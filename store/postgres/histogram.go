@@ -15,17 +15,20 @@ import (
 //
 // The inflow reads the hourly counts of inflow_hours (kept by InsertBatch)
 // for the whole hours of each bucket, in one range scan of its primary
-// key per queue, and counts the rest (the parts of a bucket before its
-// first and after its last whole hour, each under an hour) from
+// key per queue, the per-minute counts of inflow_minutes for the whole
+// minutes of the rest (the parts of a bucket before its first and after
+// its last whole hour) within the last day, and counts what is left
+// (parts under a minute, or older than the kept minutes) from
 // messages_inflow_idx (queue, collected_at) INCLUDE (owner), index-only:
-// the overview's hourly buckets up to now count at most the current hour's
-// messages, whatever the day's inflow. See store/internal/hours.
+// buckets on whole minutes of the last day read counts alone, whatever
+// the inflow. See store/internal/hours.
 //
-// The waiting ones are one index range scan per queue of
-// messages_queue_status_idx (queue, status, failed_at, id) over the whole
-// span of the edges, grouped by bucket: width_bucket finds a time's bucket
-// among the edges, lower bounds included; stored times are whole
-// microseconds, so that t in (lo, hi] is t-1µs in [lo, hi).
+// The waiting ones read the quarantined counts per minute of failed_at
+// (waiting_minutes, kept by InsertBatch and a trigger on status changes)
+// for the whole minutes of each bucket, and count the parts under a
+// minute at its ends from messages_queue_status_idx (queue, status,
+// failed_at, id): buckets on whole minutes read counts alone, however
+// many wait.
 //
 // Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
 func (s *Store) Histogram(ctx context.Context, r quarantine.HistogramRequest) ([]quarantine.QueueHistogram, error) {
@@ -43,7 +46,7 @@ func (s *Store) Histogram(ctx context.Context, r quarantine.HistogramRequest) ([
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := s.inTxOpts(ctx, opts, "count a histogram", func(tx pgx.Tx) error {
 		if r.Kind == quarantine.HistogramInflow {
-			return inflowHistogram(ctx, tx, r, edges, out)
+			return inflowHistogram(ctx, tx, r, edges, hours.Usable(s.clock()), out)
 		}
 		return waitingHistogram(ctx, tx, r, edges, out)
 	})
@@ -64,9 +67,10 @@ func ownerCond(w *where, col string, owners []string) string {
 }
 
 // inflowHistogram adds the inflow of r's queues to out: the kept hours,
-// then the parts counted from messages.
-func inflowHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, edges []time.Time, out []quarantine.QueueHistogram) error {
-	plan := hours.Of(edges)
+// the kept minutes (from usable on: hours.Usable), then the parts counted
+// from messages.
+func inflowHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, edges []time.Time, usable time.Time, out []quarantine.QueueHistogram) error {
+	plan := hours.Of(edges, usable)
 	if from, to, ok := plan.Span(); ok {
 		w := &where{}
 		qs, lo, hi := w.arg(r.Queues), w.arg(from), w.arg(to)
@@ -90,18 +94,35 @@ func inflowHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramReque
 			return err
 		}
 	}
-	if len(plan.Counted) == 0 {
+	// Minutes [lo, hi) are the rows lo <= minute < hi; a counted part
+	// (lo, hi] the messages lo < collected_at <= hi.
+	if err := sumParts(ctx, tx, r, plan.Minutes, func(owner string) string {
+		return `SELECT coalesce(sum(h.n), 0)::bigint FROM inflow_minutes h
+			WHERE h.queue = q.queue AND h.minute >= c.lo AND h.minute < c.hi` + owner
+	}, "h.owner", out); err != nil {
+		return err
+	}
+	return sumParts(ctx, tx, r, plan.Counted, func(owner string) string {
+		return `SELECT count(*) FROM messages m
+			WHERE m.queue = q.queue AND m.collected_at > c.lo AND m.collected_at <= c.hi` + owner
+	}, "m.owner", out)
+}
+
+// sumParts adds to out, for each queue of r and each part of parts, the
+// number that sum (a scalar subquery over q.queue, c.lo and c.hi, with
+// the owner condition on ownerCol appended) gives.
+func sumParts(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, parts []hours.Range, sum func(owner string) string, ownerCol string, out []quarantine.QueueHistogram) error {
+	if len(parts) == 0 {
 		return nil
 	}
-	los, his := make([]time.Time, len(plan.Counted)), make([]time.Time, len(plan.Counted))
-	for j, c := range plan.Counted {
+	los, his := make([]time.Time, len(parts)), make([]time.Time, len(parts))
+	for j, c := range parts {
 		los[j], his[j] = c.Lo, c.Hi
 	}
 	w := &where{}
 	qs, lo, hi := w.arg(r.Queues), w.arg(los), w.arg(his)
-	owner := ownerCond(w, "m.owner", r.Owners)
-	rows, err := tx.Query(ctx, `SELECT q.i, c.j, (SELECT count(*) FROM messages m
-			WHERE m.queue = q.queue AND m.collected_at > c.lo AND m.collected_at <= c.hi`+owner+`)
+	owner := ownerCond(w, ownerCol, r.Owners)
+	rows, err := tx.Query(ctx, `SELECT q.i, c.j, (`+sum(owner)+`)
 		FROM unnest(`+qs+`::text[]) WITH ORDINALITY AS q(queue, i)
 		CROSS JOIN unnest(`+lo+`::timestamptz[], `+hi+`::timestamptz[]) WITH ORDINALITY AS c(lo, hi, j)`, w.args...)
 	if err != nil {
@@ -109,36 +130,26 @@ func inflowHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramReque
 	}
 	var qi, j, n int64
 	_, err = pgx.ForEachRow(rows, []any{&qi, &j, &n}, func() error {
-		out[qi-1].Counts[plan.Counted[j-1].Bucket] += n
+		out[qi-1].Counts[parts[j-1].Bucket] += n
 		return nil
 	})
 	return err
 }
 
 // waitingHistogram adds the quarantined messages of r's queues to out, by
-// failed_at.
+// failed_at: the whole minutes of each bucket from waiting_minutes, the
+// parts under a minute at its ends counted from
+// messages_queue_status_idx (queue, status, failed_at, id).
 func waitingHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, edges []time.Time, out []quarantine.QueueHistogram) error {
-	w := &where{}
-	qs, es := w.arg(r.Queues), w.arg(edges)
-	lo, hi := w.arg(edges[0]), w.arg(edges[len(edges)-1])
-	owner := ownerCond(w, "m.owner", r.Owners)
-	rows, err := tx.Query(ctx, `SELECT q.i, c.b, c.n
-		FROM unnest(`+qs+`::text[]) WITH ORDINALITY AS q(queue, i)
-		CROSS JOIN LATERAL (
-			SELECT width_bucket(m.failed_at - interval '1 microsecond', `+es+`::timestamptz[]) AS b, count(*) AS n
-			FROM messages m
-			WHERE m.queue = q.queue AND m.status = 'quarantined' AND m.failed_at > `+lo+` AND m.failed_at <= `+hi+owner+`
-			GROUP BY 1) c`, w.args...)
-	if err != nil {
+	plan := hours.OfMinutes(edges)
+	if err := sumParts(ctx, tx, r, plan.Minutes, func(owner string) string {
+		return `SELECT coalesce(sum(h.n), 0)::bigint FROM waiting_minutes h
+			WHERE h.queue = q.queue AND h.minute >= c.lo AND h.minute < c.hi` + owner
+	}, "h.owner", out); err != nil {
 		return err
 	}
-	var qi, bi, n int64
-	_, err = pgx.ForEachRow(rows, []any{&qi, &bi, &n}, func() error {
-		if bi < 1 || int(bi) > len(edges)-1 {
-			return quarantine.Errorf(quarantine.EINTERNAL, "histogram: bucket %d outside the edges", bi)
-		}
-		out[qi-1].Counts[bi-1] += n
-		return nil
-	})
-	return err
+	return sumParts(ctx, tx, r, plan.Counted, func(owner string) string {
+		return `SELECT count(*) FROM messages m
+			WHERE m.queue = q.queue AND m.status = 'quarantined' AND m.failed_at > c.lo AND m.failed_at <= c.hi` + owner
+	}, "m.owner", out)
 }

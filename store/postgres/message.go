@@ -30,9 +30,9 @@ const messageColumns = `m.id, m.source, m.source_kind, m.queue, m.job_name, m.me
 // order, which is the order of the sorted keys, so that concurrent batches
 // take their unique index locks in one order and cannot deadlock;
 // conflicting keys are skipped), version 1 of each stored message's
-// payload, and the counts of failure_groups and inflow_hours (each in key
-// order, the order every writer locks them in, and always failure_groups
-// first: the statement's CTEs run in their order). RETURNING names the
+// payload, and the counts of failure_groups, inflow_hours,
+// inflow_minutes and waiting_minutes (each in key order, the order every writer locks them
+// in, and always in that order: the statement's CTEs run in their order). RETURNING names the
 // rows that were stored.
 // The counts are folded from the narrow RETURNING rows, not by a trigger:
 // no transition table of whole rows on the hot path.
@@ -77,6 +77,16 @@ const insertMessages = `WITH ins AS (
 	SELECT queue, owner, date_trunc('hour', collected_at - interval '1 microsecond', 'UTC'), count(*)
 	FROM ins GROUP BY 1, 3, 2 ORDER BY 1, 3, 2
 	ON CONFLICT (queue, hour, owner) DO UPDATE SET n = h.n + EXCLUDED.n
+), im AS (
+	INSERT INTO inflow_minutes AS mi (queue, owner, minute, n)
+	SELECT queue, owner, date_trunc('minute', collected_at - interval '1 microsecond', 'UTC'), count(*)
+	FROM ins GROUP BY 1, 3, 2 ORDER BY 1, 3, 2
+	ON CONFLICT (queue, minute, owner) DO UPDATE SET n = mi.n + EXCLUDED.n
+), wm AS (
+	INSERT INTO waiting_minutes AS wm (queue, owner, minute, n)
+	SELECT queue, owner, date_trunc('minute', failed_at - interval '1 microsecond', 'UTC'), count(*)
+	FROM ins WHERE status = 'quarantined' GROUP BY 1, 3, 2 ORDER BY 1, 3, 2
+	ON CONFLICT (queue, minute, owner) DO UPDATE SET n = wm.n + EXCLUDED.n
 )
 SELECT id FROM ins`
 

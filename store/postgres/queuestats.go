@@ -7,17 +7,18 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/hours"
 )
 
 // Queue statistics. With no filter, or one on queue and owner only, the
 // counts come from failure_groups (group.go), the oldest quarantined
 // message from one probe of messages_queue_status_idx per queue, and the
-// inflow from index-only range counts of messages_inflow_idx (queue,
-// collected_at): the cost grows with the number of queues and the
-// messages collected in the last day, not with the size of the store.
-// Any other filter aggregates the matching messages.
+// inflow from the kept hourly and per-minute counts (inflow_hours,
+// inflow_minutes; see inflowHistogram): the cost grows with the number of
+// queues, not with the size of the store nor with the inflow. Any other
+// filter aggregates the matching messages.
 
-// Inflow windows, before now.
+// Inflow windows, before the window end (hours.WindowEnd).
 var inflowWindows = [3]time.Duration{5 * time.Minute, time.Hour, 24 * time.Hour}
 
 // statsOnly reports whether the maintained path answers f.
@@ -27,8 +28,9 @@ func statsOnly(f *quarantine.Filter) bool {
 
 // QueueStats returns, per queue with messages matching f, the counts by
 // status (every status, zero included), the oldest quarantined message
-// and the inflow in (now-5m, now], (now-1h, now] and (now-24h, now] by
-// collected_at; see store.Store. Owner is left empty. All is read in one
+// and the inflow in (end-5m, end], (end-1h, end] and (end-24h, end] by
+// collected_at, where end is the end of the minute holding now
+// (hours.WindowEnd); see store.Store. Owner is left empty. All is read in one
 // snapshot. Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
 func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
 	f.After, f.Limit = nil, 0
@@ -44,7 +46,7 @@ func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Ti
 	err := s.inTxOpts(ctx, opts, "compute queue statistics", func(tx pgx.Tx) error {
 		var err error
 		if statsOnly(&f) {
-			out, err = queueStatsKept(ctx, tx, &f, now)
+			out, err = queueStatsKept(ctx, tx, &f, now, hours.Usable(s.clock()))
 		} else {
 			out, err = queueStatsScan(ctx, tx, &f, now)
 		}
@@ -67,7 +69,7 @@ func newQueueStats(q string) quarantine.QueueStats {
 
 // queueStatsKept reads the maintained counts, then probes the oldest and
 // the inflow of each queue.
-func queueStatsKept(ctx context.Context, tx pgx.Tx, f *quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
+func queueStatsKept(ctx context.Context, tx pgx.Tx, f *quarantine.Filter, now, usable time.Time) ([]quarantine.QueueStats, error) {
 	q, args := statsQuery(f)
 	counts, err := queryCounts(ctx, tx, q, args)
 	if err != nil {
@@ -92,12 +94,7 @@ func queueStatsKept(ctx context.Context, tx pgx.Tx, f *quarantine.Filter, now ti
 	if len(w.conds) > 0 {
 		owner = " AND " + w.conds[0]
 	}
-	t5, t1, t24, tn := w.arg(now.Add(-inflowWindows[0])), w.arg(now.Add(-inflowWindows[1])), w.arg(now.Add(-inflowWindows[2])), w.arg(now)
-	inflow := func(since string) string {
-		return `(SELECT count(*) FROM messages m WHERE m.queue = q.queue AND m.collected_at > ` + since +
-			` AND m.collected_at <= ` + tn + owner + `)`
-	}
-	rows, err := tx.Query(ctx, `SELECT q.queue, o.id, o.failed_at, `+inflow(t5)+`, `+inflow(t1)+`, `+inflow(t24)+`
+	rows, err := tx.Query(ctx, `SELECT q.queue, o.id, o.failed_at
 		FROM unnest(`+qs+`::text[]) WITH ORDINALITY AS q(queue, i)
 		LEFT JOIN LATERAL (
 			SELECT m.id, m.failed_at FROM messages m
@@ -111,24 +108,43 @@ func queueStatsKept(ctx context.Context, tx pgx.Tx, f *quarantine.Filter, now ti
 	var queue string
 	var oldest *string
 	var oldestAt *time.Time
-	var in5, in1, in24 int64
-	_, err = pgx.ForEachRow(rows, []any{&queue, &oldest, &oldestAt, &in5, &in1, &in24}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&queue, &oldest, &oldestAt}, func() error {
 		st := &out[i]
 		i++
 		if oldest != nil && oldestAt != nil {
 			at := oldestAt.UTC()
 			st.OldestID, st.OldestQuarantinedAt = *oldest, &at
 		}
-		st.Inflow5m, st.Inflow1h, st.Inflow24h = in5, in1, in24
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	// The three windows as the buckets (end-24h, end-1h], (end-1h,
+	// end-5m] and (end-5m, end] of the kept counts.
+	end := hours.WindowEnd(now)
+	edges := []time.Time{end.Add(-inflowWindows[2]), end.Add(-inflowWindows[1]), end.Add(-inflowWindows[0]), end}
+	hs := make([]quarantine.QueueHistogram, len(queues))
+	for i := range hs {
+		hs[i].Counts = make([]int64, 3)
+	}
+	r := quarantine.HistogramRequest{Kind: quarantine.HistogramInflow, Queues: queues, Owners: f.Owner, Edges: edges}
+	if err := inflowHistogram(ctx, tx, r, edges, usable, hs); err != nil {
+		return nil, err
+	}
+	for i, h := range hs {
+		out[i].Inflow5m = h.Counts[2]
+		out[i].Inflow1h = h.Counts[1] + h.Counts[2]
+		out[i].Inflow24h = h.Counts[0] + h.Counts[1] + h.Counts[2]
+	}
+	return out, nil
 }
 
 // queueStatsScan aggregates the messages matching f.
 func queueStatsScan(ctx context.Context, tx pgx.Tx, f *quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
 	w := filterWhere(f)
-	t5, t1, t24, tn := w.arg(now.Add(-inflowWindows[0])), w.arg(now.Add(-inflowWindows[1])), w.arg(now.Add(-inflowWindows[2])), w.arg(now)
+	end := hours.WindowEnd(now)
+	t5, t1, t24, tn := w.arg(end.Add(-inflowWindows[0])), w.arg(end.Add(-inflowWindows[1])), w.arg(end.Add(-inflowWindows[2])), w.arg(end)
 	in := func(since string) string {
 		return `count(*) FILTER (WHERE m.collected_at > ` + since + ` AND m.collected_at <= ` + tn + `)`
 	}

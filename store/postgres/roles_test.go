@@ -244,7 +244,9 @@ func TestMigrateExistingDatabaseToForwardHead(t *testing.T) {
 	// Back to the schema of the previous release (and without the
 	// migrations after 0014).
 	for _, q := range []string{"DROP TRIGGER audit_head_keep ON audit_head", "DROP TRIGGER audit_head_forward_only ON audit_head",
-		"DROP FUNCTION audit_head_forward_only()", "DROP TABLE sessions", "DELETE FROM schema_migrations WHERE version >= 14"} {
+		"DROP FUNCTION audit_head_forward_only()", "DROP TABLE sessions", "DROP TABLE inflow_minutes",
+		"DROP TRIGGER messages_waiting_update ON messages", "DROP FUNCTION messages_waiting_update()", "DROP TABLE waiting_minutes",
+		"DELETE FROM schema_migrations WHERE version >= 14"} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/hours"
 )
 
 // SampleAges records the age of each queue's oldest quarantined message
@@ -164,7 +165,10 @@ func (s *Store) AgeHistory(ctx context.Context, r quarantine.AgeHistoryRequest) 
 
 // PruneAgeSamples deletes the steps before the one holding before, and
 // the sampled minutes before before, in one transaction; see
-// store.Store. Errors: EUNAVAILABLE.
+// store.Store. It deletes too the per-minute inflow counts older than
+// hours.MinutesKept before the store's clock and the empty minutes of
+// waiting_minutes (the age sampler's hourly prune is their background
+// loop). Errors: EUNAVAILABLE.
 func (s *Store) PruneAgeSamples(ctx context.Context, before time.Time) (int64, error) {
 	b := micros(before)
 	step := micros(before.UTC().Truncate(quarantine.AgeHistoryStep))
@@ -179,7 +183,13 @@ func (s *Store) PruneAgeSamples(ctx context.Context, before time.Time) (int64, e
 		if err != nil {
 			return err
 		}
-		n, err = r.RowsAffected()
+		if n, err = r.RowsAffected(); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM inflow_minutes WHERE minute < ?`, micros(s.clock().Add(-hours.MinutesKept))); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM waiting_minutes WHERE n = 0`)
 		return err
 	})
 	return n, err

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 	"github.com/quarantine-dev/quarantine/store/storetest"
@@ -58,4 +59,29 @@ func BenchmarkInsert100k(b *testing.B) {
 // with -benchtime=1x.
 func BenchmarkOperations(b *testing.B) {
 	storetest.BenchOperations(b, seeded(b))
+}
+
+// BenchmarkBurst measures GET /api/v1/queues, /overview, a /metrics
+// scrape and the other first pages (storetest.BenchBurst) with
+// QUARANTINE_BENCH_ROWS (here too default 1,000,000) dead letters
+// collected within the hour before storetest.BurstNow, inserted through
+// InsertBatch once into a database kept under os.TempDir(). Run with
+// -benchtime=1x; QUARANTINE_BENCH_CALLS (default 20) calls per read:
+//
+//	go test -run '^$' -bench '^BenchmarkBurst$' -benchtime=1x -timeout 1h ./store/sqlite/
+func BenchmarkBurst(b *testing.B) {
+	n := storetest.EnvCount(b, "QUARANTINE_BENCH_ROWS", 1_000_000)
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("quarantine-burst-sqlite-%d.db", n))
+	// Without the background text search indexer: a million documents
+	// to index would weigh on the reads measured (none searches text).
+	s, err := sqlite.Open(b.Context(), path, sqlite.WithClock(func() time.Time { return storetest.BurstNow }), sqlite.WithoutSearchIndexer())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.Migrate(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	storetest.SeedBurst(b, s, n, "burst")
+	storetest.BenchBurst(b, s, n, storetest.BurstCalls(b))
 }

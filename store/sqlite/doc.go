@@ -20,8 +20,10 @@
 // CountByQueue, QueueStats and stratified samples read a few rows per
 // group when the filter allows, and group the matching messages
 // otherwise. inflow_hours (queue, hour, owner -> messages collected in
-// that UTC hour) is folded in by InsertBatch as well (inflow.go): the
-// inflow Histogram reads its whole hours (migration 0008).
+// that UTC hour) and inflow_minutes (the same per minute, the last 25
+// hours: PruneAgeSamples deletes older rows) are folded in by InsertBatch
+// as well (inflow.go): the inflow Histogram and QueueStats read their
+// whole hours and minutes (migrations 0008, 0016), whatever the inflow.
 // age_step_queues holds the largest age of the oldest quarantined message
 // and waiting count per queue and owner (and per queue) in each quarter
 // of an hour, sampled once a minute (age_history.go, migration 0010).

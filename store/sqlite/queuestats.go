@@ -6,16 +6,18 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/hours"
 )
 
 // QueueStats returns, per queue with messages matching f, the counts by
 // status (every status, zero included), the oldest quarantined message
-// and the inflow in (now-5m, now], (now-1h, now] and (now-24h, now] by
-// collected_at; see store.Store. Owner is left empty. With no filter, or
-// one on queue and owner only, the counts come from failure_groups, the
-// oldest from one probe of messages_queue_status per queue and the inflow
-// from range counts of messages_inflow; any other filter groups the
-// matching messages. One snapshot. Errors: EINVALID naming the field,
+// and the inflow in (end-5m, end], (end-1h, end] and (end-24h, end] by
+// collected_at, where end is the end of the minute holding now
+// (hours.WindowEnd); see store.Store. Owner is left empty. With no
+// filter, or one on queue and owner only, the counts come from
+// failure_groups, the oldest from one probe of messages_queue_status per
+// queue and the inflow from the kept hourly and per-minute counts
+// (inflowHistogram); any other filter groups the matching messages. One snapshot. Errors: EINVALID naming the field,
 // EUNAVAILABLE.
 func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
 	f.After, f.Limit = nil, 0
@@ -29,7 +31,7 @@ func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Ti
 	err := s.read(ctx, "compute queue statistics", func(tx *sql.Tx) error {
 		var err error
 		if groupable(f) && len(f.Status) == 0 && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0 {
-			out, err = queueStatsKept(ctx, tx, f, now)
+			out, err = queueStatsKept(ctx, tx, f, now, hours.Usable(s.clock()))
 		} else {
 			out, err = queueStatsScan(ctx, tx, f, now)
 		}
@@ -42,10 +44,11 @@ func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Ti
 }
 
 // inflowArgs are the bounds of the three inflow windows, each as (since,
-// now) pairs.
+// end) pairs, end the end of the minute holding now (hours.WindowEnd).
 func inflowArgs(now time.Time) []any {
-	n := micros(now)
-	return []any{micros(now.Add(-5 * time.Minute)), n, micros(now.Add(-time.Hour)), n, micros(now.Add(-24 * time.Hour)), n}
+	end := hours.WindowEnd(now)
+	n := micros(end)
+	return []any{micros(end.Add(-5 * time.Minute)), n, micros(end.Add(-time.Hour)), n, micros(end.Add(-24 * time.Hour)), n}
 }
 
 func newQueueStats(queue string) quarantine.QueueStats {
@@ -58,7 +61,7 @@ func newQueueStats(queue string) quarantine.QueueStats {
 
 // queueStatsKept reads the counts of failure_groups, then probes each
 // queue for its oldest quarantined message and its inflow.
-func queueStatsKept(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
+func queueStatsKept(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now, usable time.Time) ([]quarantine.QueueStats, error) {
 	q, args := countQuery(f)
 	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -85,18 +88,12 @@ func queueStatsKept(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now ti
 	if len(f.Owner) > 0 {
 		owner, ownerArgs = " AND m.owner IN (SELECT value FROM json_each(?))", []any{jsonArray(f.Owner)}
 	}
-	inflow := `SELECT count(*) FILTER (WHERE m.collected_at > ? AND m.collected_at <= ?),
-		count(*) FILTER (WHERE m.collected_at > ? AND m.collected_at <= ?),
-		count(*) FILTER (WHERE m.collected_at > ? AND m.collected_at <= ?)
-		FROM messages m WHERE m.queue = ? AND m.collected_at > ? AND m.collected_at <= ?` + owner
 	oldest := `SELECT m.id, m.failed_at FROM messages m WHERE m.queue = ? AND m.status = 'quarantined'` + owner +
 		` ORDER BY m.failed_at, m.id LIMIT 1`
+	queues := make([]string, len(out))
 	for i := range out {
 		st := &out[i]
-		args := append(inflowArgs(now), st.Queue, micros(now.Add(-24*time.Hour)), micros(now))
-		if err := tx.QueryRowContext(ctx, inflow, append(args, ownerArgs...)...).Scan(&st.Inflow5m, &st.Inflow1h, &st.Inflow24h); err != nil {
-			return nil, err
-		}
+		queues[i] = st.Queue
 		if st.Counts[quarantine.StatusQuarantined] == 0 {
 			continue
 		}
@@ -111,6 +108,30 @@ func queueStatsKept(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now ti
 		}
 		t := fromMicros(at)
 		st.OldestID, st.OldestQuarantinedAt = id, &t
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	// The three windows as the buckets (end-24h, end-1h], (end-1h,
+	// end-5m] and (end-5m, end] of the kept counts.
+	end := hours.WindowEnd(now)
+	edges := []time.Time{end.Add(-24 * time.Hour), end.Add(-time.Hour), end.Add(-5 * time.Minute), end}
+	hs := make([]quarantine.QueueHistogram, len(out))
+	for i := range hs {
+		hs[i].Counts = make([]int64, 3)
+	}
+	r := quarantine.HistogramRequest{Kind: quarantine.HistogramInflow, Queues: queues, Owners: f.Owner, Edges: edges}
+	inOwner := ""
+	if len(f.Owner) > 0 {
+		inOwner = " AND owner IN (SELECT value FROM json_each(?))"
+	}
+	if err := inflowHistogram(ctx, tx, r, inOwner, ownerArgs, usable, hs); err != nil {
+		return nil, err
+	}
+	for i, h := range hs {
+		out[i].Inflow5m = h.Counts[2]
+		out[i].Inflow1h = h.Counts[1] + h.Counts[2]
+		out[i].Inflow24h = h.Counts[0] + h.Counts[1] + h.Counts[2]
 	}
 	return out, nil
 }

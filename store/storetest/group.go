@@ -157,11 +157,16 @@ func expectedQueueStats(f quarantine.Filter, msgs []*quarantine.Message, now tim
 				st.OldestQuarantinedAt, st.OldestID = &at, m.ID
 			}
 		}
+		// The windows end at the end of now's minute.
+		end := now.Truncate(time.Microsecond)
+		if whole := end.Truncate(time.Minute); whole.Before(end) {
+			end = whole.Add(time.Minute)
+		}
 		for _, w := range []struct {
 			d time.Duration
 			n *int64
 		}{{5 * time.Minute, &st.Inflow5m}, {time.Hour, &st.Inflow1h}, {24 * time.Hour, &st.Inflow24h}} {
-			if m.CollectedAt.After(now.Add(-w.d)) && !m.CollectedAt.After(now) {
+			if c := m.CollectedAt.Truncate(time.Microsecond); c.After(end.Add(-w.d)) && !c.After(end) {
 				*w.n++
 			}
 		}
@@ -185,9 +190,10 @@ func sameQueueStats(a, b []quarantine.QueueStats) bool {
 }
 
 func testQueueStats(t *testing.T, h Harness) {
-	s := h.Open(t)
-	ctx := t.Context()
 	now := baseTime.Add(72 * time.Hour).Truncate(time.Microsecond)
+	// The store's clock at now: the kept minutes of the last day count.
+	s := h.OpenClock(t, func() time.Time { return now })
+	ctx := t.Context()
 	ages := []time.Duration{-time.Minute, 0, time.Minute, 5 * time.Minute, 5*time.Minute + time.Microsecond, 30 * time.Minute,
 		time.Hour, 2 * time.Hour, 23 * time.Hour, 24 * time.Hour, 25 * time.Hour, 40 * time.Hour}
 	var msgs []*quarantine.Message

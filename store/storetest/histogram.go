@@ -36,9 +36,10 @@ func expectedHistogram(r quarantine.HistogramRequest, msgs []*quarantine.Message
 }
 
 func testHistogram(t *testing.T, h Harness) {
-	s := h.Open(t)
-	ctx := t.Context()
 	now := baseTime.Add(72 * time.Hour).Truncate(time.Microsecond)
+	// The store's clock at now: the kept minutes of the last day count.
+	s := h.OpenClock(t, func() time.Time { return now })
+	ctx := t.Context()
 	// Times on both sides of the hourly edges, on them, and outside.
 	offsets := []time.Duration{0, time.Microsecond, -time.Microsecond, time.Minute, 59 * time.Minute,
 		time.Hour, time.Hour + time.Microsecond, 90 * time.Minute, 5 * time.Hour, 23*time.Hour + 59*time.Minute,
@@ -119,8 +120,14 @@ func testHistogram(t *testing.T, h Harness) {
 		}
 	}
 	// The model is not vacuous: the hourly inflow of the three queues sums
-	// to QueueStats' 24-hour inflow, and messages sit on the edges.
-	got, err := s.Histogram(ctx, cases[0])
+	// to QueueStats' 24-hour inflow (whose windows end at the end of
+	// now's minute), and messages sit on the edges.
+	end := now.Truncate(time.Minute).Add(time.Minute)
+	day := make([]time.Time, 25)
+	for i := range day {
+		day[i] = end.Add(time.Duration(i-24) * time.Hour)
+	}
+	got, err := s.Histogram(ctx, quarantine.HistogramRequest{Kind: quarantine.HistogramInflow, Queues: queues, Edges: day})
 	wantOK(t, err, "Histogram")
 	stats, err := s.QueueStats(ctx, quarantine.Filter{}, now)
 	wantOK(t, err, "QueueStats")

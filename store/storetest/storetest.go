@@ -61,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 		{"Groups", testGroups},
 		{"QueueStats", testQueueStats},
 		{"Histogram", testHistogram},
+		{"InflowCounters", testInflowCounters},
 		{"AgeHistory", testAgeHistory},
 		{"PurgePayloads", testPurgePayloads},
 		{"HostileOperations", testHostileOperations},
@@ -72,6 +73,7 @@ func Run(t *testing.T, h Harness) {
 		{"Alarms", testAlarms},
 		{"Sessions", testSessions},
 	}
+	h = withKeptCountsChecked(h)
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,12 +1,16 @@
-// Package hours plans an inflow histogram over the stores' hourly inflow
-// counts (table inflow_hours): the row of hour h counts the messages
-// collected in (h, h+1h], UTC hours. A bucket (lo, hi] of the histogram
-// is the whole windows between the first hour at or after lo and the last
-// at or before hi, read from those counts, and the parts left at its ends
-// (each shorter than an hour), counted from the messages' index. Buckets
-// on whole hours are read from the counts alone, so that the 24 hourly
-// buckets of the overview cost a few rows per queue whatever the inflow,
-// while any edges still count exactly.
+// Package hours plans an inflow histogram over the stores' hourly and
+// per-minute inflow counts (tables inflow_hours and inflow_minutes): the
+// row of hour h counts the messages collected in (h, h+1h], UTC hours,
+// and the row of minute m those in (m, m+1m]. A bucket (lo, hi] of the
+// histogram is the whole hours between the first hour at or after lo and
+// the last at or before hi, read from the hourly counts; the parts left
+// at its ends (each shorter than an hour) are, in the same way, whole
+// minutes read from the minute counts (those the stores still keep:
+// MinutesKept) and parts shorter than a minute counted from the
+// messages' index. Buckets on whole minutes are read from the counts
+// alone, so that the overview's sparklines and the queues' 5-minute,
+// 1-hour and 24-hour inflow cost a few hundred rows per queue at most
+// whatever the inflow, while any edges still count exactly.
 package hours
 
 import (
@@ -14,8 +18,22 @@ import (
 	"time"
 )
 
-// Range is a part of one bucket: kept hours with Lo <= h < Hi (both
-// whole hours), or messages counted with Lo < collected_at <= Hi.
+// MinutesKept is how long the stores keep the minute counts: a row of
+// minute m may be deleted once m is this long before the store's clock
+// (the age sampler's hourly prune deletes them). A read uses the minute
+// counts only from Usable(now), a day before the clock: the hour between
+// is the margin for clocks that differ between instances.
+const MinutesKept = 25 * time.Hour
+
+// Usable is the first minute whose count a read at the store's clock now
+// may use: every minute count from there on is kept.
+func Usable(now time.Time) time.Time {
+	return now.UTC().Truncate(time.Minute).Add(-24 * time.Hour)
+}
+
+// Range is a part of one bucket: kept hours (or minutes) with Lo <= h <
+// Hi (both whole hours, or minutes), or messages counted with Lo <
+// collected_at <= Hi.
 type Range struct {
 	Bucket int
 	Lo, Hi time.Time
@@ -25,34 +43,94 @@ type Range struct {
 type Plan struct {
 	// Kept are the whole-hour parts, ascending and disjoint.
 	Kept []Range
+	// Minutes are the whole-minute parts (of minutes from the usable
+	// one on), ascending and disjoint.
+	Minutes []Range
 	// Counted are the parts counted from messages, ascending.
 	Counted []Range
 }
 
 // Of plans the buckets of edges (ascending; compared at the
-// microsecond, like the stores).
-func Of(edges []time.Time) Plan {
+// microsecond, like the stores), reading minute counts from the minute
+// usable on (see Usable; the zero time: none).
+func Of(edges []time.Time, usable time.Time) Plan {
 	var p Plan
 	for b := 0; b+1 < len(edges); b++ {
 		lo, hi := edges[b].UTC().Truncate(time.Microsecond), edges[b+1].UTC().Truncate(time.Microsecond)
-		a := lo.Truncate(time.Hour)
-		if a.Before(lo) {
-			a = a.Add(time.Hour)
-		}
-		z := hi.Truncate(time.Hour)
-		if !a.Before(z) {
-			p.Counted = append(p.Counted, Range{b, lo, hi})
+		a, z, ok := whole(lo, hi, time.Hour, time.Time{})
+		if !ok {
+			p.minutes(b, lo, hi, usable)
 			continue
 		}
 		if lo.Before(a) {
-			p.Counted = append(p.Counted, Range{b, lo, a})
+			p.minutes(b, lo, a, usable)
 		}
 		p.Kept = append(p.Kept, Range{b, a, z})
 		if z.Before(hi) {
-			p.Counted = append(p.Counted, Range{b, z, hi})
+			p.minutes(b, z, hi, usable)
 		}
 	}
 	return p
+}
+
+// OfMinutes plans the buckets of edges over minute counts alone (the
+// quarantined messages by failed_at, waiting_minutes, kept for every
+// minute): whole minutes, and the parts under a minute at the ends
+// counted.
+func OfMinutes(edges []time.Time) Plan {
+	var p Plan
+	for b := 0; b+1 < len(edges); b++ {
+		lo, hi := edges[b].UTC().Truncate(time.Microsecond), edges[b+1].UTC().Truncate(time.Microsecond)
+		p.minutes(b, lo, hi, time.Date(1, 1, 1, 0, 1, 0, 0, time.UTC)) // every minute: the first one after the zero time
+	}
+	return p
+}
+
+// whole returns the whole units [a, z) inside (lo, hi] from the unit at
+// from on, and whether there is any.
+func whole(lo, hi time.Time, unit time.Duration, from time.Time) (a, z time.Time, ok bool) {
+	a = lo.Truncate(unit)
+	if a.Before(lo) {
+		a = a.Add(unit)
+	}
+	if a.Before(from) {
+		a = from
+	}
+	z = hi.Truncate(unit)
+	return a, z, a.Before(z)
+}
+
+// minutes plans the part (lo, hi] of bucket b, shorter than an hour:
+// whole usable minutes, and the rest counted.
+func (p *Plan) minutes(b int, lo, hi, usable time.Time) {
+	if usable.IsZero() {
+		p.Counted = append(p.Counted, Range{b, lo, hi})
+		return
+	}
+	a, z, ok := whole(lo, hi, time.Minute, usable)
+	if !ok {
+		p.Counted = append(p.Counted, Range{b, lo, hi})
+		return
+	}
+	if lo.Before(a) {
+		p.Counted = append(p.Counted, Range{b, lo, a})
+	}
+	p.Minutes = append(p.Minutes, Range{b, a, z})
+	if z.Before(hi) {
+		p.Counted = append(p.Counted, Range{b, z, hi})
+	}
+}
+
+// WindowEnd is the end of the inflow windows read at now: the end of
+// the minute holding now (now itself when it is a whole minute), so that
+// windows of whole minutes before it are read from the counts alone.
+func WindowEnd(now time.Time) time.Time {
+	now = now.UTC().Truncate(time.Microsecond)
+	end := now.Truncate(time.Minute)
+	if end.Before(now) {
+		end = end.Add(time.Minute)
+	}
+	return end
 }
 
 // Span is the hours the kept parts cover, [from, to); ok is false when
