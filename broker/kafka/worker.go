@@ -464,7 +464,7 @@ func (w *WorkDriver) Retry(ctx context.Context, d *worker.Delivery, delay time.D
 	}
 	rec.Headers = append(rec.Headers,
 		kgo.RecordHeader{Key: HeaderJobID, Value: []byte(d.ID)},
-		kgo.RecordHeader{Key: HeaderRetryAt, Value: []byte(strconv.FormatInt(time.Now().Add(delay).UnixMilli(), 10))})
+		kgo.RecordHeader{Key: HeaderRetryAt, Value: []byte(strconv.FormatInt(ceilMilli(time.Now().Add(delay)), 10))})
 	if err := w.produce(ctx, rec); err != nil {
 		return err
 	}
@@ -533,4 +533,15 @@ func sortedHeaders(h map[string]string) []kgo.RecordHeader {
 		out = append(out, kgo.RecordHeader{Key: k, Value: []byte(h[k])})
 	}
 	return out
+}
+
+// ceilMilli is t in Unix milliseconds, rounded up: a delay is a lower
+// bound, and rounding down would make a retry due up to a millisecond
+// early.
+func ceilMilli(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if t.After(time.UnixMilli(ms)) {
+		ms++
+	}
+	return ms
 }
