@@ -1986,8 +1986,10 @@ type ClientInterface interface {
 	//
 	// One item per queue of the filtered messages the token may see. The
 	// owner comes from the owner rules; every status is counted (0
-	// included); the inflow counts messages collected in the last 5
-	// minutes, hour and day.
+	// included); the inflow counts messages collected (whatever their
+	// status now) in the last 5 minutes, hour and day, up to the end of
+	// the current minute (whole minutes: read from counts the store
+	// keeps, however many arrived).
 	//
 	// Corresponds with GET /api/v1/queues (the `ListQueues` operationId).
 	ListQueues(ctx context.Context, params *ListQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2742,8 +2744,10 @@ func (c *Client) GetVersion(ctx context.Context, id MessageID, version int, reqE
 //
 // One item per queue of the filtered messages the token may see. The
 // owner comes from the owner rules; every status is counted (0
-// included); the inflow counts messages collected in the last 5
-// minutes, hour and day.
+// included); the inflow counts messages collected (whatever their
+// status now) in the last 5 minutes, hour and day, up to the end of
+// the current minute (whole minutes: read from counts the store
+// keeps, however many arrived).
 //
 // Corresponds with GET /api/v1/queues (the `ListQueues` operationId).
 func (c *Client) ListQueues(ctx context.Context, params *ListQueuesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5570,8 +5574,10 @@ type ClientWithResponsesInterface interface {
 	//
 	// One item per queue of the filtered messages the token may see. The
 	// owner comes from the owner rules; every status is counted (0
-	// included); the inflow counts messages collected in the last 5
-	// minutes, hour and day.
+	// included); the inflow counts messages collected (whatever their
+	// status now) in the last 5 minutes, hour and day, up to the end of
+	// the current minute (whole minutes: read from counts the store
+	// keeps, however many arrived).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10497,8 +10503,10 @@ func (c *ClientWithResponses) GetVersionWithResponse(ctx context.Context, id Mes
 //
 // One item per queue of the filtered messages the token may see. The
 // owner comes from the owner rules; every status is counted (0
-// included); the inflow counts messages collected in the last 5
-// minutes, hour and day.
+// included); the inflow counts messages collected (whatever their
+// status now) in the last 5 minutes, hour and day, up to the end of
+// the current minute (whole minutes: read from counts the store
+// keeps, however many arrived).
 //
 // Returns a wrapper object for the known response body format(s).
 //
