@@ -175,6 +175,32 @@ write_env() {
 	printf '%s\n' "$@" >"$inst/env"
 }
 
+# user_home NAME USER INST: a folder for the files of the instance in
+# INST that USER (the server's own user) writes: INST/data-USER, or, when
+# USER cannot reach INST (a checkout under /root, say), one of its own
+# under /var/tmp/quarantine-services-*. The choice is kept in INST/home.
+user_home() {
+	local name="$1" u="$2" inst="$3" home
+	if [[ -f "$inst/home" ]]; then
+		cat "$inst/home"
+		return 0
+	fi
+	home="$inst/data-$u"
+	mkdir -p "$home"
+	if [[ "$u" != "$(id -un)" ]]; then
+		chown "$u:" "$home"
+		if ! as_user "$u" test -w "$home"; then
+			home="/var/tmp/quarantine-services-$(printf '%s' "$inst" | sha256sum | cut -c1-12)"
+			log "$name: the $u user cannot reach $inst: its files live in $home"
+			mkdir -p "$home"
+			chown "$u:" "$home"
+			chmod 700 "$home"
+		fi
+	fi
+	echo "$home" >"$inst/home"
+	echo "$home"
+}
+
 # reuse NAME PORT INST PORTVAR READY...: PORT answers. 0 when it is our
 # instance (recorded in INST) and READY succeeds: it is reused. Anything
 # else is a failure: a port taken by something not ours is never used.

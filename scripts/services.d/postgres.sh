@@ -30,28 +30,7 @@ install_postgres() {
 pg_user() { if [[ "$(id -u)" -eq 0 ]]; then echo postgres; else id -un; fi; }
 
 # pg_home INST: the folder holding the cluster (see above).
-pg_home() {
-	local inst="$1" u home
-	u="$(pg_user)"
-	if [[ -f "$inst/home" ]]; then
-		cat "$inst/home"
-		return 0
-	fi
-	home="$inst/pg"
-	mkdir -p "$home"
-	if [[ "$u" != "$(id -un)" ]]; then
-		chown "$u:" "$home"
-		if ! as_user "$u" test -w "$home"; then
-			home="/var/tmp/quarantine-services-$(printf '%s' "$inst" | sha256sum | cut -c1-12)"
-			log "postgres: the $u user cannot reach $inst: the cluster lives in $home"
-			mkdir -p "$home"
-			chown "$u:" "$home"
-			chmod 700 "$home"
-		fi
-	fi
-	echo "$home" >"$inst/home"
-	echo "$home"
-}
+pg_home() { user_home postgres "$(pg_user)" "$1"; }
 
 ensure_postgres() {
 	local port="${QUARANTINE_POSTGRES_PORT:-25432}" inst home bin u

@@ -21,9 +21,12 @@ install_rabbitmq() {
 
 rabbitmq_user() { if [[ "$(id -u)" -eq 0 ]]; then echo rabbitmq; else id -un; fi; }
 
-# rabbitmq_env INST PORT: the node's environment.
+# rabbitmq_env INST PORT: the node's environment; its files are in the
+# instance's home (user_home: the instance folder, unless the rabbitmq
+# user cannot reach it).
 rabbitmq_env() {
-	local inst="$1" port="$2"
+	local inst port="$2"
+	inst="$(cat "$1/home")"
 	echo "RABBITMQ_NODENAME=qsvc$port@localhost"
 	echo "RABBITMQ_NODE_IP_ADDRESS=127.0.0.1"
 	echo "RABBITMQ_NODE_PORT=$port"
@@ -66,12 +69,14 @@ rabbitmq_ready() {
 # for AMQP (a cheap check: rabbitmqctl starts an Erlang VM each time).
 rabbitmq_start() {
 	local inst="$1" port="$2" i
-	rm -f "$inst/rabbitmq.pid" "$inst/started"
+	local home
+	home="$(cat "$inst/home")"
+	rm -f "$home/rabbitmq.pid" "$inst/started"
 	log "starting RabbitMQ node qsvc$port@localhost on 127.0.0.1:$port"
 	rabbitmq_run "$inst" "$port" rabbitmq-server -detached >"$inst/start.log" 2>&1 || return 1
 	for i in $(seq 1 240); do
-		if [[ ! -f "$inst/started" && -s "$inst/rabbitmq.pid" ]]; then
-			record "$inst" "$(cat "$inst/rabbitmq.pid")"
+		if [[ ! -f "$inst/started" && -s "$home/rabbitmq.pid" ]]; then
+			record "$inst" "$(cat "$home/rabbitmq.pid")"
 		fi
 		rabbitmq_ready "$port" && [[ -f "$inst/started" ]] && return 0
 		sleep 0.25
@@ -80,7 +85,7 @@ rabbitmq_start() {
 }
 
 ensure_rabbitmq() {
-	local port="${QUARANTINE_RABBITMQ_PORT:-26672}" inst u i
+	local port="${QUARANTINE_RABBITMQ_PORT:-26672}" inst u i home
 	inst="$(instance rabbitmq "$port")"
 	install_rabbitmq || { fail "could not install rabbitmq-server"; return 1; }
 	u="$(rabbitmq_user)"
@@ -98,12 +103,13 @@ ensure_rabbitmq() {
 			fail "port $((port + 2)) (the node's epmd port) is taken (set QUARANTINE_RABBITMQ_PORT)"
 			return 1
 		fi
-		printf 'listeners.tcp.local = 127.0.0.1:%s\nloopback_users.guest = true\n' "$port" >"$inst/rabbitmq.conf"
-		echo '[].' >"$inst/advanced.config"
-		echo '[].' >"$inst/enabled_plugins"
-		: >"$inst/rabbitmq-env.conf"
-		mkdir -p "$inst/mnesia" "$inst/log"
-		[[ "$u" == "$(id -un)" ]] || chown -R "$u:" "$inst"
+		home="$(user_home rabbitmq "$u" "$inst")"
+		printf 'listeners.tcp.local = 127.0.0.1:%s\nloopback_users.guest = true\n' "$port" >"$home/rabbitmq.conf"
+		echo '[].' >"$home/advanced.config"
+		echo '[].' >"$home/enabled_plugins"
+		: >"$home/rabbitmq-env.conf"
+		mkdir -p "$home/mnesia" "$home/log"
+		[[ "$u" == "$(id -un)" ]] || chown -R "$u:" "$home"
 		# A node that does not come up (seen once on a loaded machine, with
 		# nothing logged) is stopped and started once more.
 		for i in 1 2; do
@@ -112,7 +118,7 @@ ensure_rabbitmq() {
 			kill_recorded "$inst"
 			after_stop_rabbitmq "$inst"
 			if [[ "$i" -eq 2 ]]; then
-				fail "RabbitMQ is not ready on 127.0.0.1:$port (see $inst/start.log and $inst/log)"
+				fail "RabbitMQ is not ready on 127.0.0.1:$port (see $inst/start.log and $home/log)"
 				return 1
 			fi
 			log "rabbitmq: the node did not come up: starting it again"
