@@ -86,24 +86,8 @@ func seedMsg(source string, i int) *quarantine.Message {
 func SeedMessages(tb testing.TB, s store.Store, n int, source string) {
 	tb.Helper()
 	ctx := tb.Context()
-	stored := func(i int) bool {
-		p, err := s.ListMessages(ctx, quarantine.Filter{Source: []string{source}, IdempotencyKey: []string{seedKey(source, i)}, Limit: 1})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return len(p.Messages) == 1
-	}
-	// Batches commit whole and in order: find the first batch not stored.
 	batches := (n + seedBatch - 1) / seedBatch
-	lo, hi := 0, batches
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if stored(min((mid+1)*seedBatch, n) - 1) {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
+	lo := firstUnseeded(tb, s, n, source)
 	for b := lo; b < batches; b++ {
 		msgs := make([]*quarantine.Message, 0, seedBatch)
 		for i := b * seedBatch; i < min((b+1)*seedBatch, n); i++ {
@@ -270,4 +254,28 @@ func EnvCount(tb testing.TB, name string, def int) int {
 		tb.Fatalf("%s=%q: want a number of at least 1000", name, v)
 	}
 	return n
+}
+
+// firstUnseeded is the first batch of seedBatch messages of a seed of n
+// from source that is not stored yet. Batches commit whole and in order,
+// so a binary search over their last keys finds it.
+func firstUnseeded(tb testing.TB, s store.Store, n int, source string) int {
+	tb.Helper()
+	stored := func(i int) bool {
+		p, err := s.ListMessages(tb.Context(), quarantine.Filter{Source: []string{source}, IdempotencyKey: []string{seedKey(source, i)}, Limit: 1})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return len(p.Messages) == 1
+	}
+	lo, hi := 0, (n+seedBatch-1)/seedBatch
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if stored(min((mid+1)*seedBatch, n) - 1) {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }

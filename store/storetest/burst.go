@@ -51,23 +51,8 @@ func burstMsg(source string, i int) *quarantine.Message {
 func SeedBurst(tb testing.TB, s store.Store, n int, source string) {
 	tb.Helper()
 	ctx := tb.Context()
-	stored := func(i int) bool {
-		p, err := s.ListMessages(ctx, quarantine.Filter{Source: []string{source}, IdempotencyKey: []string{seedKey(source, i)}, Limit: 1})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return len(p.Messages) == 1
-	}
 	batches := (n + seedBatch - 1) / seedBatch
-	lo, hi := 0, batches
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if stored(min((mid+1)*seedBatch, n) - 1) {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
+	lo := firstUnseeded(tb, s, n, source)
 	t0 := time.Now()
 	for b := lo; b < batches; b++ {
 		msgs := make([]*quarantine.Message, 0, seedBatch)
