@@ -63,7 +63,7 @@ lint: ## gofmt (must list nothing) and go vet
 fmt: ## format the Go sources
 	gofmt -w $$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.tools/*')
 
-bench: services ## run the benchmarks: stores, collectors vs bare broker drains, peak RSS, replay rate and speed (see README)
+bench: services ## run the benchmarks: stores, collectors vs bare broker drains, peak RSS, replay rate and speed (docs/benchmarks.md)
 	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'Fingerprint' -benchmem .
 	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'Insert100k|List|Operations|Explain' -benchtime=1x -timeout 90m -v ./store/...
 	$(WITH_SERVICES) $(GO) test -run '^$$' -bench '^BenchmarkSearch(Lag|Indexer)?$$' -benchtime=1x -timeout 60m -v ./store/postgres/ ./store/sqlite/
