@@ -34,6 +34,8 @@ type attempt struct {
 	claimed bool
 	ran     bool            // the handler was called
 	ctx     context.Context // Run's context: settlement detaches from it
+	// settled is the outcome the backend accepted, when it did.
+	settled *Outcome
 }
 
 // attemptNumber is d's attempt (see Delivery.Attempt): the attempts the
@@ -58,10 +60,21 @@ func attemptNumber(d *Delivery, lim Limits) int {
 	}
 }
 
-// handle runs one delivery to a settlement. runCtx is Run's context;
-// hctx is the handlers' context, cancelled at the drain deadline.
-func (w *Worker) handle(runCtx, hctx context.Context, d *Delivery) {
+// handle runs one delivery to a settlement and returns the outcome the
+// backend accepted (nil when none was: the settlement failed, or the
+// delivery was left to be redelivered). runCtx is Run's context; hctx is
+// the handlers' context, cancelled at the drain deadline. Run and
+// ConsumeOne both go through it.
+func (w *Worker) handle(runCtx, hctx context.Context, d *Delivery) *Outcome {
 	a := &attempt{w: w, d: d, ctx: runCtx}
+	w.step(a, hctx)
+	return a.settled
+}
+
+// step is the state machine for one delivery: validate, wait for a slot,
+// claim the key, run the handler, record, settle.
+func (w *Worker) step(a *attempt, hctx context.Context) {
+	d := a.d
 	a.name = d.JobName
 	if a.name == "" {
 		a.name = d.Header(HeaderJobName)
@@ -426,6 +439,7 @@ func (a *attempt) settle(o Outcome, f func(ctx context.Context) error) {
 		return
 	}
 	o.Job, o.Key, o.DeliveryID, o.Attempt, o.Ran, o.jobLabel = a.name, a.key, a.d.ID, a.n, a.ran, a.label
+	a.settled = &o
 	w.cfg.Metrics.observe(o)
 	if w.cfg.OnOutcome != nil {
 		w.cfg.OnOutcome(o)

@@ -2,13 +2,17 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"time"
 
 	"github.com/quarantine-dev/quarantine/broker/memory"
 	"github.com/quarantine-dev/quarantine/worker"
+	"github.com/quarantine-dev/quarantine/worker/sqliteclaims"
 )
 
 // A worker on the in-memory work queue with in-memory claims: a job is
@@ -136,4 +140,66 @@ func ExampleMemoryClaims() {
 	// held_elsewhere worker-a
 	// already_done
 	// claimed
+}
+
+// ConsumeOne runs one delivery through the state machine on the calling
+// goroutine, with the worker's real claims and driver: a handler's test
+// can check each outcome without running the concurrent loop. Here the
+// claims are durable (SQLite), a job dispatched twice under one key runs
+// once, and a failing handler's delivery is retried after its backoff
+// (1s, with jitter).
+func ExampleWorker_ConsumeOne() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "consumeone-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	claims, err := sqliteclaims.Open(ctx, filepath.Join(dir, "claims.db"), nil)
+	if err != nil {
+		panic(err)
+	}
+	defer claims.Close()
+	queue := memory.NewWorkQueue("invoices", memory.WorkQueueOptions{})
+	w, err := worker.New(worker.Config{Driver: queue, Claims: claims})
+	if err != nil {
+		panic(err)
+	}
+	type invoice struct {
+		Order int `json:"order"`
+	}
+	job := worker.Job{
+		Name: "send-invoice", Queue: "invoices", SchemaVersion: "1", MaxAttempts: 3,
+		Backoff: worker.Backoff(time.Second, 2, time.Minute),
+		Handler: worker.JSON(func(ctx context.Context, d *worker.Delivery, inv invoice) error {
+			if inv.Order < 0 {
+				return errors.New("no such order")
+			}
+			fmt.Println("sending the invoice of order", inv.Order)
+			return nil
+		}),
+	}
+	if err := w.Register(job); err != nil {
+		panic(err)
+	}
+	for _, order := range []int{1042, 1042, -1} {
+		key := fmt.Sprintf("invoice:%d", order)
+		if err := worker.Dispatch(ctx, queue, &job, key, invoice{Order: order}, nil); err != nil {
+			panic(err)
+		}
+		ds, err := queue.Receive(ctx, 1)
+		if err != nil {
+			panic(err)
+		}
+		o, err := w.ConsumeOne(ctx, ds[0])
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(o.Result, o.Key, "ran:", o.Ran, "delayed:", o.Delay > 0 && o.Delay <= time.Second)
+	}
+	// Output:
+	// sending the invoice of order 1042
+	// completed invoice:1042 ran: true delayed: false
+	// duplicate invoice:1042 ran: false delayed: false
+	// retried invoice:-1 ran: true delayed: true
 }

@@ -323,6 +323,28 @@ func (w *Worker) Run(ctx context.Context) error {
 	return fmt.Errorf("worker: %d deliveries still running at the drain deadline were left unacknowledged", n)
 }
 
+// ConsumeOne runs one delivery through the whole state machine, on the
+// calling goroutine: validate it, claim its idempotency key in the
+// worker's Claims, run the registered handler, record the result and
+// settle it through the Driver (ack, retry, dead-letter). It returns the
+// outcome the backend accepted, as OnOutcome receives it, or an error
+// when nothing was settled (the settlement failed or the claim store was
+// unreachable: the backend redelivers). Run uses the same step for every
+// delivery; ConsumeOne lets a consumer test its handler against real
+// claims and a real driver, one delivery at a time, without the
+// concurrent loop. ctx is both the handler's context and the one
+// settlement detaches from.
+func (w *Worker) ConsumeOne(ctx context.Context, d *Delivery) (Outcome, error) {
+	if d == nil {
+		return Outcome{}, errors.New("worker: ConsumeOne of a nil delivery")
+	}
+	o := w.handle(ctx, ctx, d)
+	if o == nil {
+		return Outcome{}, fmt.Errorf("worker: delivery %s was not settled (see the log); the backend redelivers it", d.ID)
+	}
+	return *o, nil
+}
+
 func (w *Worker) lookup(name string) *registered {
 	w.mu.Lock()
 	defer w.mu.Unlock()
