@@ -2,15 +2,16 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"reflect"
-	"strconv"
 	"strings"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -76,64 +77,23 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 	return decodeObject(body, v, "")
 }
 
-// decodeObject decodes data, which must be one JSON object, into v. at is
-// the JSON Pointer of data within the request body ("" for all of it);
-// errors name fields below it.
+// decodeObject decodes data, which must be one JSON object, into v, a
+// pointer to a struct, with json/v2's strict options: member names
+// matched exactly, no unknown or duplicate member, nothing after the
+// object. at is the JSON Pointer of data within the request body (""
+// for all of it); errors are EINVALID and name the member as a JSON
+// Pointer below it (the element of an array: /ids/1, not /ids).
 func decodeObject(data []byte, v any, at string) error {
 	trimmed := bytes.TrimLeft(data, " \t\r\n")
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return quarantine.FieldErrorf(quarantine.EINVALID, at, "%s must be a JSON object", describePointer(at))
 	}
-	if err := checkMembers(data, v, at); err != nil {
-		return err
+	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowInvalidUTF8(true))
+	if err := json.UnmarshalDecode(dec, v, json.RejectUnknownMembers(true)); err != nil {
+		return jsonError(err, at)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err, data, at)
-	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, err := dec.ReadToken(); err != io.EOF {
 		return quarantine.FieldErrorf(quarantine.EINVALID, at, "%s must be one JSON object, with nothing after it", describePointer(at))
-	}
-	return nil
-}
-
-// checkMembers reads the members of the object in data and refuses one
-// that v (a pointer to a struct) does not name exactly (encoding/json
-// would match "Size" to "size"), and one given twice (encoding/json would
-// keep the last silently). Syntax errors are left to the decoder.
-func checkMembers(data []byte, v any, at string) error {
-	known := map[string]bool{}
-	t := reflect.TypeOf(v).Elem()
-	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name != "" && name != "-" {
-			known[name] = true
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if _, err := dec.Token(); err != nil { // the '{'
-		return nil
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil
-		}
-		name, _ := tok.(string)
-		field := clip(at + "/" + escapePointerToken(name))
-		switch {
-		case !known[name]:
-			return quarantine.FieldErrorf(quarantine.EINVALID, field, "unknown field %q", clip(name))
-		case seen[name]:
-			return quarantine.FieldErrorf(quarantine.EINVALID, field, "field %q is given twice", clip(name))
-		}
-		seen[name] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return nil
-		}
 	}
 	return nil
 }
@@ -145,33 +105,28 @@ func describePointer(at string) string {
 	return clip(at)
 }
 
-// jsonError turns an encoding/json error into an EINVALID naming the field.
-func jsonError(err error, data []byte, at string) error {
+// jsonError turns a json/v2 error into an EINVALID naming the member.
+func jsonError(err error, at string) error {
 	var (
-		syntax *json.SyntaxError
-		typ    *json.UnmarshalTypeError
+		syntax   *jsontext.SyntacticError
+		semantic *json.SemanticError
 	)
 	switch {
 	case errors.As(err, &syntax):
-		return quarantine.FieldErrorf(quarantine.EINVALID, at, "%s is not valid JSON (at byte %d)", describePointer(at), syntax.Offset)
-	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		return quarantine.FieldErrorf(quarantine.EINVALID, at, "%s is cut short: not valid JSON", describePointer(at))
-	case errors.As(err, &typ):
-		field := at
-		if typ.Field != "" {
-			field = at + "/" + strings.ReplaceAll(typ.Field, ".", "/")
+		field := clip(at + string(syntax.JSONPointer))
+		switch {
+		case errors.Is(err, jsontext.ErrDuplicateName):
+			return quarantine.FieldErrorf(quarantine.EINVALID, field, "field %q is given twice", clip(syntax.JSONPointer.LastToken()))
+		case errors.Is(err, io.ErrUnexpectedEOF):
+			return quarantine.FieldErrorf(quarantine.EINVALID, at, "%s is cut short: not valid JSON", describePointer(at))
 		}
-		if p, ok := pointerAt(data, typ.Offset); ok { // names the element: /ids/0, not /ids
-			field = clip(at + p)
+		return quarantine.FieldErrorf(quarantine.EINVALID, at, "%s is not valid JSON (at byte %d)", describePointer(at), syntax.ByteOffset)
+	case errors.As(err, &semantic):
+		field := clip(at + string(semantic.JSONPointer))
+		if errors.Is(err, json.ErrUnknownName) {
+			return quarantine.FieldErrorf(quarantine.EINVALID, field, "unknown field %q", clip(semantic.JSONPointer.LastToken()))
 		}
-		return quarantine.FieldErrorf(quarantine.EINVALID, field, "%s must be %s", describePointer(field), typeName(typ.Type))
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		if u, err := strconv.Unquote(name); err == nil {
-			name = u
-		}
-		field := at + "/" + escapePointerToken(name)
-		return quarantine.FieldErrorf(quarantine.EINVALID, clip(field), "unknown field %q", clip(name))
+		return quarantine.FieldErrorf(quarantine.EINVALID, field, "%s must be %s", describePointer(field), typeName(semantic.GoType))
 	}
 	return quarantine.FieldErrorf(quarantine.EINVALID, at, "%s could not be decoded", describePointer(at))
 }
@@ -210,47 +165,4 @@ func inBody(err error, at string) error {
 	c := *e
 	c.Field = at + "/" + escapePointerToken(e.Field)
 	return &c
-}
-
-// pointerAt returns the JSON Pointer of the innermost value of data
-// around offset, the byte offset encoding/json reports for a value of
-// the wrong type: the end of a scalar, or just after the opening
-// delimiter of an object or array. ok is false when no value is there.
-func pointerAt(data []byte, offset int64) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var walk func(path string) (string, bool, error)
-	walk = func(path string) (string, bool, error) {
-		start := dec.InputOffset()
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false, err
-		}
-		end := dec.InputOffset()
-		d, composite := tok.(json.Delim)
-		if !composite {
-			return path, start < offset && offset <= end, nil
-		}
-		if end == offset {
-			return path, true, nil
-		}
-		for i := 0; dec.More(); i++ {
-			child := path + "/" + strconv.Itoa(i)
-			if d == '{' {
-				k, err := dec.Token()
-				if err != nil {
-					return "", false, err
-				}
-				name, _ := k.(string)
-				child = path + "/" + escapePointerToken(name)
-			}
-			p, found, err := walk(child)
-			if err != nil || found {
-				return p, found, err
-			}
-		}
-		_, err = dec.Token() // the closing delimiter
-		return "", false, err
-	}
-	p, found, err := walk("")
-	return p, found && err == nil
 }

@@ -157,3 +157,31 @@ func TestPayloadAnswersNotStored(t *testing.T) {
 		t.Fatalf("304: %d Cache-Control %q", r.status, r.header.Get("Cache-Control"))
 	}
 }
+
+// TestStrictBodies: a body is decoded strictly, and the refusal names the
+// member: a name in another case is unknown (not matched to the field),
+// a member given twice is refused (not the last one kept), an unknown
+// member of a nested object is named below it, and nothing may follow
+// the object. Nothing is discarded by any of them.
+func TestStrictBodies(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := e.ingestOne("billing", "charge", `{"amount":1}`)
+	for _, c := range []struct{ path, body, field string }{
+		{"/api/v1/messages/discard", `{"Reason":"x","ids":["` + id + `"]}`, "/Reason"},
+		{"/api/v1/messages/discard", `{"reason":"x","reason":"y","ids":["` + id + `"]}`, "/reason"},
+		{"/api/v1/messages/discard", `{"reason":"x","filter":{"queue":["billing"],"nope":1}}`, "/filter/nope"},
+		{"/api/v1/messages/discard", `{"reason":"x","ids":["` + id + `"]} {}`, ""},
+		{"/api/v1/messages/discard", `{"reason":"x","ids":["` + id + `"]`, ""},
+		{"/api/v1/replays", `{"reason":"x","ids":["` + id + `"],"destination":{"queue":"a","Queue":"b"}}`, "/destination/Queue"},
+	} {
+		e.json(http.MethodPost, c.path, e.admin, []byte(c.body)).problem(t, http.StatusBadRequest, c.field)
+	}
+	var m struct {
+		Status string `json:"status"`
+	}
+	e.get("/api/v1/messages/"+id, e.viewer).want(t, http.StatusOK).decode(t, &m)
+	if m.Status != "quarantined" {
+		t.Fatalf("a refused body changed the message: %s", m.Status)
+	}
+}
