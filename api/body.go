@@ -14,6 +14,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/jsonptr"
 )
 
 // mediaTypeError refuses a body that is not JSON: 415. No domain code
@@ -163,6 +164,6 @@ func inBody(err error, at string) error {
 		return err
 	}
 	c := *e
-	c.Field = at + "/" + escapePointerToken(e.Field)
+	c.Field = jsonptr.Escape(at, e.Field)
 	return &c
 }

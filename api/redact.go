@@ -8,13 +8,9 @@ import (
 )
 
 // ValidatePointer checks that p is a JSON Pointer (RFC 6901) naming a
-// value inside a document: it starts with "/", and "~" is only used as
-// "~0" or "~1". The error is EINVALID. (See internal/redact, which the
-// web UI shares.)
+// value inside a document (internal/jsonptr, which every pointer of the
+// service goes through). The error is EINVALID.
 func ValidatePointer(p string) error { return redact.ValidatePointer(p) }
-
-// escapePointerToken escapes one reference token of a JSON Pointer.
-func escapePointerToken(t string) string { return redact.EscapeToken(t) }
 
 // redact replaces the value at each pointer of a JSON payload by
 // "<redacted>" (redact.Payload). It returns the payload unchanged, and

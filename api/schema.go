@@ -11,6 +11,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/jsonptr"
 )
 
 // maxViolations bounds the violations one answer lists.
@@ -87,12 +88,11 @@ func collectViolations(e *jsonschema.ValidationError, out *[]Violation) {
 			detail = o.Error.String()
 		}
 	}
-	var ptr strings.Builder
+	ptr := ""
 	for _, t := range e.InstanceLocation {
-		ptr.WriteByte('/')
-		ptr.WriteString(escapePointerToken(t))
+		ptr = jsonptr.Escape(ptr, t)
 	}
-	*out = append(*out, Violation{Pointer: ptr.String(), Detail: detail})
+	*out = append(*out, Violation{Pointer: ptr, Detail: detail})
 }
 
 // violationsError is an EUNPROCESSABLE error that lists schema violations.

@@ -7,9 +7,8 @@ import (
 	"path"
 	"strings"
 
-	"github.com/go-openapi/jsonpointer"
-
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/jsonptr"
 )
 
 // RedactedValue replaces the value of a redacted header.
@@ -42,7 +41,7 @@ func (r *IdempotencyRule) Validate() error {
 	case (r.Header == "") == (r.JSONPointer == ""):
 		return quarantine.FieldErrorf(quarantine.EINVALID, "header", "set exactly one of header and json_pointer")
 	case r.JSONPointer != "":
-		if _, err := jsonpointer.New(r.JSONPointer); err != nil || !strings.HasPrefix(r.JSONPointer, "/") {
+		if !jsonptr.Valid(r.JSONPointer) {
 			return quarantine.FieldErrorf(quarantine.EINVALID, "json_pointer", "%q is not a JSON Pointer (RFC 6901), e.g. /order_id", r.JSONPointer)
 		}
 	}
@@ -170,8 +169,7 @@ func headerValue(h map[string]string, name string) string {
 // numbers and booleans their JSON text; objects, arrays, null, a missing
 // member and a payload that is not JSON give "".
 func pointerValue(payload []byte, ptr string) string {
-	p, err := jsonpointer.New(ptr)
-	if err != nil {
+	if !jsonptr.Valid(ptr) {
 		return ""
 	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
@@ -180,8 +178,8 @@ func pointerValue(payload []byte, ptr string) string {
 	if err := dec.Decode(&doc); err != nil {
 		return ""
 	}
-	v, _, err := p.Get(doc)
-	if err != nil {
+	v, ok := jsonptr.Get(doc, ptr)
+	if !ok {
 		return ""
 	}
 	switch x := v.(type) {

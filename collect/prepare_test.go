@@ -15,6 +15,8 @@ func TestPreparer(t *testing.T) {
 			{Queues: []string{"reports"}, Header: "x-idempotency-key"},
 			{Queues: []string{"orders"}, JSONPointer: "/order/id", Prefix: "order:"},
 			{Queues: []string{"tilde"}, JSONPointer: "/a~1b/m~0n"},
+			{Queues: []string{"lines"}, JSONPointer: "/items/1/id"},
+			{Queues: []string{"zero"}, JSONPointer: "/items/01/id"},
 		},
 	}
 	cases := []struct {
@@ -32,6 +34,9 @@ func TestPreparer(t *testing.T) {
 		{"object is not a key", "orders", "", `{"order":{"id":{"x":1}}}`, nil, "", "payments", "pointer:/order/id prefix:order:"},
 		{"payload not JSON", "orders", "", "\xff\x00", nil, "", "payments", "pointer:/order/id prefix:order:"},
 		{"envelope key wins", "orders", "given", `{"order":{"id":"A7"}}`, nil, "given", "payments", quarantine.KeyRuleEnvelope},
+		{"array index", "lines", "", `{"items":[{"id":"a"},{"id":"b"}]}`, nil, "b", "", "pointer:/items/1/id"},
+		// RFC 6901: "01" is no array index; redaction reads it the same way.
+		{"leading zero names nothing", "zero", "", `{"items":[{"id":"a"},{"id":"b"}]}`, nil, "", "", "pointer:/items/01/id"},
 		{"no rule", "other", "", `{"order":{"id":"A7"}}`, nil, "", "", quarantine.KeyRuleNone},
 	}
 	for _, tc := range cases {

@@ -9,12 +9,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/jsonptr"
 )
 
 // Value replaces every masked value (the value ingest stores in place of a
@@ -22,36 +20,15 @@ import (
 const Value = collect.RedactedValue
 
 // MaxPointerBytes bounds a configured JSON Pointer.
-const MaxPointerBytes = 1024
+const MaxPointerBytes = jsonptr.MaxBytes
 
 // ValidatePointer checks that p is a JSON Pointer (RFC 6901) naming a
-// value inside a document: it starts with "/", and "~" is only used as
-// "~0" or "~1". The error is EINVALID.
+// value inside a document (jsonptr.Valid). The error is EINVALID.
 func ValidatePointer(p string) error {
-	bad := quarantine.Errorf(quarantine.EINVALID, "%q is not a JSON Pointer (RFC 6901) into a payload, like /card/number", quarantine.Clip(p))
-	if !strings.HasPrefix(p, "/") || len(p) > MaxPointerBytes || !utf8.ValidString(p) || strings.ContainsRune(p, 0) {
-		return bad
-	}
-	for i := 0; i < len(p); i++ {
-		if p[i] == '~' && (i+1 == len(p) || (p[i+1] != '0' && p[i+1] != '1')) {
-			return bad
-		}
+	if !jsonptr.Valid(p) {
+		return quarantine.Errorf(quarantine.EINVALID, "%q is not a JSON Pointer (RFC 6901) into a payload, like /card/number", quarantine.Clip(p))
 	}
 	return nil
-}
-
-// Tokens splits a valid pointer into its unescaped reference tokens.
-func Tokens(p string) []string {
-	toks := strings.Split(p[1:], "/")
-	for i, t := range toks {
-		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
-	}
-	return toks
-}
-
-// EscapeToken escapes one reference token of a JSON Pointer.
-func EscapeToken(t string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1")
 }
 
 // Payload replaces the value at each pointer of a JSON payload by Value.
@@ -73,7 +50,7 @@ func Payload(payload []byte, pointers []string) ([]byte, bool) {
 	}
 	changed := false
 	for _, p := range pointers {
-		if maskAt(doc, Tokens(p)) {
+		if jsonptr.Set(doc, p, Value) {
 			changed = true
 		}
 	}
@@ -87,38 +64,6 @@ func Payload(payload []byte, pointers []string) ([]byte, bool) {
 		return payload, false
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), true
-}
-
-// maskAt replaces the value the tokens lead to, below doc, in place.
-func maskAt(doc any, toks []string) bool {
-	for i, t := range toks {
-		last := i == len(toks)-1
-		switch c := doc.(type) {
-		case map[string]any:
-			v, ok := c[t]
-			if !ok {
-				return false
-			}
-			if last {
-				c[t] = Value
-				return true
-			}
-			doc = v
-		case []any:
-			n, err := strconv.Atoi(t)
-			if err != nil || n < 0 || n >= len(c) || (len(t) > 1 && t[0] == '0') {
-				return false
-			}
-			if last {
-				c[n] = Value
-				return true
-			}
-			doc = c[n]
-		default:
-			return false
-		}
-	}
-	return false
 }
 
 // Sees reports whether t sees payloads unmasked: operators and admins do,
