@@ -170,20 +170,14 @@ func (h *Handler) checkPost(w http.ResponseWriter, r *http.Request, want string)
 	return true
 }
 
-// sameOrigin reports whether a POST comes from a page of this site. A
-// browser's Sec-Fetch-Site decides when it is sent; otherwise an Origin,
-// when sent, must be this host's. Clients that send neither are checked by
-// the CSRF token alone.
-func sameOrigin(r *http.Request) bool {
-	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
-		return s == "same-origin" || s == "none"
-	}
-	o := r.Header.Get("Origin")
-	if o == "" {
-		return true
-	}
-	return o == "http://"+r.Host || o == "https://"+r.Host
-}
+// crossOrigin is net/http's cross-origin protection: a browser's
+// Sec-Fetch-Site decides when it is sent; otherwise an Origin, when sent,
+// must be this host's. Clients that send neither are checked by the CSRF
+// token alone.
+var crossOrigin = http.NewCrossOriginProtection()
+
+// sameOrigin reports whether a POST comes from a page of this site.
+func sameOrigin(r *http.Request) bool { return crossOrigin.Check(r) == nil }
 
 func (h *Handler) forbidden(w http.ResponseWriter, r *http.Request, s *session, msg string) {
 	p := page{Title: "Refused", Error: msg}
