@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -278,11 +279,7 @@ func (e *Evaluator) hold() time.Duration { return 4 * max(e.cfg.Resend, e.cfg.In
 
 // backoff is the delay before attempt n+1 after n failed ones.
 func (e *Evaluator) backoff(n int) time.Duration {
-	d := e.cfg.Backoff
-	for i := 1; i < n && d < e.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, e.cfg.MaxBackoff)
+	return backoff.Ceiling(n, e.cfg.Backoff, 2, e.cfg.MaxBackoff)
 }
 
 // Step evaluates once and delivers what is due; the caller holds the lock.

@@ -3,11 +3,11 @@ package collect
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 )
 
 // Inserter is the part of the store a collector needs.
@@ -388,13 +388,5 @@ func (c *Collector) sleep(ctx context.Context, n int) {
 // between half and all of min*2^(n-1), capped at max ("equal jitter"), so
 // that collectors sharing a failed store do not retry in step.
 func Backoff(n int, min, max time.Duration) time.Duration {
-	d := min
-	for i := 1; i < n && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	half := d / 2
-	return half + rand.N(d-half+1)
+	return backoff.Equal(n, min, 2, max)
 }

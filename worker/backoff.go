@@ -3,8 +3,9 @@ package worker
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"time"
+
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 )
 
 // Policy gives the delay before the next attempt after attempt (1-based:
@@ -44,27 +45,12 @@ func (b *expBackoff) validate() error { return b.invalid }
 
 // ceiling is the largest delay after attempt n fails.
 func (b *expBackoff) ceiling(n int) time.Duration {
-	if b.initial == 0 {
-		return 0
-	}
-	c := float64(b.initial) * math.Pow(b.mult, float64(max(n, 1)-1))
-	d := maxDuration
-	if c < float64(maxDuration) { // float64(maxDuration) rounds up: >= overflows
-		d = time.Duration(c)
-	}
-	if b.max > 0 && d > b.max {
-		d = b.max
-	}
-	return d
+	return backoff.Ceiling(n, b.initial, b.mult, b.max)
 }
 
 // Delay implements Policy.
 func (b *expBackoff) Delay(attempt int) time.Duration {
-	c := b.ceiling(attempt)
-	if c <= 0 {
-		return 0
-	}
-	return time.Duration(rand.Int64N(int64(c) + 1))
+	return backoff.Full(attempt, b.initial, b.mult, b.max)
 }
 
 // BackoffFunc adapts f (attempt -> delay) to a Policy. A negative result

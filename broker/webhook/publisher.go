@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/replay"
+	"github.com/quarantine-dev/quarantine/worker"
 )
 
 var _ replay.Publisher = (*Publisher)(nil)
@@ -251,24 +251,12 @@ func envelopeMessage(o *replay.Outgoing) *quarantine.Message {
 	return &m
 }
 
-// retryAfter parses a Retry-After value: delay-seconds or an HTTP date
-// (RFC 9110 section 10.2.3). Anything else, or a date in the past, is 0.
+// retryAfter is the wait a Retry-After value asks for (worker.ParseRetryAfter:
+// delay-seconds or an HTTP date), in whole seconds, at most a day; 0 when
+// it asks for none or is neither form.
 func retryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n <= 0 {
-			return 0
-		}
-		return time.Duration(min(n, int64(24*time.Hour/time.Second))) * time.Second
-	}
-	t, err := http.ParseTime(v)
-	if err != nil || !t.After(now) {
-		return 0
-	}
-	return t.Sub(now).Round(time.Second)
+	d, _ := worker.ParseRetryAfter(v, now)
+	return min(d, 24*time.Hour).Round(time.Second)
 }
 
 func pending(cause error, wait time.Duration, format string, args ...any) replay.Result {
