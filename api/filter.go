@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
@@ -185,20 +184,8 @@ func parseTime(field, s string) (time.Time, error) {
 // whole number of days (7d), at most a hundred years.
 func parseAge(s string) (time.Duration, error) {
 	bad := quarantine.Errorf(quarantine.EINVALID, "an age is a positive duration like 15m, 2h or 7d, at most 36500d")
-	var d time.Duration
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.ParseInt(days, 10, 64)
-		if err != nil || n < 1 || n > int64(maxAge/(24*time.Hour)) {
-			return 0, bad
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return 0, bad
-		}
-	}
-	if d <= 0 || d > maxAge {
+	d, err := quarantine.ParseDuration(s)
+	if err != nil || d <= 0 || d > maxAge {
 		return 0, bad
 	}
 	return d, nil

@@ -94,7 +94,7 @@ func (s *configSource) decodeAlarms(fa []fileAlarm, a *AlarmsConfig) error {
 				}
 				continue
 			}
-			v, err := time.ParseDuration(strings.TrimSpace(fmt.Sprint(d.v)))
+			v, err := configDuration(d.v)
 			if err != nil || v < d.min || v > d.max {
 				return s.errorf(key+"."+d.name, "must be a duration between %s and %s, like 15m", d.min, d.max)
 			}
@@ -170,7 +170,7 @@ func (s *configSource) decodeReceiver(key string, fr fileReceiver) (alert.Receiv
 	}
 	rc.Timeout = 10 * time.Second
 	if fr.Timeout != nil {
-		t, err := time.ParseDuration(strings.TrimSpace(fmt.Sprint(fr.Timeout)))
+		t, err := configDuration(fr.Timeout)
 		if err != nil || t < 100*time.Millisecond || t > 5*time.Minute {
 			return rc, s.errorf(key+".timeout", "must be a duration between 100ms and 5m")
 		}

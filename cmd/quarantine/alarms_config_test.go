@@ -32,7 +32,7 @@ alarms:
       - alertmanager: http://127.0.0.1:9093
   - name: reports-age
     queues: [reports]
-    max_age: 1h
+    max_age: 1d12h
     receivers: [{webhook: http://127.0.0.1:9099/hook, name: ops-hook, timeout: 2s}]
 `), envOf(nil))
 	if err != nil {
@@ -44,7 +44,7 @@ alarms:
 	want := []alert.Rule{
 		{Name: "payments-age", Queues: []string{"payments.*", "billing"}, Owner: "payments", MaxAge: 15 * time.Minute,
 			MaxDepth: 1000, MaxInflow: 50, For: time.Minute, Repeat: time.Hour, Receivers: []string{"ops-hook", slack, am}},
-		{Name: "reports-age", Queues: []string{"reports"}, MaxAge: time.Hour, Receivers: []string{"ops-hook"}},
+		{Name: "reports-age", Queues: []string{"reports"}, MaxAge: 36 * time.Hour, Receivers: []string{"ops-hook"}},
 	}
 	if !reflect.DeepEqual(a.Rules, want) {
 		t.Fatalf("rules = %+v, want %+v", a.Rules, want)

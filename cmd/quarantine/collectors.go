@@ -113,7 +113,7 @@ func (s *configSource) decodeCollectors(raw []map[string]any) ([]CollectorConfig
 			c.BatchSize = n
 		}
 		if v, ok := entry["linger"]; ok {
-			d, err := time.ParseDuration(fmt.Sprint(v))
+			d, err := configDuration(v)
 			if err != nil || d <= 0 || d > time.Minute {
 				return nil, s.errorf(key+".linger", "linger must be a duration between 1ms and 1m, like 200ms")
 			}

@@ -139,7 +139,7 @@ func (s *configSource) decodeReplay(f fileReplay, r *ReplayConfig) error {
 		if k.v == nil {
 			continue
 		}
-		d, err := time.ParseDuration(strings.TrimSpace(fmt.Sprint(k.v)))
+		d, err := configDuration(k.v)
 		if err != nil || d < k.min || d > k.max {
 			return s.errorf(k.key, "must be a duration between %s and %s, like 30s", k.min, k.max)
 		}
@@ -190,7 +190,7 @@ func (s *configSource) validateDestinations(ds []DestinationConfig, collectors [
 			}
 			d.timeout = 10 * time.Second
 			if d.Timeout != nil {
-				t, err := time.ParseDuration(fmt.Sprint(d.Timeout))
+				t, err := configDuration(d.Timeout)
 				if err != nil || t < 100*time.Millisecond || t > 5*time.Minute {
 					return s.errorf(key+".timeout", "must be a duration between 100ms and 5m")
 				}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -170,45 +168,51 @@ func (s *configSource) decodeRetention(f fileRetention, r *RetentionConfig) erro
 	return nil
 }
 
-// parseRetention parses a duration: a Go duration (90m, 720h) or whole
-// days (30d); 0 too when zero is allowed. It returns a problem text.
+// configDuration reads a duration-valued configuration key as YAML gives
+// it: a string in quarantine.ParseDuration's syntax (90s, 720h, 30d,
+// 1d12h), or the number 0. Any other number has no unit and is an error.
+func configDuration(v any) (time.Duration, error) {
+	switch x := v.(type) {
+	case string:
+		return quarantine.ParseDuration(x)
+	case uint64:
+		if x == 0 {
+			return 0, nil
+		}
+	case int64:
+		if x == 0 {
+			return 0, nil
+		}
+	}
+	return 0, fmt.Errorf("%v is not a duration", v)
+}
+
+// parseRetention parses a non-negative duration (configDuration), 0 only
+// when zero is allowed. It returns a problem text.
 func parseRetention(v any, zero bool) (time.Duration, string) {
 	want := "a duration like 720h or 30d"
 	if zero {
 		want += ", or 0 to keep the payloads"
 	}
-	var str string
-	switch x := v.(type) {
-	case string:
-		str = strings.TrimSpace(x)
-	case uint64:
-		if x != 0 {
-			return 0, fmt.Sprintf("%d has no unit: give %s", x, want)
-		}
-		str = "0"
-	case int64:
-		if x != 0 {
-			return 0, fmt.Sprintf("%d has no unit: give %s", x, want)
-		}
-		str = "0"
-	default:
+	d, err := configDuration(v)
+	_, text := v.(string)
+	switch {
+	case err != nil && !text && !isNumber(v):
 		return 0, "expected " + want
-	}
-	var d time.Duration
-	if days, ok := strings.CutSuffix(str, "d"); ok {
-		n, err := strconv.ParseInt(days, 10, 64)
-		if err != nil || n < 0 || n > 36500 {
-			return 0, fmt.Sprintf("%q is not %s", str, want)
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(str); err != nil {
-			return 0, fmt.Sprintf("%q is not %s", str, want)
-		}
-	}
-	if d < 0 || (d == 0 && !zero) {
-		return 0, fmt.Sprintf("%q is not %s", str, want)
+	case err != nil && isNumber(v):
+		return 0, fmt.Sprintf("%v has no unit: give %s", v, want)
+	case err != nil:
+		return 0, fmt.Sprintf("%q is not %s", fmt.Sprint(v), want)
+	case d < 0 || (d == 0 && !zero):
+		return 0, fmt.Sprintf("%q is not %s", fmt.Sprint(v), want)
 	}
 	return d, ""
+}
+
+func isNumber(v any) bool {
+	switch v.(type) {
+	case uint64, int64, float64:
+		return true
+	}
+	return false
 }
