@@ -84,7 +84,7 @@ func (c *cliRun) ended(b *apiclient.ReplayBatch) error {
 	n := b.Counts
 	took := ""
 	if b.StartedAt != nil && b.FinishedAt != nil {
-		took = " in " + b.FinishedAt.Sub(*b.StartedAt).Round(100*time.Millisecond).String()
+		took = " in " + b.FinishedAt.Sub(*b.StartedAt).Round(10*time.Millisecond).String()
 	}
 	if !c.json() {
 		fmt.Fprintf(c.out, "replay %s %s%s: %d published, %d deduplicated, %d skipped, %d failed, %d refailed%s\n",
