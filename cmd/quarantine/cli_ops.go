@@ -41,6 +41,9 @@ func (m *Main) checkRemoteVerify(set map[string]bool) error {
 	o := m.cli
 	if !set["server"] {
 		m.cli = nil
+		if set["token"] || set["output"] || set["cli-config"] {
+			return &UsageError{Command: cmdAuditVerify, Problem: "--token, --output and --cli-config go with --server (without it, audit verify opens the database)"}
+		}
 		return nil
 	}
 	if set["database"] || set["config"] {

@@ -83,6 +83,7 @@ func TestCLI_CommandLineErrors(t *testing.T) {
 		{"a bad time", withToken, []string{"messages", "list", "--failed_after", "yesterday"}, 2, "RFC 3339"},
 		{"a bad limit", withToken, []string{"messages", "list", "--limit", "0"}, 2, "--limit must be 1 to 1000"},
 		{"an unreachable server", withToken, []string{"alarms", "list", "--server", "127.0.0.1:1"}, 1, "cannot reach the server at 127.0.0.1:1"},
+		{"--token without --server", nil, []string{"audit", "verify", "--token", "qt_x"}, 2, "go with --server"},
 		{"help", nil, []string{"replay", "create", "-h"}, 0, "asks\nto type that count"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
