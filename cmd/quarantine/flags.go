@@ -36,10 +36,14 @@ Creates an API token and prints its secret, alone on one line, on stdout.
 The secret is not stored and cannot be shown again. A token with owners
 sees and acts on only those teams' messages.`,
 	cmdAuditVerify: `Usage: quarantine audit verify [--head-seq N --head-hash HASH] [flags]
+       quarantine audit verify --server URL [--head-seq N --head-hash HASH] [--output json]
 
 Walks the audit log's hash chain and prints the verification as JSON. A
 head reported earlier (--head-seq and --head-hash) must still be on the
-chain. Exits with status 1 when the chain does not verify.`,
+chain. Exits with status 1 when the chain does not verify. With --server,
+asks that running server to walk it instead of opening the database (the
+token from --token, $QUARANTINE_TOKEN or the CLI config file; see
+docs/cli.md).`,
 	cmdDemo: `Usage: quarantine demo [--tour] [flags]
 
 Runs the whole loop in one process on the embedded store
