@@ -110,6 +110,23 @@ func (c *cliRun) printJSON(body []byte) error {
 	return err
 }
 
+// list prints a list's answer: its JSON body as it is, or a table of its
+// items, one row each, and then (on stderr) how to get the next page.
+func list[T any](c *cliRun, body []byte, items []T, next *string, header []string, row func(T) []string) error {
+	if c.json() {
+		return c.printJSON(body)
+	}
+	rows := make([][]string, 0, len(items))
+	for _, it := range items {
+		rows = append(rows, row(it))
+	}
+	if err := c.table(header, rows); err != nil {
+		return err
+	}
+	c.more(next)
+	return nil
+}
+
 // table writes rows under a header, in columns.
 func (c *cliRun) table(header []string, rows [][]string) error {
 	w := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)

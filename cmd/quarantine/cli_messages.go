@@ -29,19 +29,12 @@ func (c *cliRun) messagesList(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.json() {
-		return c.printJSON(res.Body)
-	}
-	rows := make([][]string, 0, len(res.JSON200.Items))
-	for _, m := range res.JSON200.Items {
-		rows = append(rows, []string{m.Id, clip(safe(m.Queue), 30), clip(safe(m.JobName), 30), string(m.FailureClass),
-			string(m.Status), ago(m.FailedAt), clip(safe(m.IdempotencyKey), 24), clip(safe(m.Reason), 60)})
-	}
-	if err := c.table([]string{"ID", "QUEUE", "JOB", "CLASS", "STATUS", "AGE", "KEY", "REASON"}, rows); err != nil {
-		return err
-	}
-	c.more(res.JSON200.NextCursor)
-	return nil
+	return list(c, res.Body, res.JSON200.Items, res.JSON200.NextCursor,
+		[]string{"ID", "QUEUE", "JOB", "CLASS", "STATUS", "AGE", "KEY", "REASON"},
+		func(m apiclient.Message) []string {
+			return []string{m.Id, clip(safe(m.Queue), 30), clip(safe(m.JobName), 30), string(m.FailureClass),
+				string(m.Status), ago(m.FailedAt), clip(safe(m.IdempotencyKey), 24), clip(safe(m.Reason), 60)}
+		})
 }
 
 // rawPayload is a message's payload as the server sent it.
@@ -263,15 +256,12 @@ func (c *cliRun) groupsList(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.json() {
-		return c.printJSON(res.Body)
-	}
-	rows := make([][]string, 0, len(res.JSON200.Items))
-	for _, g := range res.JSON200.Items {
-		rows = append(rows, []string{strconv.Itoa(g.Count), safe(g.Fingerprint), clip(safe(g.JobName), 30), string(g.FailureClass),
-			clip(safe(strings.Join(g.Queues, ",")), 30), ago(g.LastFailedAt), g.ExampleId, clip(safe(g.Reason), 60)})
-	}
-	return c.table([]string{"COUNT", "FINGERPRINT", "JOB", "CLASS", "QUEUES", "LAST", "EXAMPLE", "REASON"}, rows)
+	return list(c, res.Body, res.JSON200.Items, nil,
+		[]string{"COUNT", "FINGERPRINT", "JOB", "CLASS", "QUEUES", "LAST", "EXAMPLE", "REASON"},
+		func(g apiclient.Group) []string {
+			return []string{strconv.Itoa(g.Count), safe(g.Fingerprint), clip(safe(g.JobName), 30), string(g.FailureClass),
+				clip(safe(strings.Join(g.Queues, ",")), 30), ago(g.LastFailedAt), g.ExampleId, clip(safe(g.Reason), 60)}
+		})
 }
 
 // job is a message's job name, with its schema version and attempts.

@@ -14,16 +14,13 @@ func (c *cliRun) alarmsList(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.json() {
-		return c.printJSON(res.Body)
-	}
-	rows := make([][]string, 0, len(res.JSON200.Items))
-	for _, a := range res.JSON200.Items {
-		rows = append(rows, []string{safe(a.Alarm), clip(safe(a.Queue), 30), clip(safe(a.Owner), 20), string(a.State), ago(a.Since),
-			seconds(float64(a.AgeSeconds)), strconv.Itoa(a.Depth), strconv.FormatFloat(float64(a.InflowPerMinute), 'f', 1, 32),
-			clip(safe(a.Reason), 60)})
-	}
-	return c.table([]string{"ALARM", "QUEUE", "OWNER", "STATE", "FOR", "OLDEST", "DEPTH", "INFLOW/MIN", "REASON"}, rows)
+	return list(c, res.Body, res.JSON200.Items, nil,
+		[]string{"ALARM", "QUEUE", "OWNER", "STATE", "FOR", "OLDEST", "DEPTH", "INFLOW/MIN", "REASON"},
+		func(a apiclient.AlarmState) []string {
+			return []string{safe(a.Alarm), clip(safe(a.Queue), 30), clip(safe(a.Owner), 20), string(a.State), ago(a.Since),
+				seconds(float64(a.AgeSeconds)), strconv.Itoa(a.Depth), strconv.FormatFloat(float64(a.InflowPerMinute), 'f', 1, 32),
+				clip(safe(a.Reason), 60)}
+		})
 }
 
 // remoteVerifyFlags adds --server and the other connection flags to

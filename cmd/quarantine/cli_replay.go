@@ -338,20 +338,13 @@ func (c *cliRun) replayList(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.json() {
-		return c.printJSON(res.Body)
-	}
-	rows := make([][]string, 0, len(res.JSON200.Items))
-	for _, b := range res.JSON200.Items {
-		rows = append(rows, []string{b.Id, string(b.State), strconv.Itoa(b.Total), strconv.Itoa(b.Counts.Published),
-			strconv.Itoa(b.Counts.Failed + b.Counts.Refailed), clip(safe(strings.Join(b.Queues, ",")), 30), clip(safe(b.Actor), 24),
-			ago(b.CreatedAt), clip(safe(b.Reason), 50)})
-	}
-	if err := c.table([]string{"ID", "STATE", "TOTAL", "PUBLISHED", "FAILED", "QUEUES", "ACTOR", "AGE", "REASON"}, rows); err != nil {
-		return err
-	}
-	c.more(res.JSON200.NextCursor)
-	return nil
+	return list(c, res.Body, res.JSON200.Items, res.JSON200.NextCursor,
+		[]string{"ID", "STATE", "TOTAL", "PUBLISHED", "FAILED", "QUEUES", "ACTOR", "AGE", "REASON"},
+		func(b apiclient.ReplayBatch) []string {
+			return []string{b.Id, string(b.State), strconv.Itoa(b.Total), strconv.Itoa(b.Counts.Published),
+				strconv.Itoa(b.Counts.Failed + b.Counts.Refailed), clip(safe(strings.Join(b.Queues, ",")), 30), clip(safe(b.Actor), 24),
+				ago(b.CreatedAt), clip(safe(b.Reason), 50)}
+		})
 }
 
 func (c *cliRun) replayShow(ctx context.Context) error {
