@@ -36,6 +36,9 @@ type Main struct {
 	// Stdout receives a command's result (a token secret, a verification);
 	// Stderr receives logs, usage and the first-start admin token.
 	Stdout, Stderr io.Writer
+	// Stdin gives replay create its confirmation and messages edit its
+	// payload (--payload-file -); nil reads as empty.
+	Stdin io.Reader
 	// Getenv reads the environment; os.Getenv by default.
 	Getenv func(string) string
 
@@ -47,6 +50,9 @@ type Main struct {
 	token   tokenOptions
 	verify  verifyOptions
 	demo    demoOptions
+	cli     *cliOptions // a client command (messages, replay…, audit verify --server)
+	// terminal overrides terminalWidth (tests draw replay watch's bar).
+	terminal func(io.Writer) (width int, ok bool)
 
 	logger *slog.Logger // the base logger, handed to the API
 	log    *slog.Logger // this package's, with component=main
@@ -82,9 +88,9 @@ type verifyOptions struct {
 }
 
 // NewMain returns a Main writing to os.Stdout and os.Stderr and reading
-// the process environment.
+// os.Stdin and the process environment.
 func NewMain() *Main {
-	return &Main{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	return &Main{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin, Getenv: os.Getenv}
 }
 
 // UsageError is a bad command line: an unknown command or flag, a missing

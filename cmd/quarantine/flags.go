@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
@@ -35,10 +36,14 @@ Creates an API token and prints its secret, alone on one line, on stdout.
 The secret is not stored and cannot be shown again. A token with owners
 sees and acts on only those teams' messages.`,
 	cmdAuditVerify: `Usage: quarantine audit verify [--head-seq N --head-hash HASH] [flags]
+       quarantine audit verify --server URL [--head-seq N --head-hash HASH] [--output json]
 
 Walks the audit log's hash chain and prints the verification as JSON. A
 head reported earlier (--head-seq and --head-hash) must still be on the
-chain. Exits with status 1 when the chain does not verify.`,
+chain. Exits with status 1 when the chain does not verify. With --server,
+asks that running server to walk it instead of opening the database (the
+token from --token, $QUARANTINE_TOKEN or the CLI config file; see
+docs/cli.md).`,
 	cmdDemo: `Usage: quarantine demo [--tour] [flags]
 
 Runs the whole loop in one process on the embedded store
@@ -66,6 +71,13 @@ Usage:
                                       verify the audit log's hash chain
   quarantine version                  print the version
 
+Client commands, talking to a running server (--server, --token; see docs/cli.md):
+  quarantine messages list|show|edit|discard
+  quarantine groups list
+  quarantine alarms list
+  quarantine replay create|start|pause|resume|cancel|watch|list|show
+  quarantine audit verify --server URL
+
 Run 'quarantine COMMAND -h' for a command's flags.
 
 Environment (flags override it; it overrides the config file):
@@ -76,6 +88,9 @@ Environment (flags override it; it overrides the config file):
                            serve HTTPS with this certificate and key (PEM files)
   QUARANTINE_DATABASE_RUNTIME_ROLE
                            the PostgreSQL role serve runs as, granted by migrate
+  QUARANTINE_SERVER, QUARANTINE_TOKEN
+                           the client commands' server URL and API token
+                           (then ~/.config/quarantine/cli.yaml)
 `
 
 var reHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -94,6 +109,9 @@ func (m *Main) ParseFlags(_ context.Context, args []string) error {
 		return err
 	}
 	m.command = name
+	if cmd, ok := cliCommandNamed(name); ok {
+		return m.parseCLI(cmd, rest)
+	}
 
 	fs := flag.NewFlagSet("quarantine "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -124,6 +142,7 @@ func (m *Main) ParseFlags(_ context.Context, args []string) error {
 	case cmdAuditVerify:
 		fs.Int64Var(&m.verify.headSeq, "head-seq", 0, "sequence `number` of a head reported earlier (with --head-hash)")
 		fs.StringVar(&m.verify.headHash, "head-hash", "", "`hash` of that head, 64 hex digits (with --head-seq)")
+		m.remoteVerifyFlags(fs)
 	}
 
 	if err := fs.Parse(rest); err != nil {
@@ -142,6 +161,13 @@ func (m *Main) ParseFlags(_ context.Context, args []string) error {
 	}
 	if name == cmdVersion {
 		return nil
+	}
+	if name == cmdAuditVerify {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if err := m.checkRemoteVerify(set); err != nil || m.cli != nil {
+			return err
+		}
 	}
 	if name == cmdDemo && o.Database == "" && m.Getenv(EnvDatabase) == "" {
 		o.Database = demoDatabase
@@ -196,15 +222,19 @@ func splitCommand(args []string) (name string, rest []string, err error) {
 		return "", nil, flag.ErrHelp
 	case cmdServe, cmdMigrate, cmdVersion, cmdDemo:
 		return first, args[1:], nil
-	case "token", "audit":
-		sub := map[string]string{"token": "create", "audit": "verify"}[first]
+	}
+	if subs := subcommands(first); subs != nil {
 		if len(args) < 2 {
-			return "", nil, &UsageError{Problem: fmt.Sprintf("'%s' needs a subcommand: %s", first, sub)}
+			return "", nil, &UsageError{Problem: fmt.Sprintf("'%s' needs a subcommand: %s", first, strings.Join(subs, ", "))}
 		}
-		if args[1] != sub {
-			return "", nil, &UsageError{Problem: fmt.Sprintf("unknown %s subcommand %q (the one there is: %s)", first, args[1], sub)}
+		if !slices.Contains(subs, args[1]) {
+			which := "the one there is: "
+			if len(subs) > 1 {
+				which = "one of: "
+			}
+			return "", nil, &UsageError{Problem: fmt.Sprintf("unknown %s subcommand %q (%s%s)", first, args[1], which, strings.Join(subs, ", "))}
 		}
-		return first + " " + sub, args[2:], nil
+		return first + " " + args[1], args[2:], nil
 	}
 	if strings.HasPrefix(first, "-") {
 		return cmdServe, args, nil
@@ -213,7 +243,11 @@ func splitCommand(args []string) (name string, rest []string, err error) {
 }
 
 func (m *Main) printUsage(name string, fs *flag.FlagSet) {
-	fmt.Fprintln(m.Stderr, usages[name])
+	text, ok := usages[name]
+	if cmd, isCLI := cliCommandNamed(name); !ok && isCLI {
+		text = cmd.usage
+	}
+	fmt.Fprintln(m.Stderr, text)
 	n := 0
 	fs.VisitAll(func(*flag.Flag) { n++ })
 	if n > 0 {

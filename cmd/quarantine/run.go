@@ -48,6 +48,9 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.logger = newLogger(m.Stderr, m.Config.Log)
 	m.log = m.logger.With("component", "main")
+	if m.cli != nil {
+		return m.runCLI(ctx)
+	}
 	switch m.command {
 	case cmdVersion:
 		_, err := fmt.Fprintf(m.Stdout, "quarantine %s %s/%s %s\n", Version(), runtime.GOOS, runtime.GOARCH, runtime.Version())

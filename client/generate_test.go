@@ -1,4 +1,4 @@
-package apiclient_test
+package client_test
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func TestGeneratedUpToDate(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "oapi-codegen.yaml"), cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(t.Context(), "go", "tool", "oapi-codegen", "-config", filepath.Join(dir, "oapi-codegen.yaml"), "../../openapi.yaml")
+	cmd := exec.CommandContext(t.Context(), "go", "tool", "oapi-codegen", "-config", filepath.Join(dir, "oapi-codegen.yaml"), "../openapi.yaml")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("oapi-codegen on openapi.yaml: %v\n%s", err, b)
 	}
@@ -42,7 +42,7 @@ func TestGeneratedUpToDate(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		line := 1 + bytes.Count(got[:firstDiff(got, want)], []byte("\n"))
-		t.Fatalf("client.gen.go differs from what openapi.yaml generates (from line %d): run go generate ./internal/apiclient", line)
+		t.Fatalf("client.gen.go differs from what openapi.yaml generates (from line %d): run go generate ./client", line)
 	}
 }
 

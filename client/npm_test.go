@@ -1,4 +1,4 @@
-package apiclient_test
+package client_test
 
 import (
 	"encoding/json"
@@ -13,7 +13,7 @@ import (
 // fails under CI=true, where make test has installed it.
 func nodeTool(t *testing.T, name string) string {
 	t.Helper()
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func npmCmd(t *testing.T, dir, tool string, args ...string) *exec.Cmd {
 func TestRedoclyLint(t *testing.T) {
 	t.Parallel()
 	redocly := nodeTool(t, "redocly")
-	cmd := npmCmd(t, ".", redocly, "lint", "../../openapi.yaml", "--config", "redocly.yaml", "--format=json")
+	cmd := npmCmd(t, ".", redocly, "lint", "../openapi.yaml", "--config", "redocly.yaml", "--format=json")
 	out, err := cmd.Output()
 	var res struct {
 		Totals struct {
@@ -136,7 +136,7 @@ func TestTypeScriptTypes(t *testing.T) {
 	t.Parallel()
 	gen, tsc := nodeTool(t, "openapi-typescript"), nodeTool(t, "tsc")
 	dir := t.TempDir()
-	spec, err := filepath.Abs("../../openapi.yaml")
+	spec, err := filepath.Abs("../openapi.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

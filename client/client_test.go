@@ -1,4 +1,4 @@
-package apiclient_test
+package client_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/api"
-	"github.com/quarantine-dev/quarantine/internal/apiclient"
+	"github.com/quarantine-dev/quarantine/client"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
 
@@ -22,7 +22,7 @@ func ptr[T any](v T) *T { return &v }
 // newClient serves the API over a fresh SQLite store, as api's own tests
 // do, and returns the generated client with an operator and an admin
 // token (the admin's by default).
-func newClient(t *testing.T) (c *apiclient.ClientWithResponses, as func(secret string) apiclient.RequestEditorFn, operator string) {
+func newClient(t *testing.T) (c *client.ClientWithResponses, as func(secret string) client.RequestEditorFn, operator string) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "q.db"))
@@ -43,29 +43,29 @@ func newClient(t *testing.T) (c *apiclient.ClientWithResponses, as func(secret s
 	admin, operator := token("admin", quarantine.RoleAdmin), token("operator", quarantine.RoleOperator)
 	srv := httptest.NewServer(api.New(api.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Handler())
 	t.Cleanup(srv.Close)
-	as = func(secret string) apiclient.RequestEditorFn {
+	as = func(secret string) client.RequestEditorFn {
 		return func(_ context.Context, req *http.Request) error {
 			req.Header.Set("Authorization", "Bearer "+secret)
 			return nil
 		}
 	}
-	c, err = apiclient.NewClientWithResponses(srv.URL, apiclient.WithHTTPClient(srv.Client()), apiclient.WithRequestEditorFn(as(admin)))
+	c, err = client.NewClientWithResponses(srv.URL, client.WithHTTPClient(srv.Client()), client.WithRequestEditorFn(as(admin)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return c, as, operator
 }
 
-func envelope(t *testing.T, queue string, n int, version any) apiclient.Envelope {
+func envelope(t *testing.T, queue string, n int, version any) client.Envelope {
 	t.Helper()
-	var e apiclient.Envelope
+	var e client.Envelope
 	e.Envelope = "quarantine.failure/v1"
 	e.Job.Name = "charge"
 	e.Job.Queue = ptr(queue)
 	e.Job.IdempotencyKey = ptr("key-" + queue + "-" + string(rune('a'+n)))
 	e.Job.Payload = map[string]any{"amount": n}
 	e.Job.Attempts = ptr(3)
-	var sv apiclient.Envelope_Job_SchemaVersion
+	var sv client.Envelope_Job_SchemaVersion
 	var err error
 	switch v := version.(type) {
 	case string:
@@ -77,7 +77,7 @@ func envelope(t *testing.T, queue string, n int, version any) apiclient.Envelope
 		t.Fatal(err)
 	}
 	e.Job.SchemaVersion = &sv
-	e.Failure.Class = ptr(apiclient.FailureClass("permanent"))
+	e.Failure.Class = ptr(client.FailureClass("permanent"))
 	e.Failure.Reason = ptr("card declined")
 	e.Failure.FailedAt = ptr(time.Date(2026, 11, 30, 12, n, 0, 0, time.UTC))
 	return e
@@ -100,7 +100,7 @@ func TestGeneratedClient(t *testing.T) {
 	ctx := t.Context()
 
 	// Ingest: one envelope, then an array (the two shapes of the body).
-	var one apiclient.IngestRequest
+	var one client.IngestRequest
 	if err := one.FromEnvelope(envelope(t, "billing", 0, "v2")); err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +112,8 @@ func TestGeneratedClient(t *testing.T) {
 	if ing.JSON200 == nil || ing.JSON200.Stored != 1 || !ing.JSON200.Items[0].New {
 		t.Fatalf("ingest: %s", ing.Body)
 	}
-	var many apiclient.IngestRequest
-	if err := many.FromIngestRequest1([]apiclient.Envelope{envelope(t, "billing", 1, float32(3)), envelope(t, "billing", 2, "v2"), envelope(t, "orders", 3, "v1")}); err != nil {
+	var many client.IngestRequest
+	if err := many.FromIngestRequest1([]client.Envelope{envelope(t, "billing", 1, float32(3)), envelope(t, "billing", 2, "v2"), envelope(t, "orders", 3, "v1")}); err != nil {
 		t.Fatal(err)
 	}
 	ing, err = c.IngestWithResponse(ctx, nil, many)
@@ -126,7 +126,7 @@ func TestGeneratedClient(t *testing.T) {
 	}
 
 	// List, filtered.
-	list, err := c.ListMessagesWithResponse(ctx, &apiclient.ListMessagesParams{Queue: &apiclient.Queue{"billing"}, Limit: ptr(10)})
+	list, err := c.ListMessagesWithResponse(ctx, &client.ListMessagesParams{Queue: &client.Queue{"billing"}, Limit: ptr(10)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,19 +152,19 @@ func TestGeneratedClient(t *testing.T) {
 		got.HTTPResponse.Header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("get: %s (ETag %q)", got.Body, got.HTTPResponse.Header.Get("ETag"))
 	}
-	notModified, err := c.GetMessageWithResponse(ctx, id, &apiclient.GetMessageParams{IfNoneMatch: ptr(`"` + m.PayloadSha256 + `"`)})
+	notModified, err := c.GetMessageWithResponse(ctx, id, &client.GetMessageParams{IfNoneMatch: ptr(`"` + m.PayloadSha256 + `"`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	status(t, "get if-none-match", notModified, notModified.Body, http.StatusNotModified)
 
 	// Sample, reproducible by its seed.
-	sample, err := c.SampleMessagesWithResponse(ctx, apiclient.SampleRequest{Size: ptr(2), Seed: ptr(7)})
+	sample, err := c.SampleMessagesWithResponse(ctx, client.SampleRequest{Size: ptr(2), Seed: ptr(7)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	status(t, "sample", sample, sample.Body, http.StatusOK)
-	again, err := c.SampleMessagesWithResponse(ctx, apiclient.SampleRequest{Size: ptr(2), Seed: ptr(7)})
+	again, err := c.SampleMessagesWithResponse(ctx, client.SampleRequest{Size: ptr(2), Seed: ptr(7)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +174,8 @@ func TestGeneratedClient(t *testing.T) {
 
 	// Edit by an operator with the ETag; the same If-Match again is 412,
 	// and an unchanged payload is 422.
-	ifMatch := &apiclient.EditPayloadParams{IfMatch: `"` + m.PayloadSha256 + `"`}
-	edit, err := c.EditPayloadWithResponse(ctx, id, ifMatch, apiclient.EditRequest{Payload: map[string]any{"amount": 42}, Reason: "fix the amount"}, as(operator))
+	ifMatch := &client.EditPayloadParams{IfMatch: `"` + m.PayloadSha256 + `"`}
+	edit, err := c.EditPayloadWithResponse(ctx, id, ifMatch, client.EditRequest{Payload: map[string]any{"amount": 42}, Reason: "fix the amount"}, as(operator))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestGeneratedClient(t *testing.T) {
 	if edit.JSON200.PayloadVersion != 2 || edit.JSON200.PayloadSha256 == m.PayloadSha256 {
 		t.Fatalf("edit: %s", edit.Body)
 	}
-	stale, err := c.EditPayloadWithResponse(ctx, id, ifMatch, apiclient.EditRequest{Payload: map[string]any{"amount": 43}, Reason: "again"}, as(operator))
+	stale, err := c.EditPayloadWithResponse(ctx, id, ifMatch, client.EditRequest{Payload: map[string]any{"amount": 43}, Reason: "again"}, as(operator))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,8 +191,8 @@ func TestGeneratedClient(t *testing.T) {
 	if p := stale.ApplicationproblemJSON412; p == nil || p.Field == nil || *p.Field != "If-Match" || !strings.HasPrefix(p.Type, api.ProblemTypePrefix) {
 		t.Fatalf("stale edit problem: %s", stale.Body)
 	}
-	noop, err := c.EditPayloadWithResponse(ctx, id, &apiclient.EditPayloadParams{IfMatch: `"` + edit.JSON200.PayloadSha256 + `"`},
-		apiclient.EditRequest{Payload: map[string]any{"amount": 42}, Reason: "same"}, as(operator))
+	noop, err := c.EditPayloadWithResponse(ctx, id, &client.EditPayloadParams{IfMatch: `"` + edit.JSON200.PayloadSha256 + `"`},
+		client.EditRequest{Payload: map[string]any{"amount": 42}, Reason: "same"}, as(operator))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestGeneratedClient(t *testing.T) {
 
 	// Discard: one, then in bulk by ids.
 	others := list.JSON200.Items[1:]
-	d1, err := c.DiscardMessageWithResponse(ctx, others[0].Id, apiclient.DiscardOne{Reason: "obsolete"}, as(operator))
+	d1, err := c.DiscardMessageWithResponse(ctx, others[0].Id, client.DiscardOne{Reason: "obsolete"}, as(operator))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestGeneratedClient(t *testing.T) {
 	if d1.JSON200.Status != "discarded" {
 		t.Fatalf("discard one: %s", d1.Body)
 	}
-	bulk, err := c.DiscardMessagesWithResponse(ctx, apiclient.DiscardRequest{Ids: &[]apiclient.ID{others[0].Id, others[1].Id}, Reason: "obsolete"}, as(operator))
+	bulk, err := c.DiscardMessagesWithResponse(ctx, client.DiscardRequest{Ids: &[]client.ID{others[0].Id, others[1].Id}, Reason: "obsolete"}, as(operator))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestGeneratedClient(t *testing.T) {
 	}
 
 	// A replay dry run of the edited message, and its items.
-	dry, err := c.CreateReplayWithResponse(ctx, apiclient.ReplayRequest{Ids: &[]apiclient.ID{id}, Reason: "after the fix", DryRun: ptr(true)}, as(operator))
+	dry, err := c.CreateReplayWithResponse(ctx, client.ReplayRequest{Ids: &[]client.ID{id}, Reason: "after the fix", DryRun: ptr(true)}, as(operator))
 	if err != nil {
 		t.Fatal(err)
 	}
