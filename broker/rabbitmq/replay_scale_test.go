@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"sync"
 	"syscall"
@@ -105,15 +104,7 @@ func maxPerWindow(ms []replayedMsg, w time.Duration) int {
 	for i, m := range ms {
 		at[i] = m.at
 	}
-	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
-	best, j := 0, 0
-	for i := range at {
-		for at[i].Sub(at[j]) >= w {
-			j++
-		}
-		best = max(best, i-j+1)
-	}
-	return best
+	return testbin.MaxInWindow(at, w)
 }
 
 // twoProcesses starts two services on one PostgreSQL schema, each with a

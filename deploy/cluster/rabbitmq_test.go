@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/quarantine-dev/quarantine/internal/testbin"
 	"github.com/quarantine-dev/quarantine/internal/testenv"
 )
 
@@ -167,13 +167,5 @@ func peak(as []arrival, w time.Duration) int {
 	for i, a := range as {
 		at[i] = a.at
 	}
-	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
-	best, j := 0, 0
-	for i := range at {
-		for at[i].Sub(at[j]) >= w {
-			j++
-		}
-		best = max(best, i-j+1)
-	}
-	return best
+	return testbin.MaxInWindow(at, w)
 }
