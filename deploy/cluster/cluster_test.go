@@ -169,7 +169,7 @@ func (c *cluster) published(i int) int {
 func (c *cluster) kill(i int) {
 	c.t.Helper()
 	c.procs[i].Kill()
-	if !c.procs[i].Exited(0) {
+	if !c.procs[i].Exited(5 * time.Second) {
 		c.t.Fatalf("instance q%d survived SIGKILL", i)
 	}
 }

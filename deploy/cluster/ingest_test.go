@@ -35,12 +35,14 @@ type ingester struct {
 	count   atomic.Int64      // acknowledgements so far
 
 	stop chan struct{}
+	once sync.Once
 	wg   sync.WaitGroup
 }
 
 // startIngest runs workers pushers until stopIngest.
 func startIngest(t *testing.T, api testbin.API, queue string, workers int) *ingester {
 	in := &ingester{t: t, api: api, queue: queue, acked: map[string]string{}, stop: make(chan struct{})}
+	t.Cleanup(func() { in.finish() }) // a test that ends early stops them too
 	for w := range workers {
 		in.wg.Add(1)
 		go func() {
@@ -119,7 +121,7 @@ func (in *ingester) waitAcks(n int64, within time.Duration) {
 // finish stops the pushers, waits for them, and returns what was
 // acknowledged and how many requests were sent again.
 func (in *ingester) finish() (map[string]string, int) {
-	close(in.stop)
+	in.once.Do(func() { close(in.stop) })
 	in.wg.Wait()
 	in.mu.Lock()
 	defer in.mu.Unlock()

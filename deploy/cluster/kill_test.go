@@ -241,8 +241,8 @@ func TestSIGKILLOneOfThree(t *testing.T) {
 
 	api.AuditVerifies(t)
 	arr, _ := consumer.arrivals()
-	t.Logf("ingest: %d acknowledged, %d requests sent again; replay: %d arrivals for %d messages in %s, peak %d/s (bound %d); browser: %v after the kill",
-		len(acked), retries, len(arr), replayN, took.Round(time.Millisecond), top, bound, c.lb.servers(byBrowser(before)))
+	t.Logf("ingest: %d acknowledged, %d requests sent again; replay: %d arrivals for %d messages in %s, peak %d/s (bound %d, allowing %s of lateness); browser: %v after the kill",
+		len(acked), retries, len(arr), replayN, took.Round(time.Millisecond), top, bound, slack, c.lb.servers(byBrowser(before)))
 }
 
 // rawJSON lets API.MustDo send bytes that are already JSON.
