@@ -198,8 +198,13 @@ func TestSIGKILLOneOfThree(t *testing.T) {
 	// Arrivals are stamped by this process, which the loaded machine may
 	// leave unscheduled (stall) and then hand a bunch at once: the rate's
 	// worth of the longest stall is allowed on top, as in
-	// broker/rabbitmq's TestReplayTwoProcessesShareTheRate.
-	slack := stall + 10*time.Millisecond
+	// broker/rabbitmq's TestReplayTwoProcessesShareTheRate, and of 50 ms
+	// of delivery variance (three publishers, a browser and the balancer
+	// share the machine's two cores here; measured peaks were 1 to 4
+	// above rate + burst, within the stall's allowance each time). The
+	// engine's own bound is checked where it publishes, in-process
+	// (replay/TestReplayNeverAboveItsRate).
+	slack := stall + 50*time.Millisecond
 	top, bound := peak(arrivals, time.Second), replayRate+replayBurst+int(math.Ceil(replayRate*slack.Seconds()))
 	if top > bound {
 		t.Errorf("%d messages arrived within one second: the rate is %d/s, burst %d (%d allowing %s of lateness)", top, replayRate, replayBurst, bound, slack)
