@@ -97,9 +97,9 @@ type arrival struct {
 // measures how late this process's own goroutines run (a loaded 2-core
 // machine may leave it unscheduled and then hand it a bunch at once).
 type consumer struct {
-	mu    sync.Mutex
-	got   []arrival
-	stall time.Duration
+	mu     sync.Mutex
+	got    []arrival
+	stalls *testbin.Stalls
 }
 
 func (r *rabbit) consume(queue string) *consumer {
@@ -108,38 +108,18 @@ func (r *rabbit) consume(queue string) *consumer {
 	if err != nil {
 		r.t.Fatal(err)
 	}
+	r.t.Cleanup(func() { ch.Close() })
 	ds, err := ch.Consume(queue, "", true, false, false, false, nil)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	c := &consumer{}
+	c := &consumer{stalls: testbin.MeasureStalls(r.t, 2*time.Millisecond)}
 	go func() {
 		for d := range ds {
 			key, _ := d.Headers["x-idempotency-key"].(string)
 			c.mu.Lock()
 			c.got = append(c.got, arrival{key, time.Now()})
 			c.mu.Unlock()
-		}
-	}()
-	stop := make(chan struct{})
-	r.t.Cleanup(func() { close(stop); ch.Close() })
-	go func() {
-		const tick = 10 * time.Millisecond
-		tk := time.NewTicker(tick)
-		defer tk.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-stop:
-				return
-			case now := <-tk.C:
-				if late := now.Sub(last) - tick; late > 0 {
-					c.mu.Lock()
-					c.stall = max(c.stall, late)
-					c.mu.Unlock()
-				}
-				last = now
-			}
 		}
 	}()
 	return c
@@ -149,7 +129,7 @@ func (r *rabbit) consume(queue string) *consumer {
 func (c *consumer) arrivals() ([]arrival, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]arrival(nil), c.got...), c.stall
+	return append([]arrival(nil), c.got...), c.stalls.Longest()
 }
 
 // keys counts the arrivals by idempotency key.

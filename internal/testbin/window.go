@@ -2,6 +2,8 @@ package testbin
 
 import (
 	"slices"
+	"sync"
+	"testing"
 	"time"
 )
 
@@ -17,4 +19,46 @@ func MaxInWindow(at []time.Time, w time.Duration) int {
 		best = max(best, i-j+1)
 	}
 	return best
+}
+
+// Stalls measures how long this process goes unscheduled: the lateness
+// of a ticker. A consumer left waiting that long stamps what arrived
+// meanwhile at once, so a rate check of arrival times allows for it.
+type Stalls struct {
+	mu      sync.Mutex
+	longest time.Duration
+}
+
+// MeasureStalls ticks every tick until tb ends and keeps the longest
+// lateness.
+func MeasureStalls(tb testing.TB, tick time.Duration) *Stalls {
+	s := &Stalls{}
+	stop := make(chan struct{})
+	tb.Cleanup(func() { close(stop) })
+	go func() {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-t.C:
+				if late := now.Sub(last) - tick; late > 0 {
+					s.mu.Lock()
+					s.longest = max(s.longest, late)
+					s.mu.Unlock()
+				}
+				last = now
+			}
+		}
+	}()
+	return s
+}
+
+// Longest is the longest stall measured so far.
+func (s *Stalls) Longest() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.longest
 }
