@@ -22,6 +22,9 @@ const (
 	// (it was being replayed).
 	ActionDiscardRefused = "message.discard_refused"
 	ActionPurge          = "retention.purge"
+	// ActionLogin records a person's sign-in through single sign-on
+	// (actor oidc:EMAIL; details: method, role, owners, groups, client).
+	ActionLogin = "auth.login"
 )
 
 // GenesisHash is hash(0): the previous hash of the first event.

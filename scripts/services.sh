@@ -28,8 +28,9 @@
 #   nats          QUARANTINE_NATS_PORT          24222
 #   goaws         QUARANTINE_GOAWS_PORT         24100 (GOAWS_PORT too)
 #   alertmanager  QUARANTINE_ALERTMANAGER_PORT  29093
-#   prometheus, promtool, chromium, helm, podman: binaries only (each test
-#   starts its own; helm is built into .tools/helm, podman is Debian's)
+#   prometheus, promtool, chromium, helm, podman, haproxy: binaries only
+#   (each test starts its own; helm is built into .tools/helm, podman and
+#   haproxy are Debian's)
 # A port override makes another instance with its own folder and record;
 # `stop` stops every instance this script started.
 #

@@ -147,7 +147,13 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	h.setCookie(w, r, sessionCookie, "", -1)
-	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	to := "/login"
+	if h.sso != nil && strings.HasPrefix(s.token.Person, "oidc:") {
+		if u := h.sso.logoutURL(h.sso.context(r.Context())); u != "" {
+			to = u // end the provider's session too
+		}
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
 // refusalLog remembers when each client's refused login was last

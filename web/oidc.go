@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -57,6 +58,9 @@ type sso struct {
 	mu       sync.Mutex
 	oauth    *oauth2.Config
 	verifier *oidc.IDTokenVerifier
+	// endSession is the provider's end_session_endpoint (RP-initiated
+	// logout), "" when its discovery document names none.
+	endSession string
 }
 
 func newSSO(cfg OIDCConfig) *sso {
@@ -97,7 +101,40 @@ func (s *sso) provider(ctx context.Context) (*oauth2.Config, *oidc.IDTokenVerifi
 	s.oauth = &oauth2.Config{ClientID: s.cfg.ClientID, ClientSecret: s.cfg.ClientSecret,
 		RedirectURL: s.cfg.RedirectURL, Endpoint: p.Endpoint(), Scopes: scopes}
 	s.verifier = p.Verifier(&oidc.Config{ClientID: s.cfg.ClientID})
+	var meta struct {
+		EndSession string `json:"end_session_endpoint"`
+	}
+	if err := p.Claims(&meta); err == nil {
+		s.endSession = meta.EndSession
+	}
 	return s.oauth, s.verifier, nil
+}
+
+// logoutURL is where a person signed in through the provider goes once
+// their session ended here: the provider's end_session_endpoint (OpenID
+// Connect RP-Initiated Logout 1.0) with this client's id and, as
+// post_logout_redirect_uri, this service's /login (the redirect URL's
+// origin; register it at the provider). "" when the provider names no
+// such endpoint or cannot be reached: the person then lands on /login,
+// still signed in at the provider.
+func (s *sso) logoutURL(ctx context.Context) string {
+	if _, _, err := s.provider(ctx); err != nil {
+		return ""
+	}
+	s.mu.Lock()
+	end := s.endSession
+	s.mu.Unlock()
+	u, err := url.Parse(end)
+	if end == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") {
+		return ""
+	}
+	q := u.Query()
+	q.Set("client_id", s.cfg.ClientID)
+	if back, err := url.Parse(s.cfg.RedirectURL); err == nil && back.Host != "" {
+		q.Set("post_logout_redirect_uri", (&url.URL{Scheme: back.Scheme, Host: back.Host, Path: "/login"}).String())
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // ssoLogin starts a sign-in: a fresh state, nonce and PKCE verifier in
@@ -183,6 +220,14 @@ func (h *Handler) ssoCallback(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, nil, err)
 		return
 	}
+	ev := quarantine.NewAuditEvent(person, quarantine.ActionLogin, "/auth/oidc/callback", map[string]any{
+		"method": "oidc", "role": role, "owners": owners, "groups": auditGroups(groups), "client": h.cfg.TrustedProxies.ClientIP(r)})
+	if _, err := h.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
+		// No sign-in without its audit event: the session ends unused.
+		_ = h.cfg.Store.DeleteSession(context.WithoutCancel(r.Context()), quarantine.HashSessionID(id))
+		h.fail(w, r, nil, err)
+		return
+	}
 	h.setCookie(w, r, sessionCookie, id, 0)
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, home, http.StatusSeeOther)
@@ -190,12 +235,8 @@ func (h *Handler) ssoCallback(w http.ResponseWriter, r *http.Request) {
 
 // refuseSSO audits and refuses a person none of whose groups has a role.
 func (h *Handler) refuseSSO(w http.ResponseWriter, r *http.Request, person string, groups []string) {
-	shown := groups
-	if len(shown) > 50 {
-		shown = shown[:50]
-	}
 	ev := quarantine.NewAuditEvent(person, quarantine.ActionAccessDenied, "/auth/oidc/callback", map[string]any{
-		"method": r.Method, "path": r.URL.Path, "reason": "ui.sso_no_role", "groups": shown,
+		"method": r.Method, "path": r.URL.Path, "reason": "ui.sso_no_role", "groups": auditGroups(groups),
 		"client": h.cfg.TrustedProxies.ClientIP(r)})
 	if _, err := h.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
 		h.fail(w, r, nil, err)
@@ -204,6 +245,14 @@ func (h *Handler) refuseSSO(w http.ResponseWriter, r *http.Request, person strin
 	msg := "You signed in as " + strings.TrimPrefix(person, "oidc:") +
 		", but none of your groups is given a role in quarantine, so you cannot use it. Ask an administrator to map one of your groups (auth.oidc.roles)."
 	h.render(w, r, http.StatusForbidden, "error", page{Title: "Not allowed", Error: msg})
+}
+
+// auditGroups is the groups an audit event lists: the first 50.
+func auditGroups(groups []string) []string {
+	if len(groups) > 50 {
+		return groups[:50]
+	}
+	return groups
 }
 
 // groupsOf reads a groups claim: a list of strings, or one string.

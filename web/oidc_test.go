@@ -3,6 +3,7 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -111,6 +112,16 @@ func TestSSOSignInMapsGroupsToRoleAndOwners(t *testing.T) {
 	res, body = get(t, c, e.srv.URL+"/messages")
 	if res.StatusCode != http.StatusOK || !strings.Contains(body, "oidc:alice@example.com (operator: billing, payments)") {
 		t.Fatalf("/messages after SSO: %d %s", res.StatusCode, body)
+	}
+	// The sign-in is audited under the person, with what it gave them.
+	logins := auditOf(t, e, quarantine.ActionLogin)
+	if len(logins) != 1 || logins[0].Actor != "oidc:alice@example.com" || logins[0].Subject != "/auth/oidc/callback" {
+		t.Fatalf("auth.login events: %+v", logins)
+	}
+	var d map[string]any
+	if err := json.Unmarshal(logins[0].Details, &d); err != nil || d["method"] != "oidc" || d["role"] != string(quarantine.RoleOperator) ||
+		fmt.Sprint(d["owners"]) != "[billing payments]" || fmt.Sprint(d["groups"]) != "[staff bill-viewers pay-ops]" {
+		t.Errorf("auth.login details: %s (%v)", logins[0].Details, err)
 	}
 	// An instance on the same database without SSO configured does not
 	// take the person's session.
@@ -326,5 +337,86 @@ func TestSSOFlowCookieOverHTTPS(t *testing.T) {
 	if q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("nonce") == "" || q.Get("state") == "" ||
 		strings.Contains(ck.Value, q.Get("code_challenge")) || !strings.HasPrefix(ck.Value, q.Get("state")+".") {
 		t.Fatalf("authorization request %v with flow cookie %q: want S256 PKCE, a nonce, the cookie's state", q, ck.Value)
+	}
+}
+
+// endSessionProvider makes the provider's discovery document advertise
+// end as its end_session_endpoint.
+func endSessionProvider(end string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != mockoidc.DiscoveryEndpoint {
+				next.ServeHTTP(w, r)
+				return
+			}
+			rec := httptest.NewRecorder()
+			next.ServeHTTP(rec, r)
+			var doc map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			doc["end_session_endpoint"] = end
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(doc)
+		})
+	}
+}
+
+// Logging out a person signed in through the provider ends the session
+// here and sends the browser to the provider's end_session_endpoint
+// (RP-initiated logout) with this client's id and /login to come back
+// to; a token's session still just lands on /login.
+func TestSSOLogoutEndsTheProviderSession(t *testing.T) {
+	t.Parallel()
+	// The provider's end-session endpoint, as a provider serves it: it
+	// ends its session and sends the browser back.
+	ended := make(chan url.Values, 1)
+	end := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case ended <- r.URL.Query():
+		default:
+		}
+		http.Redirect(w, r, r.URL.Query().Get("post_logout_redirect_uri"), http.StatusFound)
+	}))
+	t.Cleanup(end.Close)
+	e, m := ssoEnv(t, endSessionProvider(end.URL+"/oidc/end_session"))
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-7", Email: "alice@example.com", Groups: []string{"pay-ops"}})
+	c := ssoClient(e, false)
+	get(t, c, e.srv.URL+"/auth/oidc/login")
+	_, body := get(t, c, e.srv.URL+"/messages")
+	still := e.client() // c's cookies, no redirect followed
+	still.Jar = c.Jar
+	res, _ := postForm(t, still, e.srv.URL+"/logout", url.Values{"csrf": {csrf(t, body)}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("POST /logout: %d", res.StatusCode)
+	}
+	to, err := url.Parse(res.Header.Get("Location"))
+	if err != nil || to.Path != "/oidc/end_session" || to.Query().Get("client_id") != m.Config().ClientID ||
+		to.Query().Get("post_logout_redirect_uri") != e.srv.URL+"/login" {
+		t.Fatalf("logout sent the browser to %q", res.Header.Get("Location"))
+	}
+	if loggedIn(t, still, e.srv.URL) {
+		t.Fatal("still logged in here after logging out")
+	}
+	// The browser follows: the provider ends its session and sends it
+	// back to the login page.
+	res, _ = get(t, still, to.String())
+	var q url.Values
+	select {
+	case q = <-ended:
+	default:
+	}
+	if q.Get("client_id") != m.Config().ClientID || res.StatusCode != http.StatusFound || res.Header.Get("Location") != e.srv.URL+"/login" {
+		t.Fatalf("the provider got %v and answered %d to %q", q, res.StatusCode, res.Header.Get("Location"))
+	}
+
+	// A token's session logs out to /login, SSO or not.
+	tc := e.client()
+	e.login(tc, e.token("ops", quarantine.RoleOperator))
+	_, body = get(t, tc, e.srv.URL+"/messages")
+	res, _ = postForm(t, tc, e.srv.URL+"/logout", url.Values{"csrf": {csrf(t, body)}})
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {
+		t.Fatalf("a token's logout: %d to %q", res.StatusCode, res.Header.Get("Location"))
 	}
 }

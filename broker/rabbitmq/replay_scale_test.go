@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"sync"
 	"syscall"
@@ -20,9 +19,9 @@ import (
 // consumer takes every message of a queue as it arrives, noting when,
 // and how long this process went unscheduled meanwhile.
 type consumer struct {
-	mu    sync.Mutex
-	got   []replayedMsg
-	stall time.Duration
+	mu     sync.Mutex
+	got    []replayedMsg
+	stalls *testbin.Stalls
 }
 
 func (b *testBroker) consumeAll(queue string) *consumer {
@@ -36,7 +35,7 @@ func (b *testBroker) consumeAll(queue string) *consumer {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	c := &consumer{}
+	c := &consumer{stalls: testbin.MeasureStalls(b.t, 2*time.Millisecond)}
 	go func() {
 		for m := range ds {
 			c.mu.Lock()
@@ -44,40 +43,11 @@ func (b *testBroker) consumeAll(queue string) *consumer {
 			c.mu.Unlock()
 		}
 	}()
-	// A ticker's lateness is how long the process went unscheduled: a
-	// consumer left waiting that long stamps what arrived meanwhile at
-	// once.
-	stop := make(chan struct{})
-	b.t.Cleanup(func() { close(stop) })
-	go func() {
-		const tick = 2 * time.Millisecond
-		t := time.NewTicker(tick)
-		defer t.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-			now := time.Now()
-			if late := now.Sub(last) - tick; late > 0 {
-				c.mu.Lock()
-				c.stall = max(c.stall, late)
-				c.mu.Unlock()
-			}
-			last = now
-		}
-	}()
 	return c
 }
 
 // longestStall is the longest the process went unscheduled so far.
-func (c *consumer) longestStall() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stall
-}
+func (c *consumer) longestStall() time.Duration { return c.stalls.Longest() }
 
 func (c *consumer) messages() []replayedMsg {
 	c.mu.Lock()
@@ -105,15 +75,7 @@ func maxPerWindow(ms []replayedMsg, w time.Duration) int {
 	for i, m := range ms {
 		at[i] = m.at
 	}
-	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
-	best, j := 0, 0
-	for i := range at {
-		for at[i].Sub(at[j]) >= w {
-			j++
-		}
-		best = max(best, i-j+1)
-	}
-	return best
+	return testbin.MaxInWindow(at, w)
 }
 
 // twoProcesses starts two services on one PostgreSQL schema, each with a

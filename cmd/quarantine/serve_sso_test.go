@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/oauth2-proxy/mockoidc"
+
+	"github.com/quarantine-dev/quarantine"
 )
 
 // TestServe_SSOSignIn: serve with auth.oidc (the secret from a file)
@@ -80,5 +83,10 @@ auth:
 	res, body := get(base + "/auth/oidc/login")
 	if res.Request.URL.Path != "/overview" || !strings.Contains(body, "oidc:dana@example.com (operator: reports)") {
 		t.Fatalf("SSO ended at %s with %d: %s", res.Request.URL, res.StatusCode, body)
+	}
+	// The sign-in is in the audit log, under the person.
+	evs, err := m.store.ListAudit(context.Background(), quarantine.AuditFilter{Action: quarantine.ActionLogin, Limit: 10})
+	if err != nil || len(evs) != 1 || evs[0].Actor != "oidc:dana@example.com" {
+		t.Fatalf("auth.login events %+v (%v), want one by oidc:dana@example.com", evs, err)
 	}
 }

@@ -1,6 +1,7 @@
 // Package testenv tells tests where the project's private service
 // instances are: PostgreSQL, RabbitMQ, NATS, goaws, Alertmanager and the
-// binaries the tests run (Prometheus, promtool, Chromium, Helm, Podman).
+// binaries the tests run (Prometheus, promtool, Chromium, Helm, Podman,
+// HAProxy).
 //
 // scripts/services.sh (what `make services` and `make test` run) starts
 // them on loopback ports of their own and writes their addresses to
@@ -14,6 +15,7 @@ package testenv
 import (
 	"bufio"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -34,6 +36,7 @@ const (
 	Chromium        = "QUARANTINE_CHROMIUM"
 	Helm            = "QUARANTINE_HELM"
 	Podman          = "QUARANTINE_PODMAN"
+	HAProxy         = "QUARANTINE_HAPROXY"
 )
 
 // Lookup returns the value of the variable name: the environment's, else
@@ -122,4 +125,19 @@ func moduleRoot() string {
 		}
 		dir = parent
 	}
+}
+
+// Binary returns the path of the tool recorded in the variable name, else
+// the one named file on PATH; without either it ends tb through
+// Unavailable (a failure under CI=true).
+func Binary(tb testing.TB, name, file string) string {
+	tb.Helper()
+	if p := Lookup(name); p != "" {
+		return p
+	}
+	p, err := exec.LookPath(file)
+	if err != nil {
+		Unavailable(tb, name, file+" is not installed")
+	}
+	return p
 }
