@@ -3,6 +3,7 @@ package api_test
 import (
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +151,33 @@ func TestFingerprintFilter(t *testing.T) {
 		t.Fatalf("discard by fingerprint %+v", res)
 	}
 	e.get("/api/v1/messages?fingerprint="+strings.Repeat("x", 1025), e.viewer).problem(t, http.StatusBadRequest, "fingerprint")
+}
+
+// TestReplayConfirmAbove: above bulk.confirm_above, a replay by filter
+// started at once needs expect_count (422 naming it); a dry run does not,
+// and the count it previewed confirms.
+func TestReplayConfirmAbove(t *testing.T) {
+	t.Parallel()
+	d := replayDefaults
+	d.ConfirmAbove = 2
+	e := newEnv(t, withReplay(d))
+	for i := range 3 {
+		e.ingestOne("billing", "charge", strconv.Itoa(i))
+	}
+	filter := map[string]any{"queue": []string{"billing"}}
+	p := e.json(http.MethodPost, "/api/v1/replays", e.operator, map[string]any{"filter": filter, "reason": "r"}).
+		problem(t, http.StatusUnprocessableEntity, "/expect_count")
+	if !strings.Contains(p.Detail, "matches 3 messages") {
+		t.Fatalf("the refusal does not name the count: %q", p.Detail)
+	}
+	e.json(http.MethodPost, "/api/v1/replays", e.operator, map[string]any{"filter": filter, "reason": "r", "expect_count": 2}).
+		problem(t, http.StatusConflict, "/expect_count")
+	draft := e.createReplay(e.operator, map[string]any{"filter": filter, "reason": "preview", "dry_run": true})
+	if draft.Replay.State != quarantine.ReplayDraft || draft.Replay.Total != 3 {
+		t.Fatalf("dry run %+v", draft.Replay)
+	}
+	c := e.createReplay(e.operator, map[string]any{"filter": filter, "reason": "go", "expect_count": draft.Replay.Total})
+	if c.Replay.State != quarantine.ReplayRunning || c.Replay.Total != 3 {
+		t.Fatalf("confirmed %+v", c.Replay)
+	}
 }
