@@ -236,6 +236,11 @@ type ReplayRequest struct {
 	// and started at once may select without ExpectCount (the
 	// confirmation of the previewed count); a dry run never needs it.
 	ConfirmAbove int
+	// OnPinning, when set, is called once with a copy of the batch when
+	// a selection larger than one chunk is written in the pinning state,
+	// before its chunks: a caller may answer with it while the pin goes
+	// on (see store.PinAsync).
+	OnPinning func(b *ReplayBatch)
 }
 
 // DefaultConfirmAbove is the default of ReplayRequest.ConfirmAbove (and
@@ -309,29 +314,47 @@ func (r *ReplayRequest) Validate(maxRate float64) error {
 // ReplayBatch is one replay: a pinned set of messages and how to publish
 // them. Counts has one entry per outcome (zero included).
 type ReplayBatch struct {
-	ID              string              `json:"id"`
-	State           ReplayState         `json:"state"`
-	StateReason     string              `json:"state_reason"` // why it is paused, halted or cancelled
-	Reason          string              `json:"reason"`
-	Actor           string              `json:"actor"`
-	Destination     ReplayDestination   `json:"destination"`
-	Rate            float64             `json:"rate"`
-	Burst           int                 `json:"burst"`
-	Canary          int                 `json:"canary"`
-	Observe         time.Duration       `json:"-"`
-	HaltRefailRatio float64             `json:"halt_refail_ratio"`
-	ForceWithoutKey bool                `json:"force_without_key"`
-	Queues          []string            `json:"queues"` // distinct queues of its messages
-	Owners          []string            `json:"owners"` // distinct owners of its messages
-	Total           int                 `json:"total"`
-	Counts          map[ItemOutcome]int `json:"counts"`
-	CanaryVerdict   string              `json:"canary_verdict"`
-	CanaryUntil     *time.Time          `json:"canary_until"`
-	CreatedAt       time.Time           `json:"created_at"`
-	UpdatedAt       time.Time           `json:"updated_at"`
-	StartedAt       *time.Time          `json:"started_at"`
-	FinishedAt      *time.Time          `json:"finished_at"`
-	ExpiresAt       *time.Time          `json:"expires_at"` // drafts only
+	ID              string            `json:"id"`
+	State           ReplayState       `json:"state"`
+	StateReason     string            `json:"state_reason"` // why it is paused, halted or cancelled
+	Reason          string            `json:"reason"`
+	Actor           string            `json:"actor"`
+	Destination     ReplayDestination `json:"destination"`
+	Rate            float64           `json:"rate"`
+	Burst           int               `json:"burst"`
+	Canary          int               `json:"canary"`
+	Observe         time.Duration     `json:"-"`
+	HaltRefailRatio float64           `json:"halt_refail_ratio"`
+	ForceWithoutKey bool              `json:"force_without_key"`
+	Queues          []string          `json:"queues"` // distinct queues of its messages
+	Owners          []string          `json:"owners"` // distinct owners of its messages
+	Total           int               `json:"total"`
+	// PinTotal is how many items the batch holds once pinned, known when
+	// the pin begins: while the batch is pinning, Total counts the items
+	// written so far and reaches it.
+	PinTotal      int                 `json:"pin_total"`
+	Counts        map[ItemOutcome]int `json:"counts"`
+	CanaryVerdict string              `json:"canary_verdict"`
+	CanaryUntil   *time.Time          `json:"canary_until"`
+	CreatedAt     time.Time           `json:"created_at"`
+	UpdatedAt     time.Time           `json:"updated_at"`
+	StartedAt     *time.Time          `json:"started_at"`
+	FinishedAt    *time.Time          `json:"finished_at"`
+	ExpiresAt     *time.Time          `json:"expires_at"` // drafts only
+}
+
+// PinETA is how long the rest of b's pin takes at the pace so far (the
+// items written since it was created), and false when b is not pinning.
+// Before its first chunk is written it is unknown: 0, true.
+func (b *ReplayBatch) PinETA(now time.Time) (time.Duration, bool) {
+	if b.State != ReplayPinning {
+		return 0, false
+	}
+	elapsed := now.Sub(b.CreatedAt)
+	if b.Total <= 0 || elapsed <= 0 || b.PinTotal <= b.Total {
+		return 0, true
+	}
+	return time.Duration(float64(elapsed) * float64(b.PinTotal-b.Total) / float64(b.Total)), true
 }
 
 // Done counts the items that have an outcome.

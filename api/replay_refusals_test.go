@@ -181,3 +181,37 @@ func TestReplayConfirmAbove(t *testing.T) {
 		t.Fatalf("confirmed %+v", c.Replay)
 	}
 }
+
+// TestReplayPinsInTheBackground: a selection larger than one chunk
+// (2,000) answers 202 with the batch pinning; GET follows it until it is
+// the draft, every message pinned.
+func TestReplayPinsInTheBackground(t *testing.T) {
+	t.Parallel()
+	e := newReplayEnv(t)
+	const n = 2500
+	msgs := make([]*quarantine.Message, n)
+	for i := range msgs {
+		msgs[i] = &quarantine.Message{Source: "test", MessageID: "m" + strconv.Itoa(i), Queue: "bulk", JobName: "j", Owner: "payments",
+			IdempotencyKey: "k" + strconv.Itoa(i), Payload: []byte(strconv.Itoa(i)), ContentType: "application/json"}
+	}
+	if _, err := e.store.InsertBatch(t.Context(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	var c replayCreated
+	e.json(http.MethodPost, "/api/v1/replays", e.operator, map[string]any{"filter": map[string]any{"queue": []string{"bulk"}},
+		"reason": "incident", "dry_run": true}).want(t, http.StatusAccepted).decode(t, &c)
+	if c.Replay.State != quarantine.ReplayPinning || c.Replay.PinTotal != n || c.Replay.Total != 0 || c.Items != nil {
+		t.Fatalf("accepted %+v", c.Replay)
+	}
+	deadline := time.Now().Add(time.Minute)
+	b := e.replay(c.Replay.ID, e.viewer)
+	for b.State == quarantine.ReplayPinning {
+		if b.Total > n || time.Now().After(deadline) {
+			t.Fatalf("pinning %d of %d", b.Total, b.PinTotal)
+		}
+		b = e.replay(c.Replay.ID, e.viewer)
+	}
+	if b.State != quarantine.ReplayDraft || b.Total != n || b.Counts[quarantine.ItemPending] != n || b.ExpiresAt == nil {
+		t.Fatalf("pinned %+v", b)
+	}
+}

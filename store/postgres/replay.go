@@ -18,7 +18,7 @@ import (
 
 const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
 	b.rate, b.burst, b.canary, (extract(epoch FROM b.observe) * 1000000)::bigint, b.halt_refail_ratio,
-	b.force_without_key, b.queues, b.owners, b.total, b.canary_verdict, b.canary_until, b.created_at,
+	b.force_without_key, b.queues, b.owners, b.total, b.pin_total, b.canary_verdict, b.canary_until, b.created_at,
 	b.updated_at, b.started_at, b.finished_at, b.expires_at`
 
 const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
@@ -103,12 +103,12 @@ func (q selector) FilterChunk(ctx context.Context, f quarantine.Filter, after st
 func insertReplayBatch(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch) error {
 	_, err := tx.Exec(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
 		dest_queue, dest_collector, rate, burst, canary, observe, halt_refail_ratio, force_without_key, queues,
-		owners, total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at)
+		owners, total, pin_total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::bigint * interval '1 microsecond', $12, $13, $14,
-		$15, $16, $17, $18, $19, $20, $21, $22, $23)`,
+		$15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`,
 		b.ID, string(b.State), b.StateReason, b.Reason, b.Actor, b.Destination.Queue, b.Destination.Collector,
 		b.Rate, b.Burst, b.Canary, b.Observe.Microseconds(), b.HaltRefailRatio, b.ForceWithoutKey, b.Queues,
-		b.Owners, b.Total, b.CanaryVerdict, b.CanaryUntil, b.CreatedAt, b.UpdatedAt,
+		b.Owners, b.Total, b.PinTotal, b.CanaryVerdict, b.CanaryUntil, b.CreatedAt, b.UpdatedAt,
 		b.StartedAt, b.FinishedAt, b.ExpiresAt)
 	return err
 }
@@ -165,7 +165,7 @@ func (r *batchRow) dest() []any {
 	b := &r.b
 	return []any{&b.ID, &b.State, &b.StateReason, &b.Reason, &b.Actor, &b.Destination.Queue,
 		&b.Destination.Collector, &b.Rate, &b.Burst, &b.Canary, &r.observe, &b.HaltRefailRatio,
-		&b.ForceWithoutKey, &b.Queues, &b.Owners, &b.Total, &b.CanaryVerdict, &b.CanaryUntil, &b.CreatedAt,
+		&b.ForceWithoutKey, &b.Queues, &b.Owners, &b.Total, &b.PinTotal, &b.CanaryVerdict, &b.CanaryUntil, &b.CreatedAt,
 		&b.UpdatedAt, &b.StartedAt, &b.FinishedAt, &b.ExpiresAt}
 }
 
@@ -310,7 +310,12 @@ func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*
 
 // RunnableReplays returns the running batches and the drafts expired at
 // now, oldest first; see store.Replays.
+// A pinning batch nothing wrote to for replays.PinStale (its server
+// stopped mid-pin) is removed first.
 func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
+	if err := s.dropStalePins(ctx, now); err != nil {
+		return nil, err
+	}
 	var out []*quarantine.ReplayBatch
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := s.inTxOpts(ctx, opts, "list runnable replays", func(tx pgx.Tx) (err error) {
@@ -322,6 +327,25 @@ func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quaranti
 		return nil, err
 	}
 	return out, nil
+}
+
+// dropStalePins removes the pinning batches not written to since
+// replays.PinStale before now, each in its own transaction.
+func (s *Store) dropStalePins(ctx context.Context, now time.Time) error {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM replay_batches WHERE state = 'pinning' AND updated_at < $1`, now.Add(-replays.PinStale))
+	if err != nil {
+		return translate(err, "find abandoned pins")
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return translate(err, "find abandoned pins")
+	}
+	for _, id := range ids {
+		if err := s.inTx(ctx, "remove an abandoned pin", func(tx pgx.Tx) error { return deleteBatch(ctx, tx, id) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // itemRow receives itemColumns.

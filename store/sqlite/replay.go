@@ -19,7 +19,7 @@ import (
 
 const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
 	b.rate, b.burst, b.canary, b.observe, b.halt_refail_ratio, b.force_without_key, b.queues, b.owners,
-	b.total, b.canary_verdict, b.canary_until, b.created_at, b.updated_at, b.started_at, b.finished_at, b.expires_at`
+	b.total, b.pin_total, b.canary_verdict, b.canary_until, b.created_at, b.updated_at, b.started_at, b.finished_at, b.expires_at`
 
 const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
 	i.idempotency_key, i.payload_version, i.payload_sha256, i.dropped_headers, i.attempts, i.refail_id,
@@ -104,11 +104,11 @@ func (q selector) FilterChunk(ctx context.Context, f quarantine.Filter, after st
 func insertReplayBatch(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
 		dest_queue, dest_collector, rate, burst, canary, observe, halt_refail_ratio, force_without_key, queues,
-		owners, total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		owners, total, pin_total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.ID, string(b.State), b.StateReason, b.Reason, b.Actor, b.Destination.Queue, b.Destination.Collector,
 		b.Rate, b.Burst, b.Canary, b.Observe.Microseconds(), b.HaltRefailRatio, b.ForceWithoutKey, jsonArray(b.Queues),
-		jsonArray(b.Owners), b.Total, b.CanaryVerdict, microsPtr(b.CanaryUntil), micros(b.CreatedAt), micros(b.UpdatedAt),
+		jsonArray(b.Owners), b.Total, b.PinTotal, b.CanaryVerdict, microsPtr(b.CanaryUntil), micros(b.CreatedAt), micros(b.UpdatedAt),
 		microsPtr(b.StartedAt), microsPtr(b.FinishedAt), microsPtr(b.ExpiresAt))
 	return err
 }
@@ -183,7 +183,7 @@ func scanBatch(r scanner) (*quarantine.ReplayBatch, error) {
 	)
 	if err := r.Scan(&b.ID, &state, &b.StateReason, &b.Reason, &b.Actor, &b.Destination.Queue,
 		&b.Destination.Collector, &b.Rate, &b.Burst, &b.Canary, &observe, &b.HaltRefailRatio,
-		&b.ForceWithoutKey, &queues, &owners, &b.Total, &b.CanaryVerdict, &until, &created, &upd,
+		&b.ForceWithoutKey, &queues, &owners, &b.Total, &b.PinTotal, &b.CanaryVerdict, &until, &created, &upd,
 		&started, &fin, &ex); err != nil {
 		return nil, err
 	}
@@ -333,7 +333,12 @@ func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*
 
 // RunnableReplays returns the running batches and the drafts expired at
 // now, oldest first; see store.Replays.
+// A pinning batch nothing wrote to for replays.PinStale (its server
+// stopped mid-pin) is removed first.
 func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
+	if err := s.dropStalePins(ctx, now); err != nil {
+		return nil, err
+	}
 	var out []*quarantine.ReplayBatch
 	err := s.read(ctx, "list runnable replays", func(tx *sql.Tx) (err error) {
 		out, err = scanBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
@@ -344,6 +349,30 @@ func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quaranti
 		return nil, err
 	}
 	return out, nil
+}
+
+// dropStalePins removes the pinning batches not written to since
+// replays.PinStale before now, each in its own write transaction.
+func (s *Store) dropStalePins(ctx context.Context, now time.Time) error {
+	var ids []string
+	err := s.read(ctx, "find abandoned pins", func(tx *sql.Tx) error {
+		var list string
+		err := tx.QueryRowContext(ctx, `SELECT json_group_array(id) FROM replay_batches WHERE state = 'pinning' AND updated_at < ?`,
+			micros(now.Add(-replays.PinStale))).Scan(&list)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal([]byte(list), &ids)
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := s.write(ctx, "remove an abandoned pin", func(tx *sql.Tx) error { return deleteBatch(ctx, tx, id) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func scanItem(r scanner, extra ...any) (quarantine.ReplayItem, error) {

@@ -252,8 +252,21 @@ func testReplayConfirmAbove(t *testing.T, h Harness) {
 	}
 	// A dry run needs no confirmation; it pins every message, in id order.
 	r.ExpectCount, r.DryRun = nil, true
+	var pinning *quarantine.ReplayBatch
+	r.OnPinning = func(b *quarantine.ReplayBatch) {
+		var err error
+		pinning, err = s.GetReplay(ctx, b.ID)
+		wantOK(t, err, "GetReplay while pinning")
+	}
 	draft := createReplay(t, s, r, nil)
-	if draft.State != quarantine.ReplayDraft || draft.Total != n || draft.Counts[quarantine.ItemPending] != n {
+	r.OnPinning = nil
+	if pinning == nil || pinning.ID != draft.ID || pinning.State != quarantine.ReplayPinning || pinning.PinTotal != n || pinning.Total != 0 {
+		t.Fatalf("while pinning: %+v", pinning)
+	}
+	if evs := auditOf(t, s, draft.ID, quarantine.ActionReplayCreate); len(evs) != 1 {
+		t.Fatalf("%d replay.create events, want 1 when the pin settled", len(evs))
+	}
+	if draft.State != quarantine.ReplayDraft || draft.Total != n || draft.PinTotal != n || draft.Counts[quarantine.ItemPending] != n {
 		t.Fatalf("draft: state %s total %d counts %v", draft.State, draft.Total, draft.Counts)
 	}
 	got, err := s.GetReplay(ctx, draft.ID)

@@ -48,6 +48,7 @@ func NewBatch(r *quarantine.ReplayRequest, items []quarantine.ReplayItem, sel []
 		Queues:          []string{},
 		Owners:          []string{},
 		Total:           len(items),
+		PinTotal:        len(items),
 		Counts:          Counts(items),
 		CreatedAt:       now,
 		UpdatedAt:       now,

@@ -59,6 +59,11 @@ type Pinner interface {
 	Write(ctx context.Context, what string, fn func(Tx) error) error
 }
 
+// PinStale is how long a pinning batch may go without a chunk written
+// before it counts as abandoned (its server stopped mid-pin) and is
+// removed: a chunk takes well under a second.
+const PinStale = time.Minute
+
 // ErrDraftExpired is what a start of an expired draft returns, once the
 // transaction that expired it committed.
 var ErrDraftExpired = quarantine.Errorf(quarantine.ECONFLICT, "the draft expired")
@@ -109,7 +114,7 @@ func Pin(ctx context.Context, p Pinner, r *quarantine.ReplayRequest, keyRule qua
 			b, err = pinOnce(ctx, p, r, cs, keyRule, now)
 			return err
 		}
-		b, err = pinChunks(ctx, p, sel, f, r, keyRule, now, clock)
+		b, err = pinChunks(ctx, p, sel, f, n, r, keyRule, now, clock)
 		return err
 	})
 	if err != nil {
@@ -148,11 +153,17 @@ func pinOnce(ctx context.Context, p Pinner, r *quarantine.ReplayRequest, sel []q
 
 // pinChunks writes a large selection chunk by chunk (each its own
 // transaction), then settles the batch.
-func pinChunks(ctx context.Context, p Pinner, sel Selector, f quarantine.Filter, r *quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc, now time.Time, clock func() time.Time) (*quarantine.ReplayBatch, error) {
+func pinChunks(ctx context.Context, p Pinner, sel Selector, f quarantine.Filter, n int, r *quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc, now time.Time, clock func() time.Time) (*quarantine.ReplayBatch, error) {
 	b := NewBatch(r, nil, nil, now)
 	b.State, b.ExpiresAt = quarantine.ReplayPinning, nil
+	b.PinTotal = n
 	if err := p.Write(ctx, "create a replay", func(tx Tx) error { return tx.InsertBatch(ctx, b) }); err != nil {
 		return nil, err
+	}
+	if r.OnPinning != nil {
+		c := *b
+		c.Counts = maps.Clone(b.Counts)
+		r.OnPinning(&c)
 	}
 	queues, owners := map[string]bool{}, map[string]bool{}
 	err := ops.Chunks(ops.Chunk, func(c quarantine.ReplayCandidate) string { return c.ID },
