@@ -85,3 +85,25 @@ func BenchmarkBurst(b *testing.B) {
 	storetest.SeedBurst(b, s, n, "burst")
 	storetest.BenchBurst(b, s, n, storetest.BurstCalls(b))
 }
+
+// BenchmarkPin measures a dry run by filter of QUARANTINE_BENCH_ROWS
+// (default 1,000,000) messages seeded as for BenchmarkBurst, into a
+// database of its own (the inserts made meanwhile would change the
+// burst's), with single-message inserts every 20 ms meanwhile
+// (storetest.BenchPin). Run once:
+//
+//	go test -run '^$' -bench '^BenchmarkPin$' -benchtime=1x -timeout 1h ./store/sqlite/
+func BenchmarkPin(b *testing.B) {
+	n := storetest.EnvCount(b, "QUARANTINE_BENCH_ROWS", 1_000_000)
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("quarantine-pin-sqlite-%d.db", n))
+	s, err := sqlite.Open(b.Context(), path, sqlite.WithoutSearchIndexer())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	if err := s.Migrate(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	storetest.SeedBurst(b, s, n, "burst")
+	storetest.BenchPin(b, s, n)
+}
