@@ -28,6 +28,10 @@ type ReplayState string
 
 // The states of a replay batch.
 const (
+	// ReplayPinning: the set is being written, chunk by chunk; it becomes
+	// a draft (a dry run) or running when every chunk is written, and
+	// nothing can act on it before (see docs/replays-at-scale.md).
+	ReplayPinning   ReplayState = "pinning"
 	ReplayDraft     ReplayState = "draft"     // previewed: the set is pinned, nothing is published; it expires
 	ReplayRunning   ReplayState = "running"   // the engine publishes its items
 	ReplayPaused    ReplayState = "paused"    // by an operator, or by the breaker (StateReason says)
@@ -39,7 +43,7 @@ const (
 )
 
 // ReplayStates lists every state.
-var ReplayStates = []ReplayState{ReplayDraft, ReplayRunning, ReplayPaused, ReplayHalted, ReplayCompleted, ReplayFailed, ReplayCancelled, ReplayExpired}
+var ReplayStates = []ReplayState{ReplayPinning, ReplayDraft, ReplayRunning, ReplayPaused, ReplayHalted, ReplayCompleted, ReplayFailed, ReplayCancelled, ReplayExpired}
 
 // Replay actions: what moves a batch from one state to another.
 const (
@@ -228,7 +232,20 @@ type ReplayRequest struct {
 	// Guard, when set, is the incident guard checked when the batch
 	// starts (unless Force).
 	Guard *IncidentGuard
+	// ConfirmAbove, when above 0, is how many messages a batch created
+	// and started at once may select without ExpectCount (the
+	// confirmation of the previewed count); a dry run never needs it.
+	ConfirmAbove int
+	// OnPinning, when set, is called once with a copy of the batch when
+	// a selection larger than one chunk is written in the pinning state,
+	// before its chunks: a caller may answer with it while the pin goes
+	// on (see store.PinAsync).
+	OnPinning func(b *ReplayBatch)
 }
+
+// DefaultConfirmAbove is the default of ReplayRequest.ConfirmAbove (and
+// of the configuration key bulk.confirm_above).
+const DefaultConfirmAbove = 10000
 
 // MinBreakerSamples is how many published items the breaker waits for
 // before it judges a batch's re-failure ratio.
@@ -297,29 +314,47 @@ func (r *ReplayRequest) Validate(maxRate float64) error {
 // ReplayBatch is one replay: a pinned set of messages and how to publish
 // them. Counts has one entry per outcome (zero included).
 type ReplayBatch struct {
-	ID              string              `json:"id"`
-	State           ReplayState         `json:"state"`
-	StateReason     string              `json:"state_reason"` // why it is paused, halted or cancelled
-	Reason          string              `json:"reason"`
-	Actor           string              `json:"actor"`
-	Destination     ReplayDestination   `json:"destination"`
-	Rate            float64             `json:"rate"`
-	Burst           int                 `json:"burst"`
-	Canary          int                 `json:"canary"`
-	Observe         time.Duration       `json:"-"`
-	HaltRefailRatio float64             `json:"halt_refail_ratio"`
-	ForceWithoutKey bool                `json:"force_without_key"`
-	Queues          []string            `json:"queues"` // distinct queues of its messages
-	Owners          []string            `json:"owners"` // distinct owners of its messages
-	Total           int                 `json:"total"`
-	Counts          map[ItemOutcome]int `json:"counts"`
-	CanaryVerdict   string              `json:"canary_verdict"`
-	CanaryUntil     *time.Time          `json:"canary_until"`
-	CreatedAt       time.Time           `json:"created_at"`
-	UpdatedAt       time.Time           `json:"updated_at"`
-	StartedAt       *time.Time          `json:"started_at"`
-	FinishedAt      *time.Time          `json:"finished_at"`
-	ExpiresAt       *time.Time          `json:"expires_at"` // drafts only
+	ID              string            `json:"id"`
+	State           ReplayState       `json:"state"`
+	StateReason     string            `json:"state_reason"` // why it is paused, halted or cancelled
+	Reason          string            `json:"reason"`
+	Actor           string            `json:"actor"`
+	Destination     ReplayDestination `json:"destination"`
+	Rate            float64           `json:"rate"`
+	Burst           int               `json:"burst"`
+	Canary          int               `json:"canary"`
+	Observe         time.Duration     `json:"-"`
+	HaltRefailRatio float64           `json:"halt_refail_ratio"`
+	ForceWithoutKey bool              `json:"force_without_key"`
+	Queues          []string          `json:"queues"` // distinct queues of its messages
+	Owners          []string          `json:"owners"` // distinct owners of its messages
+	Total           int               `json:"total"`
+	// PinTotal is how many items the batch holds once pinned, known when
+	// the pin begins: while the batch is pinning, Total counts the items
+	// written so far and reaches it.
+	PinTotal      int                 `json:"pin_total"`
+	Counts        map[ItemOutcome]int `json:"counts"`
+	CanaryVerdict string              `json:"canary_verdict"`
+	CanaryUntil   *time.Time          `json:"canary_until"`
+	CreatedAt     time.Time           `json:"created_at"`
+	UpdatedAt     time.Time           `json:"updated_at"`
+	StartedAt     *time.Time          `json:"started_at"`
+	FinishedAt    *time.Time          `json:"finished_at"`
+	ExpiresAt     *time.Time          `json:"expires_at"` // drafts only
+}
+
+// PinETA is how long the rest of b's pin takes at the pace so far (the
+// items written since it was created), and false when b is not pinning.
+// Before its first chunk is written it is unknown: 0, true.
+func (b *ReplayBatch) PinETA(now time.Time) (time.Duration, bool) {
+	if b.State != ReplayPinning {
+		return 0, false
+	}
+	elapsed := now.Sub(b.CreatedAt)
+	if b.Total <= 0 || elapsed <= 0 || b.PinTotal <= b.Total {
+		return 0, true
+	}
+	return time.Duration(float64(elapsed) * float64(b.PinTotal-b.Total) / float64(b.Total)), true
 }
 
 // Done counts the items that have an outcome.
@@ -500,30 +535,60 @@ const KeyRuleNone = "none"
 // now for queue (see Message.KeyRule).
 type KeyRuleFunc func(queue string) string
 
+// CheckCount checks the number of messages the selection matches
+// (matched) against the request: with ExpectCount set, another count is
+// ECONFLICT; without it, a batch started at once that matches more than
+// ConfirmAbove is EUNPROCESSABLE. Both name expect_count, and nothing is
+// created.
+func (r *ReplayRequest) CheckCount(matched int) error {
+	if r.ExpectCount != nil && *r.ExpectCount != matched {
+		return FieldErrorf(ECONFLICT, "expect_count",
+			"the selection matches %d messages now, not the %d expected; no replay was created", matched, *r.ExpectCount)
+	}
+	if r.ExpectCount == nil && !r.DryRun && r.ConfirmAbove > 0 && matched > r.ConfirmAbove {
+		return ConfirmCountError(matched, r.ConfirmAbove, "replay")
+	}
+	return nil
+}
+
+// ConfirmCountError is the refusal of a bulk action (verb: "replay",
+// "discard") that selects matched messages, more than above, without
+// expect_count: EUNPROCESSABLE naming expect_count.
+func ConfirmCountError(matched, above int, verb string) error {
+	return FieldErrorf(EUNPROCESSABLE, "expect_count",
+		"the selection matches %d messages, more than %d: preview it (dry run), then confirm by giving expect_count %d to %s them all",
+		matched, above, matched, verb)
+}
+
 // Plan turns the selection of a new batch into its items, in the order
 // given (Seq 0, 1, …): pending, or skipped with a reason. matched counts
-// the messages found; with ExpectCount set, another count is ECONFLICT and
-// nothing is created. keyRule may be nil (no drift check).
+// the messages found; CheckCount refuses it and nothing is created.
+// keyRule may be nil (no drift check).
 func (r *ReplayRequest) Plan(sel []ReplayCandidate, keyRule KeyRuleFunc) (items []ReplayItem, matched int, err error) {
 	for _, c := range sel {
 		if c.Found {
 			matched++
 		}
 	}
-	if r.ExpectCount != nil && *r.ExpectCount != matched {
-		return nil, matched, FieldErrorf(ECONFLICT, "expect_count",
-			"the selection matches %d messages now, not the %d expected; no replay was created", matched, *r.ExpectCount)
+	if err := r.CheckCount(matched); err != nil {
+		return nil, matched, err
 	}
-	items = make([]ReplayItem, 0, len(sel))
+	return r.PlanItems(sel, 0, keyRule), matched, nil
+}
+
+// PlanItems turns one chunk of the selection into its items, numbered
+// from seq: pending, or skipped with a reason. keyRule may be nil.
+func (r *ReplayRequest) PlanItems(sel []ReplayCandidate, seq int, keyRule KeyRuleFunc) []ReplayItem {
+	items := make([]ReplayItem, 0, len(sel))
 	for _, c := range sel {
-		it := ReplayItem{Seq: len(items), MessageID: c.ID, Queue: c.Queue, IdempotencyKey: c.IdempotencyKey, Outcome: ItemPending}
+		it := ReplayItem{Seq: seq + len(items), MessageID: c.ID, Queue: c.Queue, IdempotencyKey: c.IdempotencyKey, Outcome: ItemPending}
 		it.Reason = r.skipReason(c, keyRule)
 		if it.Reason != "" {
 			it.Outcome = ItemSkipped
 		}
 		items = append(items, it)
 	}
-	return items, matched, nil
+	return items
 }
 
 // skipReason says why c cannot be replayed by r, or "".
@@ -557,6 +622,27 @@ func StartSkipReason(found bool, st Status) string {
 		return "the message became " + string(st) + " after the preview"
 	}
 	return ""
+}
+
+// LeaseSkipReason says why a leased item cannot be published now that its
+// message is in status st, or "": a message moves to replaying when its
+// item is leased, so a message discarded, or replayed (or being
+// replayed) by another batch since the pin, is skipped. by is that other
+// batch ("" when none is known); ours says the message is replaying for
+// this very item (leased before by it, or pinned before leases moved
+// messages).
+func LeaseSkipReason(found bool, st Status, ours bool, by string) string {
+	switch {
+	case !found:
+		return "the message no longer exists"
+	case st == StatusQuarantined || st == StatusReplaying && ours:
+		return ""
+	case st == StatusDiscarded:
+		return "discarded"
+	case (st == StatusReplaying || st == StatusReplayed || st == StatusRefailed) && by != "":
+		return "replayed by batch " + by
+	}
+	return "the message became " + string(st) + " after the pin"
 }
 
 func describeRule(r string) string {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store"
 )
 
 // replayPreviewItems is how many items a dry run answers with; the rest
@@ -62,7 +63,9 @@ type replayPreview struct {
 // naming /destination, recorded as access.denied, for a destination
 // queue outside the token's owners: see DestinationAllowed), then the
 // store (409 when
-// expect_count does not hold, 422 above quarantine.MaxBulk). Ids of
+// expect_count does not hold; 422 naming /expect_count without it above
+// bulk.confirm_above, not a dry run). A selection larger than one chunk
+// answers 202 at once with the batch pinning (store.PinAsync). Ids of
 // other owners' messages are skipped as not found, and the attempt is
 // recorded as access.denied, as a bulk discard does.
 func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
@@ -97,13 +100,18 @@ func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	batch, err := s.cfg.Store.CreateReplay(r.Context(), req, s.cfg.Replay.KeyRule)
+	batch, pinning, err := store.PinAsync(r.Context(), s.cfg.Store, req, s.cfg.Replay.KeyRule)
 	if err != nil {
 		s.fail(w, r, replayField(err, ""))
 		return
 	}
 	out := replayCreated{Replay: newReplayJSON(batch, s.cfg.Now()), EstimatedSeconds: estimateSeconds(batch)}
 	w.Header().Set("Location", "/api/v1/replays/"+batch.ID)
+	if pinning {
+		// A large selection: pinned in the background; GET shows how far.
+		s.writeJSON(w, r, http.StatusAccepted, out)
+		return
+	}
 	if !req.DryRun {
 		s.writeJSON(w, r, http.StatusCreated, out)
 		return

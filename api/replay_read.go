@@ -24,6 +24,9 @@ type replayJSON struct {
 	// rate (plus the canary's observation still to come); nil when the
 	// batch is terminal.
 	ETASeconds *float64 `json:"eta_seconds"`
+	// PinETASeconds is, while the batch is pinning, how long the rest of
+	// its pin takes at the pace so far; nil otherwise.
+	PinETASeconds *float64 `json:"pin_eta_seconds"`
 }
 
 // newReplayJSON returns b as shown at now. Counts gets every outcome.
@@ -58,6 +61,10 @@ func newReplayJSON(b *quarantine.ReplayBatch, now time.Time) replayJSON {
 			eta = roundSeconds(eta + c.CanaryUntil.Sub(now).Seconds())
 		}
 		out.ETASeconds = &eta
+	}
+	if left, ok := c.PinETA(now); ok {
+		eta := roundSeconds(left.Seconds())
+		out.PinETASeconds = &eta
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +151,67 @@ func TestFingerprintFilter(t *testing.T) {
 		t.Fatalf("discard by fingerprint %+v", res)
 	}
 	e.get("/api/v1/messages?fingerprint="+strings.Repeat("x", 1025), e.viewer).problem(t, http.StatusBadRequest, "fingerprint")
+}
+
+// TestReplayConfirmAbove: above bulk.confirm_above, a replay by filter
+// started at once needs expect_count (422 naming it); a dry run does not,
+// and the count it previewed confirms.
+func TestReplayConfirmAbove(t *testing.T) {
+	t.Parallel()
+	d := replayDefaults
+	d.ConfirmAbove = 2
+	e := newEnv(t, withReplay(d))
+	for i := range 3 {
+		e.ingestOne("billing", "charge", strconv.Itoa(i))
+	}
+	filter := map[string]any{"queue": []string{"billing"}}
+	p := e.json(http.MethodPost, "/api/v1/replays", e.operator, map[string]any{"filter": filter, "reason": "r"}).
+		problem(t, http.StatusUnprocessableEntity, "/expect_count")
+	if !strings.Contains(p.Detail, "matches 3 messages") {
+		t.Fatalf("the refusal does not name the count: %q", p.Detail)
+	}
+	e.json(http.MethodPost, "/api/v1/replays", e.operator, map[string]any{"filter": filter, "reason": "r", "expect_count": 2}).
+		problem(t, http.StatusConflict, "/expect_count")
+	draft := e.createReplay(e.operator, map[string]any{"filter": filter, "reason": "preview", "dry_run": true})
+	if draft.Replay.State != quarantine.ReplayDraft || draft.Replay.Total != 3 {
+		t.Fatalf("dry run %+v", draft.Replay)
+	}
+	c := e.createReplay(e.operator, map[string]any{"filter": filter, "reason": "go", "expect_count": draft.Replay.Total})
+	if c.Replay.State != quarantine.ReplayRunning || c.Replay.Total != 3 {
+		t.Fatalf("confirmed %+v", c.Replay)
+	}
+}
+
+// TestReplayPinsInTheBackground: a selection larger than one chunk
+// (2,000) answers 202 with the batch pinning; GET follows it until it is
+// the draft, every message pinned.
+func TestReplayPinsInTheBackground(t *testing.T) {
+	t.Parallel()
+	e := newReplayEnv(t)
+	const n = 2500
+	msgs := make([]*quarantine.Message, n)
+	for i := range msgs {
+		msgs[i] = &quarantine.Message{Source: "test", MessageID: "m" + strconv.Itoa(i), Queue: "bulk", JobName: "j", Owner: "payments",
+			IdempotencyKey: "k" + strconv.Itoa(i), Payload: []byte(strconv.Itoa(i)), ContentType: "application/json"}
+	}
+	if _, err := e.store.InsertBatch(t.Context(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	var c replayCreated
+	e.json(http.MethodPost, "/api/v1/replays", e.operator, map[string]any{"filter": map[string]any{"queue": []string{"bulk"}},
+		"reason": "incident", "dry_run": true}).want(t, http.StatusAccepted).decode(t, &c)
+	if c.Replay.State != quarantine.ReplayPinning || c.Replay.PinTotal != n || c.Replay.Total != 0 || c.Items != nil {
+		t.Fatalf("accepted %+v", c.Replay)
+	}
+	deadline := time.Now().Add(time.Minute)
+	b := e.replay(c.Replay.ID, e.viewer)
+	for b.State == quarantine.ReplayPinning {
+		if b.Total > n || time.Now().After(deadline) {
+			t.Fatalf("pinning %d of %d", b.Total, b.PinTotal)
+		}
+		b = e.replay(c.Replay.ID, e.viewer)
+	}
+	if b.State != quarantine.ReplayDraft || b.Total != n || b.Counts[quarantine.ItemPending] != n || b.ExpiresAt == nil {
+		t.Fatalf("pinned %+v", b)
+	}
 }

@@ -62,6 +62,7 @@ func (d ReplayDefaults) Request(in ReplayInput, t *quarantine.Token) (quarantine
 		Force: in.Force, AcceptKeyRuleChange: in.AcceptKeyRuleChange, Reason: in.Reason,
 		Actor: t.Actor(), Owners: tokenOwners(t), DraftTTL: d.DraftTTL,
 		MaxReplays: d.MaxReplays, Admin: t.Role == quarantine.RoleAdmin, Guard: d.guard(),
+		ConfirmAbove: d.ConfirmAbove,
 	}
 	if in.Rate != nil {
 		req.Rate = *in.Rate

@@ -103,6 +103,13 @@ func TestReplayCreateByIDs(t *testing.T) {
 	if c.Items != nil || c.EstimatedSeconds != 0.2 {
 		t.Fatalf("a started batch answers no items and its estimate: %+v", c)
 	}
+	// A pin moves no message; the engine's lease does.
+	if m := e.message(a, e.viewer); m.Status != quarantine.StatusQuarantined {
+		t.Fatalf("a pinned message became %s before its lease", m.Status)
+	}
+	if ls, err := e.store.LeaseReplayItems(t.Context(), got.ID, "engine", 10, time.Minute, 0); err != nil || len(ls) != 2 {
+		t.Fatalf("lease: %v, %d leases", err, len(ls))
+	}
 	for _, id := range []string{a, b} {
 		if m := e.message(id, e.viewer); m.Status != quarantine.StatusReplaying {
 			t.Fatalf("message %s is %s, want replaying", id, m.Status)
@@ -179,8 +186,11 @@ func TestReplayDryRunByFilter(t *testing.T) {
 	if started.State != quarantine.ReplayRunning || started.StartedAt == nil {
 		t.Fatalf("started %+v", started)
 	}
+	if ls, err := e.store.LeaseReplayItems(t.Context(), d.ID, "engine", 1, time.Minute, 0); err != nil || len(ls) != 1 {
+		t.Fatalf("lease: %v, %d leases", err, len(ls))
+	}
 	if m := e.message(c.Items[0].MessageID, e.viewer); m.Status != quarantine.StatusReplaying {
-		t.Fatalf("started message is %s", m.Status)
+		t.Fatalf("leased message is %s", m.Status)
 	}
 	ev := e.auditOf(d.ID, quarantine.ActionReplayStart)
 	if len(ev) != 1 || ev[0].Actor != "token:operator" || detailsOf(t, ev[0])["reason"] != "previewed, go" {

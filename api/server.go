@@ -92,6 +92,9 @@ type ReplayDefaults struct {
 	// last IncidentWindow, unless force (IncidentWindow 0: no guard).
 	IncidentWindow time.Duration
 	IncidentRate   float64
+	// ConfirmAbove: a replay started at once that selects more messages
+	// needs expect_count (config bulk.confirm_above; 0: never).
+	ConfirmAbove int
 }
 
 // guard returns the incident guard of d, nil when it has none.

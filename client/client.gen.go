@@ -236,6 +236,7 @@ const (
 	ReplayStateFailed    ReplayState = "failed"
 	ReplayStateHalted    ReplayState = "halted"
 	ReplayStatePaused    ReplayState = "paused"
+	ReplayStatePinning   ReplayState = "pinning"
 	ReplayStateRunning   ReplayState = "running"
 )
 
@@ -255,6 +256,8 @@ func (e ReplayState) Valid() bool {
 	case ReplayStateHalted:
 		return true
 	case ReplayStatePaused:
+		return true
+	case ReplayStatePinning:
 		return true
 	case ReplayStateRunning:
 		return true
@@ -877,7 +880,7 @@ type QueueStats struct {
 	Queue string `json:"queue"`
 }
 
-// ReplayBatch Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
+// ReplayBatch Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"pin_eta_seconds":null,"pin_total":42,"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
 type ReplayBatch struct {
 	// AchievedRate (published + deduplicated) per second since it started, until it finished; null before it starts.
 	AchievedRate *float32      `json:"achieved_rate"`
@@ -912,13 +915,22 @@ type ReplayBatch struct {
 	// Owners The distinct owners of its messages.
 	Owners []string `json:"owners"`
 
+	// PinEtaSeconds While pinning, the seconds left at the pace so far; null otherwise.
+	PinEtaSeconds *float32 `json:"pin_eta_seconds"`
+
+	// PinTotal The items it holds once pinned (known when the pin begins): total reaches it.
+	PinTotal int `json:"pin_total"`
+
 	// Queues The distinct queues of its messages.
 	Queues    []string      `json:"queues"`
 	Rate      float32       `json:"rate"`
 	Reason    string        `json:"reason"`
 	StartedAt *NullableTime `json:"started_at"`
 
-	// State draft (previewed, nothing published; expires), running, paused (by
+	// State pinning (a large selection is being written, chunk by chunk:
+	// `total` of `pin_total` so far; it becomes draft or running when
+	// every chunk is written, and nothing can act on it before), draft
+	// (previewed, nothing published; expires), running, paused (by
 	// an operator or the breaker), halted (the canary failed: one of its
 	// messages came back failing or could not be published), completed
 	// (every item has an outcome; state_reason says how many failed, if
@@ -927,9 +939,11 @@ type ReplayBatch struct {
 	State ReplayState `json:"state"`
 
 	// StateReason Why it is paused, halted or cancelled.
-	StateReason string    `json:"state_reason"`
-	Total       int       `json:"total"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	StateReason string `json:"state_reason"`
+
+	// Total Its items; while pinning, the items written so far.
+	Total     int       `json:"total"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // ReplayChange Examples: {"reason":"the downstream is slow, pausing until it recovers"}
@@ -959,7 +973,7 @@ type ReplayCreated struct {
 	// NextCursor Dry runs only; pass it to GET /api/v1/replays/{id}/items for the rest (null when there is none).
 	NextCursor *string `json:"next_cursor,omitempty"`
 
-	// Replay Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
+	// Replay Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"pin_eta_seconds":null,"pin_total":42,"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
 	Replay ReplayBatch `json:"replay"`
 }
 
@@ -1042,7 +1056,7 @@ type ReplayRequest struct {
 	// DryRun Create a draft to preview; nothing is published until it is started. Absent: false.
 	DryRun *bool `json:"dry_run,omitempty"`
 
-	// ExpectCount The count the operator previewed; another count is 409 and nothing is created.
+	// ExpectCount The count the operator previewed; another count is 409 and nothing is created. Needed above bulk.confirm_above (default 10,000) by a batch started at once (422 without it).
 	ExpectCount *int `json:"expect_count,omitempty"`
 
 	// Filter The filters of the message list, as an object; all optional.
@@ -1080,7 +1094,10 @@ type ReplayStart struct {
 	Reason string `json:"reason"`
 }
 
-// ReplayState draft (previewed, nothing published; expires), running, paused (by
+// ReplayState pinning (a large selection is being written, chunk by chunk:
+// `total` of `pin_total` so far; it becomes draft or running when
+// every chunk is written, and nothing can act on it before), draft
+// (previewed, nothing published; expires), running, paused (by
 // an operator or the breaker), halted (the canary failed: one of its
 // messages came back failing or could not be published), completed
 // (every item has an outcome; state_reason says how many failed, if
@@ -2005,15 +2022,30 @@ type ClientInterface interface {
 	// CreateReplayWithBody Create a replay batch by ids or by a filter; started at once, or a draft with dry_run.
 	//
 	// Needs an operator or admin. The messages named by `ids` (in that
-	// order) or matching `filter` (in id order, at most 10,000: 422
-	// above) are pinned as the batch's items, within the token's owners:
+	// order, at most 10,000) or matching `filter` (in id order, every
+	// match: no cap) are pinned as the batch's items, within the token's owners:
 	// an id of another team's message is skipped as "not found" (and the
 	// attempt recorded as `access.denied`), a filter is narrowed to the
 	// token's owners. Messages that cannot be replayed (not quarantined,
 	// no idempotency key without `force_without_key`, a changed key rule
 	// without `accept_key_rule_change`) are items skipped with the
 	// reason. With `expect_count`, another count is 409 and nothing is
-	// created; an empty filter needs it.
+	// created; an empty filter needs it, and so does a batch started at
+	// once (not a dry run) that selects more than `bulk.confirm_above`
+	// messages (default 10,000: 422 naming `/expect_count` without it).
+	// A dry run never needs it: it is the preview, and starting its draft
+	// is the confirmation.
+	//
+	// The pin is exact: the selection is read in one snapshot, so the
+	// batch holds exactly what matched when the pin began, however long
+	// the pin takes; messages collected meanwhile are not in it. A
+	// selection larger than one chunk (2,000) is answered at once with
+	// 202 and the batch `pinning`: GET /api/v1/replays/{id} shows
+	// `total` of `pin_total` pinned so far and `pin_eta_seconds`; when
+	// every chunk is written it becomes `draft` (dry run) or `running`,
+	// audited then. A pin that fails, or whose server stops, leaves no
+	// batch (a `pinning` batch nothing writes to for a minute is
+	// removed). See docs/replays-at-scale.md.
 	//
 	// Absent members take the configured defaults (`replay:` in the
 	// configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -2025,9 +2057,13 @@ type ClientInterface interface {
 	// naming `/destination`, recorded as `access.denied`, and nothing is
 	// created; without it each message goes back to its own queue.
 	//
-	// Without `dry_run` the batch is `running` at once: each pending
-	// item's message becomes `replaying` (audited as `replay.create` and
-	// `replay.start`). With `dry_run` it is a `draft` that changes
+	// Without `dry_run` the batch is `running` at once (audited as
+	// `replay.create` and `replay.start`). No message changes status when
+	// it is pinned: a message becomes `replaying` when the engine leases
+	// its item, and an item whose message was discarded, or replayed by
+	// another batch, since the pin is skipped with that reason
+	// ("discarded", "replayed by batch …"). Two batches may pin the same
+	// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
 	// rest (GET …/items). `estimated_seconds` is pending items / rate,
@@ -2041,15 +2077,30 @@ type ClientInterface interface {
 	// CreateReplay Create a replay batch by ids or by a filter; started at once, or a draft with dry_run.
 	//
 	// Needs an operator or admin. The messages named by `ids` (in that
-	// order) or matching `filter` (in id order, at most 10,000: 422
-	// above) are pinned as the batch's items, within the token's owners:
+	// order, at most 10,000) or matching `filter` (in id order, every
+	// match: no cap) are pinned as the batch's items, within the token's owners:
 	// an id of another team's message is skipped as "not found" (and the
 	// attempt recorded as `access.denied`), a filter is narrowed to the
 	// token's owners. Messages that cannot be replayed (not quarantined,
 	// no idempotency key without `force_without_key`, a changed key rule
 	// without `accept_key_rule_change`) are items skipped with the
 	// reason. With `expect_count`, another count is 409 and nothing is
-	// created; an empty filter needs it.
+	// created; an empty filter needs it, and so does a batch started at
+	// once (not a dry run) that selects more than `bulk.confirm_above`
+	// messages (default 10,000: 422 naming `/expect_count` without it).
+	// A dry run never needs it: it is the preview, and starting its draft
+	// is the confirmation.
+	//
+	// The pin is exact: the selection is read in one snapshot, so the
+	// batch holds exactly what matched when the pin began, however long
+	// the pin takes; messages collected meanwhile are not in it. A
+	// selection larger than one chunk (2,000) is answered at once with
+	// 202 and the batch `pinning`: GET /api/v1/replays/{id} shows
+	// `total` of `pin_total` pinned so far and `pin_eta_seconds`; when
+	// every chunk is written it becomes `draft` (dry run) or `running`,
+	// audited then. A pin that fails, or whose server stops, leaves no
+	// batch (a `pinning` batch nothing writes to for a minute is
+	// removed). See docs/replays-at-scale.md.
 	//
 	// Absent members take the configured defaults (`replay:` in the
 	// configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -2061,9 +2112,13 @@ type ClientInterface interface {
 	// naming `/destination`, recorded as `access.denied`, and nothing is
 	// created; without it each message goes back to its own queue.
 	//
-	// Without `dry_run` the batch is `running` at once: each pending
-	// item's message becomes `replaying` (audited as `replay.create` and
-	// `replay.start`). With `dry_run` it is a `draft` that changes
+	// Without `dry_run` the batch is `running` at once (audited as
+	// `replay.create` and `replay.start`). No message changes status when
+	// it is pinned: a message becomes `replaying` when the engine leases
+	// its item, and an item whose message was discarded, or replayed by
+	// another batch, since the pin is skipped with that reason
+	// ("discarded", "replayed by batch …"). Two batches may pin the same
+	// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
 	// rest (GET …/items). `estimated_seconds` is pending items / rate,
@@ -2783,15 +2838,30 @@ func (c *Client) ListReplays(ctx context.Context, params *ListReplaysParams, req
 // CreateReplayWithBody Create a replay batch by ids or by a filter; started at once, or a draft with dry_run.
 //
 // Needs an operator or admin. The messages named by `ids` (in that
-// order) or matching `filter` (in id order, at most 10,000: 422
-// above) are pinned as the batch's items, within the token's owners:
+// order, at most 10,000) or matching `filter` (in id order, every
+// match: no cap) are pinned as the batch's items, within the token's owners:
 // an id of another team's message is skipped as "not found" (and the
 // attempt recorded as `access.denied`), a filter is narrowed to the
 // token's owners. Messages that cannot be replayed (not quarantined,
 // no idempotency key without `force_without_key`, a changed key rule
 // without `accept_key_rule_change`) are items skipped with the
 // reason. With `expect_count`, another count is 409 and nothing is
-// created; an empty filter needs it.
+// created; an empty filter needs it, and so does a batch started at
+// once (not a dry run) that selects more than `bulk.confirm_above`
+// messages (default 10,000: 422 naming `/expect_count` without it).
+// A dry run never needs it: it is the preview, and starting its draft
+// is the confirmation.
+//
+// The pin is exact: the selection is read in one snapshot, so the
+// batch holds exactly what matched when the pin began, however long
+// the pin takes; messages collected meanwhile are not in it. A
+// selection larger than one chunk (2,000) is answered at once with
+// 202 and the batch `pinning`: GET /api/v1/replays/{id} shows
+// `total` of `pin_total` pinned so far and `pin_eta_seconds`; when
+// every chunk is written it becomes `draft` (dry run) or `running`,
+// audited then. A pin that fails, or whose server stops, leaves no
+// batch (a `pinning` batch nothing writes to for a minute is
+// removed). See docs/replays-at-scale.md.
 //
 // Absent members take the configured defaults (`replay:` in the
 // configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -2803,9 +2873,13 @@ func (c *Client) ListReplays(ctx context.Context, params *ListReplaysParams, req
 // naming `/destination`, recorded as `access.denied`, and nothing is
 // created; without it each message goes back to its own queue.
 //
-// Without `dry_run` the batch is `running` at once: each pending
-// item's message becomes `replaying` (audited as `replay.create` and
-// `replay.start`). With `dry_run` it is a `draft` that changes
+// Without `dry_run` the batch is `running` at once (audited as
+// `replay.create` and `replay.start`). No message changes status when
+// it is pinned: a message becomes `replaying` when the engine leases
+// its item, and an item whose message was discarded, or replayed by
+// another batch, since the pin is skipped with that reason
+// ("discarded", "replayed by batch …"). Two batches may pin the same
+// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
 // rest (GET …/items). `estimated_seconds` is pending items / rate,
@@ -2829,15 +2903,30 @@ func (c *Client) CreateReplayWithBody(ctx context.Context, contentType string, b
 // CreateReplay Create a replay batch by ids or by a filter; started at once, or a draft with dry_run.
 //
 // Needs an operator or admin. The messages named by `ids` (in that
-// order) or matching `filter` (in id order, at most 10,000: 422
-// above) are pinned as the batch's items, within the token's owners:
+// order, at most 10,000) or matching `filter` (in id order, every
+// match: no cap) are pinned as the batch's items, within the token's owners:
 // an id of another team's message is skipped as "not found" (and the
 // attempt recorded as `access.denied`), a filter is narrowed to the
 // token's owners. Messages that cannot be replayed (not quarantined,
 // no idempotency key without `force_without_key`, a changed key rule
 // without `accept_key_rule_change`) are items skipped with the
 // reason. With `expect_count`, another count is 409 and nothing is
-// created; an empty filter needs it.
+// created; an empty filter needs it, and so does a batch started at
+// once (not a dry run) that selects more than `bulk.confirm_above`
+// messages (default 10,000: 422 naming `/expect_count` without it).
+// A dry run never needs it: it is the preview, and starting its draft
+// is the confirmation.
+//
+// The pin is exact: the selection is read in one snapshot, so the
+// batch holds exactly what matched when the pin began, however long
+// the pin takes; messages collected meanwhile are not in it. A
+// selection larger than one chunk (2,000) is answered at once with
+// 202 and the batch `pinning`: GET /api/v1/replays/{id} shows
+// `total` of `pin_total` pinned so far and `pin_eta_seconds`; when
+// every chunk is written it becomes `draft` (dry run) or `running`,
+// audited then. A pin that fails, or whose server stops, leaves no
+// batch (a `pinning` batch nothing writes to for a minute is
+// removed). See docs/replays-at-scale.md.
 //
 // Absent members take the configured defaults (`replay:` in the
 // configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -2849,9 +2938,13 @@ func (c *Client) CreateReplayWithBody(ctx context.Context, contentType string, b
 // naming `/destination`, recorded as `access.denied`, and nothing is
 // created; without it each message goes back to its own queue.
 //
-// Without `dry_run` the batch is `running` at once: each pending
-// item's message becomes `replaying` (audited as `replay.create` and
-// `replay.start`). With `dry_run` it is a `draft` that changes
+// Without `dry_run` the batch is `running` at once (audited as
+// `replay.create` and `replay.start`). No message changes status when
+// it is pinned: a message becomes `replaying` when the engine leases
+// its item, and an item whose message was discarded, or replayed by
+// another batch, since the pin is skipped with that reason
+// ("discarded", "replayed by batch …"). Two batches may pin the same
+// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
 // rest (GET …/items). `estimated_seconds` is pending items / rate,
@@ -5597,15 +5690,30 @@ type ClientWithResponsesInterface interface {
 	// CreateReplayWithBodyWithResponse Create a replay batch by ids or by a filter; started at once, or a draft with dry_run.
 	//
 	// Needs an operator or admin. The messages named by `ids` (in that
-	// order) or matching `filter` (in id order, at most 10,000: 422
-	// above) are pinned as the batch's items, within the token's owners:
+	// order, at most 10,000) or matching `filter` (in id order, every
+	// match: no cap) are pinned as the batch's items, within the token's owners:
 	// an id of another team's message is skipped as "not found" (and the
 	// attempt recorded as `access.denied`), a filter is narrowed to the
 	// token's owners. Messages that cannot be replayed (not quarantined,
 	// no idempotency key without `force_without_key`, a changed key rule
 	// without `accept_key_rule_change`) are items skipped with the
 	// reason. With `expect_count`, another count is 409 and nothing is
-	// created; an empty filter needs it.
+	// created; an empty filter needs it, and so does a batch started at
+	// once (not a dry run) that selects more than `bulk.confirm_above`
+	// messages (default 10,000: 422 naming `/expect_count` without it).
+	// A dry run never needs it: it is the preview, and starting its draft
+	// is the confirmation.
+	//
+	// The pin is exact: the selection is read in one snapshot, so the
+	// batch holds exactly what matched when the pin began, however long
+	// the pin takes; messages collected meanwhile are not in it. A
+	// selection larger than one chunk (2,000) is answered at once with
+	// 202 and the batch `pinning`: GET /api/v1/replays/{id} shows
+	// `total` of `pin_total` pinned so far and `pin_eta_seconds`; when
+	// every chunk is written it becomes `draft` (dry run) or `running`,
+	// audited then. A pin that fails, or whose server stops, leaves no
+	// batch (a `pinning` batch nothing writes to for a minute is
+	// removed). See docs/replays-at-scale.md.
 	//
 	// Absent members take the configured defaults (`replay:` in the
 	// configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -5617,9 +5725,13 @@ type ClientWithResponsesInterface interface {
 	// naming `/destination`, recorded as `access.denied`, and nothing is
 	// created; without it each message goes back to its own queue.
 	//
-	// Without `dry_run` the batch is `running` at once: each pending
-	// item's message becomes `replaying` (audited as `replay.create` and
-	// `replay.start`). With `dry_run` it is a `draft` that changes
+	// Without `dry_run` the batch is `running` at once (audited as
+	// `replay.create` and `replay.start`). No message changes status when
+	// it is pinned: a message becomes `replaying` when the engine leases
+	// its item, and an item whose message was discarded, or replayed by
+	// another batch, since the pin is skipped with that reason
+	// ("discarded", "replayed by batch …"). Two batches may pin the same
+	// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
 	// rest (GET …/items). `estimated_seconds` is pending items / rate,
@@ -5633,15 +5745,30 @@ type ClientWithResponsesInterface interface {
 	// CreateReplayWithResponse Create a replay batch by ids or by a filter; started at once, or a draft with dry_run.
 	//
 	// Needs an operator or admin. The messages named by `ids` (in that
-	// order) or matching `filter` (in id order, at most 10,000: 422
-	// above) are pinned as the batch's items, within the token's owners:
+	// order, at most 10,000) or matching `filter` (in id order, every
+	// match: no cap) are pinned as the batch's items, within the token's owners:
 	// an id of another team's message is skipped as "not found" (and the
 	// attempt recorded as `access.denied`), a filter is narrowed to the
 	// token's owners. Messages that cannot be replayed (not quarantined,
 	// no idempotency key without `force_without_key`, a changed key rule
 	// without `accept_key_rule_change`) are items skipped with the
 	// reason. With `expect_count`, another count is 409 and nothing is
-	// created; an empty filter needs it.
+	// created; an empty filter needs it, and so does a batch started at
+	// once (not a dry run) that selects more than `bulk.confirm_above`
+	// messages (default 10,000: 422 naming `/expect_count` without it).
+	// A dry run never needs it: it is the preview, and starting its draft
+	// is the confirmation.
+	//
+	// The pin is exact: the selection is read in one snapshot, so the
+	// batch holds exactly what matched when the pin began, however long
+	// the pin takes; messages collected meanwhile are not in it. A
+	// selection larger than one chunk (2,000) is answered at once with
+	// 202 and the batch `pinning`: GET /api/v1/replays/{id} shows
+	// `total` of `pin_total` pinned so far and `pin_eta_seconds`; when
+	// every chunk is written it becomes `draft` (dry run) or `running`,
+	// audited then. A pin that fails, or whose server stops, leaves no
+	// batch (a `pinning` batch nothing writes to for a minute is
+	// removed). See docs/replays-at-scale.md.
 	//
 	// Absent members take the configured defaults (`replay:` in the
 	// configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -5653,9 +5780,13 @@ type ClientWithResponsesInterface interface {
 	// naming `/destination`, recorded as `access.denied`, and nothing is
 	// created; without it each message goes back to its own queue.
 	//
-	// Without `dry_run` the batch is `running` at once: each pending
-	// item's message becomes `replaying` (audited as `replay.create` and
-	// `replay.start`). With `dry_run` it is a `draft` that changes
+	// Without `dry_run` the batch is `running` at once (audited as
+	// `replay.create` and `replay.start`). No message changes status when
+	// it is pinned: a message becomes `replaying` when the engine leases
+	// its item, and an item whose message was discarded, or replayed by
+	// another batch, since the pin is skipped with that reason
+	// ("discarded", "replayed by batch …"). Two batches may pin the same
+	// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
 	// rest (GET …/items). `estimated_seconds` is pending items / rate,
@@ -8140,6 +8271,12 @@ type CreateReplayResponse201Headers struct {
 	XRequestId string
 }
 
+// CreateReplayResponse202Headers the declared response headers of an HTTP 202 response for CreateReplay
+type CreateReplayResponse202Headers struct {
+	Location   string
+	XRequestId string
+}
+
 // CreateReplayResponse400Headers the declared response headers of an HTTP 400 response for CreateReplay
 type CreateReplayResponse400Headers struct {
 	XRequestId string
@@ -8192,6 +8329,8 @@ type CreateReplayResponse struct {
 	HTTPResponse *http.Response
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *ReplayCreated
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *ReplayCreated
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -8212,6 +8351,8 @@ type CreateReplayResponse struct {
 	ApplicationproblemJSONDefault *Problem
 	// Headers201 the parsed response headers for an HTTP 201 response
 	Headers201 *CreateReplayResponse201Headers
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *CreateReplayResponse202Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *CreateReplayResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -8235,6 +8376,11 @@ type CreateReplayResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r CreateReplayResponse) GetJSON201() *ReplayCreated {
 	return r.JSON201
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r CreateReplayResponse) GetJSON202() *ReplayCreated {
+	return r.JSON202
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -10538,15 +10684,30 @@ func (c *ClientWithResponses) ListReplaysWithResponse(ctx context.Context, param
 // CreateReplayWithBodyWithResponse Create a replay batch by ids or by a filter; started at once, or a draft with dry_run.
 //
 // Needs an operator or admin. The messages named by `ids` (in that
-// order) or matching `filter` (in id order, at most 10,000: 422
-// above) are pinned as the batch's items, within the token's owners:
+// order, at most 10,000) or matching `filter` (in id order, every
+// match: no cap) are pinned as the batch's items, within the token's owners:
 // an id of another team's message is skipped as "not found" (and the
 // attempt recorded as `access.denied`), a filter is narrowed to the
 // token's owners. Messages that cannot be replayed (not quarantined,
 // no idempotency key without `force_without_key`, a changed key rule
 // without `accept_key_rule_change`) are items skipped with the
 // reason. With `expect_count`, another count is 409 and nothing is
-// created; an empty filter needs it.
+// created; an empty filter needs it, and so does a batch started at
+// once (not a dry run) that selects more than `bulk.confirm_above`
+// messages (default 10,000: 422 naming `/expect_count` without it).
+// A dry run never needs it: it is the preview, and starting its draft
+// is the confirmation.
+//
+// The pin is exact: the selection is read in one snapshot, so the
+// batch holds exactly what matched when the pin began, however long
+// the pin takes; messages collected meanwhile are not in it. A
+// selection larger than one chunk (2,000) is answered at once with
+// 202 and the batch `pinning`: GET /api/v1/replays/{id} shows
+// `total` of `pin_total` pinned so far and `pin_eta_seconds`; when
+// every chunk is written it becomes `draft` (dry run) or `running`,
+// audited then. A pin that fails, or whose server stops, leaves no
+// batch (a `pinning` batch nothing writes to for a minute is
+// removed). See docs/replays-at-scale.md.
 //
 // Absent members take the configured defaults (`replay:` in the
 // configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -10558,9 +10719,13 @@ func (c *ClientWithResponses) ListReplaysWithResponse(ctx context.Context, param
 // naming `/destination`, recorded as `access.denied`, and nothing is
 // created; without it each message goes back to its own queue.
 //
-// Without `dry_run` the batch is `running` at once: each pending
-// item's message becomes `replaying` (audited as `replay.create` and
-// `replay.start`). With `dry_run` it is a `draft` that changes
+// Without `dry_run` the batch is `running` at once (audited as
+// `replay.create` and `replay.start`). No message changes status when
+// it is pinned: a message becomes `replaying` when the engine leases
+// its item, and an item whose message was discarded, or replayed by
+// another batch, since the pin is skipped with that reason
+// ("discarded", "replayed by batch …"). Two batches may pin the same
+// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
 // rest (GET …/items). `estimated_seconds` is pending items / rate,
@@ -10580,15 +10745,30 @@ func (c *ClientWithResponses) CreateReplayWithBodyWithResponse(ctx context.Conte
 // CreateReplayWithResponse Create a replay batch by ids or by a filter; started at once, or a draft with dry_run.
 //
 // Needs an operator or admin. The messages named by `ids` (in that
-// order) or matching `filter` (in id order, at most 10,000: 422
-// above) are pinned as the batch's items, within the token's owners:
+// order, at most 10,000) or matching `filter` (in id order, every
+// match: no cap) are pinned as the batch's items, within the token's owners:
 // an id of another team's message is skipped as "not found" (and the
 // attempt recorded as `access.denied`), a filter is narrowed to the
 // token's owners. Messages that cannot be replayed (not quarantined,
 // no idempotency key without `force_without_key`, a changed key rule
 // without `accept_key_rule_change`) are items skipped with the
 // reason. With `expect_count`, another count is 409 and nothing is
-// created; an empty filter needs it.
+// created; an empty filter needs it, and so does a batch started at
+// once (not a dry run) that selects more than `bulk.confirm_above`
+// messages (default 10,000: 422 naming `/expect_count` without it).
+// A dry run never needs it: it is the preview, and starting its draft
+// is the confirmation.
+//
+// The pin is exact: the selection is read in one snapshot, so the
+// batch holds exactly what matched when the pin began, however long
+// the pin takes; messages collected meanwhile are not in it. A
+// selection larger than one chunk (2,000) is answered at once with
+// 202 and the batch `pinning`: GET /api/v1/replays/{id} shows
+// `total` of `pin_total` pinned so far and `pin_eta_seconds`; when
+// every chunk is written it becomes `draft` (dry run) or `running`,
+// audited then. A pin that fails, or whose server stops, leaves no
+// batch (a `pinning` batch nothing writes to for a minute is
+// removed). See docs/replays-at-scale.md.
 //
 // Absent members take the configured defaults (`replay:` in the
 // configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -10600,9 +10780,13 @@ func (c *ClientWithResponses) CreateReplayWithBodyWithResponse(ctx context.Conte
 // naming `/destination`, recorded as `access.denied`, and nothing is
 // created; without it each message goes back to its own queue.
 //
-// Without `dry_run` the batch is `running` at once: each pending
-// item's message becomes `replaying` (audited as `replay.create` and
-// `replay.start`). With `dry_run` it is a `draft` that changes
+// Without `dry_run` the batch is `running` at once (audited as
+// `replay.create` and `replay.start`). No message changes status when
+// it is pinned: a message becomes `replaying` when the engine leases
+// its item, and an item whose message was discarded, or replayed by
+// another batch, since the pin is skipped with that reason
+// ("discarded", "replayed by batch …"). Two batches may pin the same
+// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
 // rest (GET …/items). `estimated_seconds` is pending items / rate,
@@ -13632,6 +13816,13 @@ func ParseCreateReplayResponse(rsp *http.Response) (*CreateReplayResponse, error
 		}
 		response.JSON201 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest ReplayCreated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13715,6 +13906,23 @@ func ParseCreateReplayResponse(rsp *http.Response) (*CreateReplayResponse, error
 			headers.XRequestId = value
 		}
 		response.Headers201 = &headers
+	case rsp.StatusCode == 202:
+		var headers CreateReplayResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 400:
 		var headers CreateReplayResponse400Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {

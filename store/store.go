@@ -196,16 +196,22 @@ type Store interface {
 // Every state change appends its audit event in its own transaction.
 type Replays interface {
 	// CreateReplay pins the messages r selects (IDs in the order given, a
-	// filter in id order; at most quarantine.MaxBulk, EUNPROCESSABLE above)
-	// as the items of a new batch, through r.Plan with keyRule (may be nil).
-	// Owners, when set, hide other owners' messages (a filter is narrowed
-	// to them; an ID of another owner is "not found"). With r.DryRun the
-	// batch is a draft expiring after r.DraftTTL and no message changes;
-	// otherwise it starts at once: each pending item's message becomes
-	// replaying. Appends replay.create (details: reason, dry_run, total,
-	// skipped, destination, rate, and the force flags given) in the same
-	// transaction, and replay.start too when it started. ECONFLICT when
-	// ExpectCount does not hold. Returns the batch with its counts.
+	// filter in id order, every match: no cap) as the items of a new
+	// batch, through r.PlanItems with keyRule (may be nil). The selection
+	// is read in one snapshot, exactly what matched when the pin began; a
+	// selection larger than one chunk is written chunk by chunk, each in
+	// a short transaction, in the pinning state (r.OnPinning is told
+	// once it is there), then settled. Owners, when set, hide other
+	// owners' messages (a filter is narrowed to them; an ID of another
+	// owner is "not found"). With r.DryRun the batch is a draft expiring
+	// after r.DraftTTL; otherwise it starts at once. No message changes
+	// status: each moves to replaying when its item is leased. Appends
+	// replay.create (details: reason, dry_run, total, skipped,
+	// destination, rate, and the force flags given) in the transaction
+	// that settles the batch, and replay.start too when it started.
+	// ECONFLICT when ExpectCount does not hold, EUNPROCESSABLE naming
+	// expect_count without it above r.ConfirmAbove (not a dry run).
+	// Returns the batch with its counts.
 	CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error)
 
 	// GetReplay returns one batch with its counts, or ENOTFOUND.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/store"
 )
 
 // param is one name and value of a form or query.
@@ -131,6 +132,15 @@ type replayNewContent struct {
 	Errors     map[string]string // form field -> message
 	Collectors []string
 	MaxRate    float64
+	// ConfirmAbove is bulk.confirm_above: a larger selection needs its
+	// count typed (NeedsConfirm).
+	ConfirmAbove int
+}
+
+// NeedsConfirm reports whether the form asks the operator to type the
+// count of the selection: more than bulk.confirm_above messages.
+func (c *replayNewContent) NeedsConfirm() bool {
+	return c.ConfirmAbove > 0 && c.Sel.Expect() > c.ConfirmAbove
 }
 
 // replayNew is GET /replays/new: the replay form for the selection in the
@@ -148,7 +158,7 @@ func (h *Handler) replayNew(w http.ResponseWriter, r *http.Request, s *session) 
 		return
 	}
 	d := h.cfg.Replay
-	c := &replayNewContent{Sel: sel, Collectors: d.Collectors, MaxRate: d.MaxRate, Form: replayForm{
+	c := &replayNewContent{Sel: sel, Collectors: d.Collectors, MaxRate: d.MaxRate, ConfirmAbove: d.ConfirmAbove, Form: replayForm{
 		Rate: strconv.FormatFloat(d.Rate, 'f', -1, 64), Canary: strconv.Itoa(d.Canary), Observe: d.Observe.String(),
 		HaltRatio: strconv.FormatFloat(d.HaltRefailRatio, 'f', -1, 64)}}
 	if d.Burst > 0 {
@@ -159,7 +169,8 @@ func (h *Handler) replayNew(w http.ResponseWriter, r *http.Request, s *session) 
 
 // createReplay is POST /replays: a dry run of the form's replay, built
 // and checked as the API builds it (api.ReplayDefaults.Request) with the
-// count the form showed pinned (expect_count), then a redirect to the
+// count the form showed pinned (expect_count; typed by the operator above
+// bulk.confirm_above), then a redirect to the
 // draft, which shows the exact messages and the Start button. Ids the
 // token may not see are recorded as access.denied, as on the API.
 func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *session) {
@@ -175,7 +186,8 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	f := r.PostForm
-	c := &replayNewContent{Sel: sel, Collectors: h.cfg.Replay.Collectors, MaxRate: h.cfg.Replay.MaxRate, Errors: map[string]string{},
+	c := &replayNewContent{Sel: sel, Collectors: h.cfg.Replay.Collectors, MaxRate: h.cfg.Replay.MaxRate,
+		ConfirmAbove: h.cfg.Replay.ConfirmAbove, Errors: map[string]string{},
 		Form: replayForm{DestQueue: f.Get("dest_queue"), DestCollector: f.Get("dest_collector"), Rate: f.Get("rate"),
 			Burst: f.Get("burst"), Canary: f.Get("canary"), Observe: f.Get("observe"), HaltRatio: f.Get("halt_refail_ratio"),
 			Reason: f.Get("reason"), ForceWithoutKey: f.Get("force_without_key") != "", Force: f.Get("force") != "",
@@ -189,6 +201,9 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 		return
 	}
 	in.ExpectCount = &expect
+	if c.NeedsConfirm() && strings.TrimSpace(f.Get("confirm_count")) != strconv.Itoa(expect) {
+		c.Errors["confirm_count"] = fmt.Sprintf("Type %d, the number of messages shown, to confirm.", expect)
+	}
 	in.Rate = formFloat(c, "rate", c.Form.Rate)
 	in.HaltRefailRatio = formFloat(c, "halt_refail_ratio", c.Form.HaltRatio)
 	in.Burst = formInt(c, "burst", c.Form.Burst)
@@ -235,7 +250,8 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 			return
 		}
 	}
-	b, err := h.cfg.Store.CreateReplay(r.Context(), req, h.cfg.Replay.KeyRule)
+	// A large selection is pinned in the background: its page shows how far.
+	b, _, err := store.PinAsync(r.Context(), h.cfg.Store, req, h.cfg.Replay.KeyRule)
 	switch code := quarantine.ErrorCode(err); {
 	case err == nil:
 		http.Redirect(w, r, "/replays/"+b.ID, http.StatusSeeOther)

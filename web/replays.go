@@ -120,6 +120,7 @@ type replayContent struct {
 	Done      int
 	Rate, ETA string // achieved rate and ETA as shown ("" when there is none)
 	Estimate  string // a draft's estimated duration
+	PinETA    string // while pinning, the rest of the pin as shown
 	Actions   []string
 	Items     []quarantine.ReplayItem
 	Messages  map[string]*quarantine.Message // of Items, by id (those the token sees)
@@ -157,6 +158,7 @@ func (h *Handler) replayContent(r *http.Request, s *session, b *quarantine.Repla
 	}
 	rate, eta := api.ReplayProgress(b, h.cfg.Now())
 	c.Rate, c.ETA = showRate(rate), showSeconds(eta)
+	c.PinETA = showSeconds(pinETA(b, h.cfg.Now()))
 	if canOperate(s.token) && api.ActsOnReplay(s.token, b) {
 		publishes := h.cfg.Replay.DestinationAllowed(s.token, b.Destination) == nil
 		for _, a := range replayActions {
@@ -219,6 +221,19 @@ type replayProgressJSON struct {
 	AchievedRate  *float64                       `json:"achieved_rate"`
 	ETASeconds    *float64                       `json:"eta_seconds"`
 	CanaryVerdict string                         `json:"canary_verdict"`
+	// PinTotal and PinETASeconds follow a pin: total of pin_total written.
+	PinTotal      int      `json:"pin_total"`
+	PinETASeconds *float64 `json:"pin_eta_seconds"`
+}
+
+// pinETA is the rest of b's pin in seconds while it is pinning, else nil.
+func pinETA(b *quarantine.ReplayBatch, now time.Time) *float64 {
+	left, ok := b.PinETA(now)
+	if !ok {
+		return nil
+	}
+	v := left.Seconds()
+	return &v
 }
 
 // replayProgress is GET /replays/{id}/progress: the batch's state and
@@ -229,7 +244,8 @@ func (h *Handler) replayProgress(w http.ResponseWriter, r *http.Request, s *sess
 		return
 	}
 	p := replayProgressJSON{State: b.State, StateReason: b.StateReason, Terminal: b.State.Terminal(), Total: b.Total,
-		Done: b.Done(), Counts: map[quarantine.ItemOutcome]int{}, CanaryVerdict: b.CanaryVerdict}
+		Done: b.Done(), Counts: map[quarantine.ItemOutcome]int{}, CanaryVerdict: b.CanaryVerdict,
+		PinTotal: b.PinTotal, PinETASeconds: pinETA(b, h.cfg.Now())}
 	for _, o := range quarantine.ItemOutcomes {
 		p.Counts[o] = b.Counts[o]
 	}

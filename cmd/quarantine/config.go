@@ -79,6 +79,8 @@ type Config struct {
 	// settings; Destinations override where some queues' replays go.
 	Replay       ReplayConfig
 	Destinations []DestinationConfig
+	// Bulk is the confirmation of bulk actions (config bulk:).
+	Bulk BulkConfig
 	// Alarms are the age alarms and their receivers (config alarms:).
 	Alarms AlarmsConfig
 	// Metrics protects /metrics (config metrics:).
@@ -130,6 +132,7 @@ func DefaultConfig() Config {
 		Retention:      RetentionConfig{Replayed: DefaultRetention, Discarded: DefaultRetention, Every: DefaultRetentionEvery},
 		Collectors:     []CollectorConfig{},
 		Replay:         defaultReplayConfig(),
+		Bulk:           defaultBulkConfig(),
 		Destinations:   []DestinationConfig{},
 		Alarms:         defaultAlarmsConfig(),
 		Auth:           defaultAuthConfig(),
@@ -193,6 +196,9 @@ func ResolveConfig(path string, env func(string) string, o Overrides) (Config, e
 		src.origin[s.key] = s.origin
 		set[s.key](s.value)
 	}
+	if err := src.bulkFromEnv(env, &c.Bulk); err != nil {
+		return Config{}, err
+	}
 	if err := c.validate(src); err != nil {
 		return Config{}, err
 	}
@@ -217,6 +223,7 @@ type fileConfig struct {
 	Retention    fileRetention             `yaml:"retention"`
 	Collectors   []map[string]any          `yaml:"collectors"`
 	Replay       fileReplay                `yaml:"replay"`
+	Bulk         fileBulk                  `yaml:"bulk"`
 	Destinations []DestinationConfig       `yaml:"destinations"`
 	Alarms       []fileAlarm               `yaml:"alarms"`
 	Metrics      fileMetrics               `yaml:"metrics"`
@@ -333,6 +340,9 @@ func (s *configSource) decode(file string, data []byte, c *Config) error {
 	}
 	c.Collectors = collectors
 	if err := s.decodeReplay(f.Replay, &c.Replay); err != nil {
+		return err
+	}
+	if err := s.decodeBulk(f.Bulk, &c.Bulk); err != nil {
 		return err
 	}
 	if err := s.validateDestinations(f.Destinations, c.Collectors); err != nil {

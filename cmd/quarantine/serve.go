@@ -99,7 +99,7 @@ func (m *Main) runServe(ctx context.Context) error {
 			HaltRefailRatio: m.Config.Replay.HaltRefailRatio, DraftTTL: m.Config.Replay.DraftTTL,
 			KeyRule: prep.KeyRule, Collectors: m.collectorNames(),
 			MaxReplays: m.Config.Replay.MaxReplays, IncidentWindow: m.Config.Replay.IncidentWindow,
-			IncidentRate: m.Config.Replay.IncidentRate,
+			IncidentRate: m.Config.Replay.IncidentRate, ConfirmAbove: m.Config.Bulk.ConfirmAbove,
 		},
 	}
 	m.api = api.New(acfg)

@@ -300,3 +300,20 @@ func BenchmarkBurst(b *testing.B) {
 	}
 	storetest.BenchBurst(b, s, rows, storetest.BurstCalls(b))
 }
+
+// BenchmarkPin measures a dry run by filter of QUARANTINE_BENCH_ROWS
+// (default 1,000,000) messages seeded as for BenchmarkBurst, in the
+// persistent schema pin_<rows> (the inserts made meanwhile would change
+// the burst's), with single-message inserts every 20 ms meanwhile
+// (storetest.BenchPin). Run once:
+//
+//	go test -run '^$' -bench '^BenchmarkPin$' -benchtime=1x -timeout 1h ./store/postgres/
+func BenchmarkPin(b *testing.B) {
+	rows := benchRows(b)
+	s := openURL(b, pgtest.PersistentURL(b, "pin_"+strconv.Itoa(rows)))
+	if err := s.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	pgseed.SeedWindow(b, s.Pool(), rows, storetest.BurstNewest, storetest.BurstSpan)
+	storetest.BenchPin(b, s, rows)
+}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,7 +18,7 @@ import (
 
 const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
 	b.rate, b.burst, b.canary, (extract(epoch FROM b.observe) * 1000000)::bigint, b.halt_refail_ratio,
-	b.force_without_key, b.queues, b.owners, b.total, b.canary_verdict, b.canary_until, b.created_at,
+	b.force_without_key, b.queues, b.owners, b.total, b.pin_total, b.canary_verdict, b.canary_until, b.created_at,
 	b.updated_at, b.started_at, b.finished_at, b.expires_at`
 
 const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
@@ -27,11 +26,13 @@ const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reas
 	i.published_at, i.updated_at, i.refusals`
 
 // CreateReplay pins the messages r selects as a new batch; see
-// store.Replays. The selected messages are locked in id order before
-// their statuses are read, so a concurrent discard or replay waits or is
-// waited for. Errors: EINVALID for a bad request, EUNPROCESSABLE when a
-// filter matches more than quarantine.MaxBulk messages, ECONFLICT when
-// r.ExpectCount does not hold, EUNAVAILABLE, EINTERNAL.
+// store.Replays and replays.Pin: the selection is read in one
+// repeatable-read snapshot, the items are written in short transactions
+// beside it, and no message changes status (a lease moves it). Errors:
+// EINVALID for a bad request, ECONFLICT when r.ExpectCount does not
+// hold, EUNPROCESSABLE (naming expect_count) when a batch started at
+// once selects more than r.ConfirmAbove without it, EUNAVAILABLE,
+// EINTERNAL.
 func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error) {
 	if err := r.Validate(0); err != nil {
 		return nil, err
@@ -39,113 +40,82 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 	if err := s.searchReady(ctx, filterText(r.Filter)); err != nil {
 		return nil, err
 	}
-	var b *quarantine.ReplayBatch
-	err := s.inTx(ctx, "create a replay", func(tx pgx.Tx) (err error) {
-		b, err = replays.Create(ctx, replayTx{s, tx}, &r, keyRule, s.clock())
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return replays.Pin(ctx, pinner{s}, &r, keyRule, s.clock)
 }
+
+// pinner gives replays.Pin a snapshot and write transactions.
+type pinner struct{ s *Store }
+
+func (p pinner) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
+	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+	return p.s.inTxOpts(ctx, opts, "select a replay's messages", func(tx pgx.Tx) error {
+		return fn(selector{tx})
+	})
+}
+
+func (p pinner) Write(ctx context.Context, what string, fn func(replays.Tx) error) error {
+	return p.s.inTx(ctx, what, func(tx pgx.Tx) error { return fn(replayTx{p.s, tx}) })
+}
+
+// selector reads candidates in the snapshot's transaction.
+type selector struct{ tx pgx.Tx }
 
 const candidateColumns = `SELECT m.id, m.status, m.queue, m.owner, m.idempotency_key, m.key_rule, m.replay_count FROM messages m`
 
-func scanCandidates(rows pgx.Rows, fn func(c quarantine.ReplayCandidate)) error {
+func scanCandidates(rows pgx.Rows) ([]quarantine.ReplayCandidate, error) {
+	var out []quarantine.ReplayCandidate
 	var c quarantine.ReplayCandidate
 	_, err := pgx.ForEachRow(rows, []any{&c.ID, &c.Status, &c.Queue, &c.Owner, &c.IdempotencyKey, &c.KeyRule, &c.ReplayCount}, func() error {
 		c.Found = true
-		fn(c)
+		out = append(out, c)
 		return nil
 	})
-	return err
+	return out, err
 }
 
-// lockCandidates locks and reads the messages r selects, in id order.
-func lockCandidates(ctx context.Context, tx pgx.Tx, r *quarantine.ReplayRequest) ([]quarantine.ReplayCandidate, error) {
-	if r.Filter == nil {
-		ids := replays.DistinctIDs(r.IDs)
-		var valid []string
-		for _, id := range ids {
-			if quarantine.ValidID(id) {
-				valid = append(valid, id)
-			}
-		}
-		found := map[string]quarantine.ReplayCandidate{}
-		if len(valid) > 0 {
-			rows, err := tx.Query(ctx, candidateColumns+` WHERE m.id = ANY($1::text[]) ORDER BY m.id FOR UPDATE`, valid)
-			if err != nil {
-				return nil, err
-			}
-			if err := scanCandidates(rows, func(c quarantine.ReplayCandidate) {
-				if replays.Visible(r.Owners, c.Owner) {
-					found[c.ID] = c
-				}
-			}); err != nil {
-				return nil, err
-			}
-		}
-		out := make([]quarantine.ReplayCandidate, 0, len(ids))
-		for _, id := range ids {
-			c, ok := found[id]
-			if !ok {
-				c = quarantine.ReplayCandidate{ID: quarantine.SanitizeText(id)}
-			}
-			out = append(out, c)
-		}
-		return out, nil
-	}
-	f, ok := replays.NarrowFilter(*r.Filter, r.Owners)
-	if !ok {
-		return nil, nil
-	}
-	f.After, f.Limit = nil, 1
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	w := filterWhere(&f)
-	rows, err := tx.Query(ctx, candidateColumns+w.sql()+" ORDER BY m.id LIMIT "+strconv.Itoa(quarantine.MaxBulk+1)+" FOR UPDATE", w.args...)
+func (q selector) ByIDs(ctx context.Context, ids []string) ([]quarantine.ReplayCandidate, error) {
+	rows, err := q.tx.Query(ctx, candidateColumns+` WHERE m.id = ANY($1::text[])`, ids)
 	if err != nil {
 		return nil, err
 	}
-	var out []quarantine.ReplayCandidate
-	if err := scanCandidates(rows, func(c quarantine.ReplayCandidate) { out = append(out, c) }); err != nil {
-		return nil, err
-	}
-	if len(out) > quarantine.MaxBulk {
-		var n int64
-		if err := tx.QueryRow(ctx, "SELECT count(*) FROM messages m"+w.sql(), w.args...).Scan(&n); err != nil {
-			return nil, err
-		}
-		return nil, quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "filter",
-			"the filter matches %d messages; at most %d can be replayed at once", n, quarantine.MaxBulk)
-	}
-	return out, nil
+	return scanCandidates(rows)
 }
 
-// setReplaying moves the quarantined messages among ids to replaying.
-func setReplaying(ctx context.Context, tx pgx.Tx, ids []string, now time.Time) error {
-	if len(ids) == 0 {
-		return nil
+func (q selector) CountFilter(ctx context.Context, f quarantine.Filter) (int, error) {
+	w := filterWhere(&f)
+	var n int64
+	err := q.tx.QueryRow(ctx, "SELECT count(*) FROM messages m"+w.sql(), w.args...).Scan(&n)
+	return int(n), err
+}
+
+func (q selector) FilterChunk(ctx context.Context, f quarantine.Filter, after string, limit int) ([]quarantine.ReplayCandidate, error) {
+	w := filterWhere(&f)
+	if after != "" {
+		w.conds = append(w.conds, "m.id > "+w.arg(after))
 	}
-	_, err := tx.Exec(ctx, `UPDATE messages SET status = 'replaying', updated_at = $2
-		WHERE id = ANY($1::text[]) AND status = 'quarantined'`, ids, now)
+	rows, err := q.tx.Query(ctx, candidateColumns+w.sql()+" ORDER BY m.id LIMIT "+w.arg(limit), w.args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanCandidates(rows)
+}
+
+func insertReplayBatch(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch) error {
+	_, err := tx.Exec(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
+		dest_queue, dest_collector, rate, burst, canary, observe, halt_refail_ratio, force_without_key, queues,
+		owners, total, pin_total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::bigint * interval '1 microsecond', $12, $13, $14,
+		$15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`,
+		b.ID, string(b.State), b.StateReason, b.Reason, b.Actor, b.Destination.Queue, b.Destination.Collector,
+		b.Rate, b.Burst, b.Canary, b.Observe.Microseconds(), b.HaltRefailRatio, b.ForceWithoutKey, b.Queues,
+		b.Owners, b.Total, b.PinTotal, b.CanaryVerdict, b.CanaryUntil, b.CreatedAt, b.UpdatedAt,
+		b.StartedAt, b.FinishedAt, b.ExpiresAt)
 	return err
 }
 
-func insertReplay(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch, items []quarantine.ReplayItem) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
-		dest_queue, dest_collector, rate, burst, canary, observe, halt_refail_ratio, force_without_key, queues,
-		owners, total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::bigint * interval '1 microsecond', $12, $13, $14,
-		$15, $16, $17, $18, $19, $20, $21, $22, $23)`,
-		b.ID, string(b.State), b.StateReason, b.Reason, b.Actor, b.Destination.Queue, b.Destination.Collector,
-		b.Rate, b.Burst, b.Canary, b.Observe.Microseconds(), b.HaltRefailRatio, b.ForceWithoutKey, b.Queues,
-		b.Owners, b.Total, b.CanaryVerdict, b.CanaryUntil, b.CreatedAt, b.UpdatedAt,
-		b.StartedAt, b.FinishedAt, b.ExpiresAt); err != nil {
-		return err
-	}
+// insertItems writes one chunk of a batch's items (their counts follow,
+// by the trigger of migration 0009).
+func insertItems(ctx context.Context, tx pgx.Tx, batchID string, items []quarantine.ReplayItem) error {
 	if len(items) == 0 {
 		return nil
 	}
@@ -158,16 +128,30 @@ func insertReplay(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch, ite
 		idempotency_key, updated_at)
 		SELECT $1, u.seq, u.id, u.queue, u.outcome, u.reason, u.key, $8
 		FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS u(seq, id, queue, outcome, reason, key)`,
-		b.ID, seqs, ids, queues, outcomes, reasons, keys, b.CreatedAt)
+		batchID, seqs, ids, queues, outcomes, reasons, keys, items[0].UpdatedAt)
 	return err
+}
+
+// deleteBatch removes a batch still pinning, its items and counts.
+func deleteBatch(ctx context.Context, tx pgx.Tx, id string) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM replay_batches WHERE id = $1 AND state = 'pinning'`, id); err != nil {
+		return err
+	}
+	for _, q := range []string{`DELETE FROM replay_items WHERE batch_id = $1`, `DELETE FROM replay_counts WHERE batch_id = $1`} {
+		if _, err := tx.Exec(ctx, q+` AND NOT EXISTS (SELECT 1 FROM replay_batches WHERE id = $1)`, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // saveBatch writes the fields of b that change after its creation.
 func saveBatch(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch) error {
 	_, err := tx.Exec(ctx, `UPDATE replay_batches SET state = $2, state_reason = $3, updated_at = $4,
-		started_at = $5, finished_at = $6, expires_at = $7, canary_verdict = $8, canary_until = $9 WHERE id = $1`,
+		started_at = $5, finished_at = $6, expires_at = $7, canary_verdict = $8, canary_until = $9,
+		total = $10, queues = $11, owners = $12 WHERE id = $1`,
 		b.ID, string(b.State), b.StateReason, b.UpdatedAt, b.StartedAt, b.FinishedAt, b.ExpiresAt,
-		b.CanaryVerdict, b.CanaryUntil)
+		b.CanaryVerdict, b.CanaryUntil, b.Total, b.Queues, b.Owners)
 	return err
 }
 
@@ -181,7 +165,7 @@ func (r *batchRow) dest() []any {
 	b := &r.b
 	return []any{&b.ID, &b.State, &b.StateReason, &b.Reason, &b.Actor, &b.Destination.Queue,
 		&b.Destination.Collector, &b.Rate, &b.Burst, &b.Canary, &r.observe, &b.HaltRefailRatio,
-		&b.ForceWithoutKey, &b.Queues, &b.Owners, &b.Total, &b.CanaryVerdict, &b.CanaryUntil, &b.CreatedAt,
+		&b.ForceWithoutKey, &b.Queues, &b.Owners, &b.Total, &b.PinTotal, &b.CanaryVerdict, &b.CanaryUntil, &b.CreatedAt,
 		&b.UpdatedAt, &b.StartedAt, &b.FinishedAt, &b.ExpiresAt}
 }
 
@@ -326,7 +310,12 @@ func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*
 
 // RunnableReplays returns the running batches and the drafts expired at
 // now, oldest first; see store.Replays.
+// A pinning batch nothing wrote to for replays.PinStale (its server
+// stopped mid-pin) is removed first.
 func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
+	if err := s.dropStalePins(ctx, now); err != nil {
+		return nil, err
+	}
 	var out []*quarantine.ReplayBatch
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := s.inTxOpts(ctx, opts, "list runnable replays", func(tx pgx.Tx) (err error) {
@@ -338,6 +327,25 @@ func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quaranti
 		return nil, err
 	}
 	return out, nil
+}
+
+// dropStalePins removes the pinning batches not written to since
+// replays.PinStale before now, each in its own transaction.
+func (s *Store) dropStalePins(ctx context.Context, now time.Time) error {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM replay_batches WHERE state = 'pinning' AND updated_at < $1`, now.Add(-replays.PinStale))
+	if err != nil {
+		return translate(err, "find abandoned pins")
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return translate(err, "find abandoned pins")
+	}
+	for _, id := range ids {
+		if err := s.inTx(ctx, "remove an abandoned pin", func(tx pgx.Tx) error { return deleteBatch(ctx, tx, id) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // itemRow receives itemColumns.

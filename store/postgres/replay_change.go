@@ -43,16 +43,16 @@ type replayTx struct {
 
 var _ replays.Tx = replayTx{}
 
-func (t replayTx) Candidates(ctx context.Context, r *quarantine.ReplayRequest) ([]quarantine.ReplayCandidate, error) {
-	return lockCandidates(ctx, t.tx, r)
+func (t replayTx) InsertBatch(ctx context.Context, b *quarantine.ReplayBatch) error {
+	return insertReplayBatch(ctx, t.tx, b)
 }
 
-func (t replayTx) InsertReplay(ctx context.Context, b *quarantine.ReplayBatch, items []quarantine.ReplayItem) error {
-	return insertReplay(ctx, t.tx, b, items)
+func (t replayTx) InsertItems(ctx context.Context, batchID string, items []quarantine.ReplayItem) error {
+	return insertItems(ctx, t.tx, batchID, items)
 }
 
-func (t replayTx) SetReplaying(ctx context.Context, ids []string, now time.Time) error {
-	return setReplaying(ctx, t.tx, ids, now)
+func (t replayTx) DeleteBatch(ctx context.Context, batchID string) error {
+	return deleteBatch(ctx, t.tx, batchID)
 }
 
 func (t replayTx) CheckIncident(ctx context.Context, g *quarantine.IncidentGuard, b *quarantine.ReplayBatch, force bool, now time.Time) error {
@@ -69,10 +69,6 @@ func (t replayTx) SaveBatch(ctx context.Context, b *quarantine.ReplayBatch) erro
 
 func (t replayTx) FillCounts(ctx context.Context, b *quarantine.ReplayBatch) error {
 	return fillCounts(ctx, t.tx, []*quarantine.ReplayBatch{b})
-}
-
-func (t replayTx) StartItems(ctx context.Context, batchID string, now time.Time) error {
-	return startItems(ctx, t.tx, batchID, now)
 }
 
 func (t replayTx) CancelItems(ctx context.Context, batchID string, release bool, now time.Time) error {
@@ -93,65 +89,6 @@ func countPending(ctx context.Context, tx pgx.Tx, batchID string) (int, error) {
 	return n, err
 }
 
-// startItems locks the messages of the pending items (id order), skips
-// each item whose message is no longer quarantined
-// (quarantine.StartSkipReason) and moves the others' messages to
-// replaying.
-func startItems(ctx context.Context, tx pgx.Tx, batchID string, now time.Time) error {
-	rows, err := tx.Query(ctx, `SELECT seq, message_id FROM replay_items
-		WHERE batch_id = $1 AND outcome = 'pending' ORDER BY seq`, batchID)
-	if err != nil {
-		return err
-	}
-	type pending struct {
-		seq int32
-		id  string
-	}
-	var items []pending
-	var p pending
-	if _, err := pgx.ForEachRow(rows, []any{&p.seq, &p.id}, func() error {
-		items = append(items, p)
-		return nil
-	}); err != nil || len(items) == 0 {
-		return err
-	}
-	ids := make([]string, len(items))
-	for i, it := range items {
-		ids[i] = it.id
-	}
-	rows, err = tx.Query(ctx, `SELECT id, status FROM messages WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, ids)
-	if err != nil {
-		return err
-	}
-	status := map[string]quarantine.Status{}
-	var id string
-	var st quarantine.Status
-	if _, err := pgx.ForEachRow(rows, []any{&id, &st}, func() error {
-		status[id] = st
-		return nil
-	}); err != nil {
-		return err
-	}
-	var skipSeq []int32
-	var skipWhy, start []string
-	for _, it := range items {
-		st, ok := status[it.id]
-		if why := quarantine.StartSkipReason(ok, st); why != "" {
-			skipSeq, skipWhy = append(skipSeq, it.seq), append(skipWhy, why)
-		} else {
-			start = append(start, it.id)
-		}
-	}
-	if len(skipSeq) > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE replay_items i SET outcome = 'skipped', reason = u.reason, updated_at = $4
-			FROM unnest($2::int[], $3::text[]) AS u(seq, reason) WHERE i.batch_id = $1 AND i.seq = u.seq`,
-			batchID, skipSeq, skipWhy, now); err != nil {
-			return err
-		}
-	}
-	return setReplaying(ctx, tx, start, now)
-}
-
 // cancelItems skips the pending items of a batch ("cancelled") and with
 // release returns their (replaying) messages to quarantined. Items whose
 // lease has expired get a new fence, so that a late result is refused;
@@ -170,11 +107,21 @@ func cancelItems(ctx context.Context, tx pgx.Tx, batchID string, release bool, n
 		lease_owner = CASE WHEN i.lease_owner <> '' AND i.lease_expires_at > $2 THEN i.lease_owner ELSE '' END,
 		lease_expires_at = CASE WHEN i.lease_owner <> '' AND i.lease_expires_at > $2 THEN i.lease_expires_at END,
 		updated_at = $2
-		FROM c WHERE i.batch_id = $1 AND i.seq = c.seq AND i.outcome = 'pending' RETURNING i.message_id`, batchID, now)
+		FROM c WHERE i.batch_id = $1 AND i.seq = c.seq AND i.outcome = 'pending'
+		RETURNING CASE WHEN i.attempts > 0 THEN i.message_id END`, batchID, now)
 	if err != nil {
 		return err
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	// Only a leased item moved its message to replaying (an item never
+	// leased left it as it was: quarantined, or another batch's).
+	var ids []string
+	var id *string
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error {
+		if id != nil {
+			ids = append(ids, *id)
+		}
+		return nil
+	})
 	if err != nil || !release || len(ids) == 0 {
 		return err
 	}

@@ -76,8 +76,9 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 	}
 	var due time.Time
 	var wait time.Duration
+	var skipped bool
 	err = s.inTx(ctx, "lease replay items", func(tx pgx.Tx) error {
-		out, due, wait = out[:0], time.Time{}, 0
+		out, due, wait, skipped = out[:0], time.Time{}, 0, false
 		var state string
 		err := tx.QueryRow(ctx, `SELECT state FROM replay_batches WHERE id = $1`, batchID).Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && state != string(quarantine.ReplayRunning)) {
@@ -118,11 +119,21 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		}); err != nil || len(out) == 0 {
 			return err
 		}
+		var skips int
+		if out, skips, err = claimMessages(ctx, tx, batchID, out, now); err != nil {
+			return err
+		}
+		skipped = skips > 0
 		slices.SortFunc(out, func(a, b quarantine.ReplayLease) int { return a.Item.Seq - b.Item.Seq })
 		return nil
 	})
 	if err != nil {
 		return nil, time.Time{}, 0, err
+	}
+	if skipped {
+		if err := s.completeIfDone(ctx, batchID); err != nil {
+			return nil, time.Time{}, 0, err
+		}
 	}
 	if len(out) == 0 {
 		return out, time.Time{}, wait, nil
@@ -139,6 +150,58 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		return nil, time.Time{}, 0, err
 	}
 	return out, due, 0, nil
+}
+
+// claimMessages locks the messages of the leased items (id order), moves
+// the quarantined ones to replaying and skips the items whose message
+// another batch holds or published, or that was discarded
+// (replays.Claim). It returns the leases kept and how many were skipped.
+func claimMessages(ctx context.Context, tx pgx.Tx, batchID string, out []quarantine.ReplayLease, now time.Time) ([]quarantine.ReplayLease, int, error) {
+	ids := make([]string, len(out))
+	for i, l := range out {
+		ids[i] = l.Item.MessageID
+	}
+	rows, err := tx.Query(ctx, `SELECT id, status FROM messages WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE`, ids)
+	if err != nil {
+		return nil, 0, err
+	}
+	status := make(map[string]quarantine.Status, len(out))
+	var id, by string
+	var st quarantine.Status
+	if _, err := pgx.ForEachRow(rows, []any{&id, &st}, func() error { status[id] = st; return nil }); err != nil {
+		return nil, 0, err
+	}
+	holders := map[string]string{}
+	if other := replays.Unclaimed(status); len(other) > 0 {
+		rows, err := tx.Query(ctx, `SELECT DISTINCT ON (message_id) message_id, batch_id FROM replay_items
+			WHERE message_id = ANY($1::text[]) AND batch_id <> $2 AND attempts > 0 AND outcome IN (`+replays.HolderOutcomes+`)
+			ORDER BY message_id, updated_at DESC`, other, batchID)
+		if err != nil {
+			return nil, 0, err
+		}
+		if _, err := pgx.ForEachRow(rows, []any{&id, &by}, func() error { holders[id] = by; return nil }); err != nil {
+			return nil, 0, err
+		}
+	}
+	move, skip, keep := replays.Claim(out, status, holders)
+	if len(move) > 0 {
+		if _, err := tx.Exec(ctx, `UPDATE messages SET status = 'replaying', updated_at = $2 WHERE id = ANY($1::text[])`, move, now); err != nil {
+			return nil, 0, err
+		}
+	}
+	if len(skip) > 0 {
+		seqs, why := make([]int32, len(skip)), mk(len(skip))
+		for i, k := range skip {
+			seqs[i], why[i] = int32(k.Seq), k.Reason
+		}
+		if _, err := tx.Exec(ctx, `UPDATE replay_items i SET outcome = 'skipped', reason = u.reason, updated_at = $4,
+			lease_owner = '', lease_expires_at = NULL
+			FROM unnest($2::int[], $3::text[]) AS u(seq, reason) WHERE i.batch_id = $1 AND i.seq = u.seq`,
+			batchID, seqs, why, now); err != nil {
+			return nil, 0, err
+		}
+	}
+	return keep, len(skip), nil
 }
 
 // leasedMessages sets the message of each lease. EINTERNAL when one is

@@ -28,8 +28,15 @@ func benchRows(b *testing.B) int { return storetest.EnvCount(b, "QUARANTINE_BENC
 // os.TempDir() by seed size so that later runs skip the seeding.
 func seeded(b *testing.B) *sqlite.Store {
 	n := benchRows(b)
-	path := filepath.Join(os.TempDir(), fmt.Sprintf("quarantine-bench-sqlite-%d.db", n))
-	s, err := sqlite.Open(b.Context(), path)
+	s := openKept(b, fmt.Sprintf("quarantine-bench-sqlite-%d.db", n))
+	storetest.SeedMessages(b, s, n, "bench-seed")
+	return s
+}
+
+// openKept opens (and migrates) the database file name kept under
+// os.TempDir(), closed when b ends.
+func openKept(b *testing.B, name string, opts ...sqlite.Option) *sqlite.Store {
+	s, err := sqlite.Open(b.Context(), filepath.Join(os.TempDir(), name), opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,7 +44,6 @@ func seeded(b *testing.B) *sqlite.Store {
 	if err := s.Migrate(b.Context()); err != nil {
 		b.Fatal(err)
 	}
-	storetest.SeedMessages(b, s, n, "bench-seed")
 	return s
 }
 
@@ -71,17 +77,24 @@ func BenchmarkOperations(b *testing.B) {
 //	go test -run '^$' -bench '^BenchmarkBurst$' -benchtime=1x -timeout 1h ./store/sqlite/
 func BenchmarkBurst(b *testing.B) {
 	n := storetest.EnvCount(b, "QUARANTINE_BENCH_ROWS", 1_000_000)
-	path := filepath.Join(os.TempDir(), fmt.Sprintf("quarantine-burst-sqlite-%d.db", n))
 	// Without the background text search indexer: a million documents
 	// to index would weigh on the reads measured (none searches text).
-	s, err := sqlite.Open(b.Context(), path, sqlite.WithClock(func() time.Time { return storetest.BurstNow }), sqlite.WithoutSearchIndexer())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	if err := s.Migrate(b.Context()); err != nil {
-		b.Fatal(err)
-	}
+	s := openKept(b, fmt.Sprintf("quarantine-burst-sqlite-%d.db", n),
+		sqlite.WithClock(func() time.Time { return storetest.BurstNow }), sqlite.WithoutSearchIndexer())
 	storetest.SeedBurst(b, s, n, "burst")
 	storetest.BenchBurst(b, s, n, storetest.BurstCalls(b))
+}
+
+// BenchmarkPin measures a dry run by filter of QUARANTINE_BENCH_ROWS
+// (default 1,000,000) messages seeded as for BenchmarkBurst, into a
+// database of its own (the inserts made meanwhile would change the
+// burst's), with single-message inserts every 20 ms meanwhile
+// (storetest.BenchPin). Run once:
+//
+//	go test -run '^$' -bench '^BenchmarkPin$' -benchtime=1x -timeout 1h ./store/sqlite/
+func BenchmarkPin(b *testing.B) {
+	n := storetest.EnvCount(b, "QUARANTINE_BENCH_ROWS", 1_000_000)
+	s := openKept(b, fmt.Sprintf("quarantine-pin-sqlite-%d.db", n), sqlite.WithoutSearchIndexer())
+	storetest.SeedBurst(b, s, n, "burst")
+	storetest.BenchPin(b, s, n)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,16 +19,20 @@ import (
 
 const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
 	b.rate, b.burst, b.canary, b.observe, b.halt_refail_ratio, b.force_without_key, b.queues, b.owners,
-	b.total, b.canary_verdict, b.canary_until, b.created_at, b.updated_at, b.started_at, b.finished_at, b.expires_at`
+	b.total, b.pin_total, b.canary_verdict, b.canary_until, b.created_at, b.updated_at, b.started_at, b.finished_at, b.expires_at`
 
 const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
 	i.idempotency_key, i.payload_version, i.payload_sha256, i.dropped_headers, i.attempts, i.refail_id,
 	i.published_at, i.updated_at, i.refusals`
 
 // CreateReplay pins the messages r selects as a new batch; see
-// store.Replays. Errors: EINVALID for a bad request, EUNPROCESSABLE when a
-// filter matches more than quarantine.MaxBulk messages, ECONFLICT when
-// r.ExpectCount does not hold, EUNAVAILABLE.
+// store.Replays and replays.Pin: the selection is read in one read
+// transaction (a snapshot), the items are written in short write
+// transactions beside it (the writer is free between them), and no
+// message changes status (a lease moves it). Errors: EINVALID for a bad
+// request, ECONFLICT when r.ExpectCount does not hold, EUNPROCESSABLE
+// (naming expect_count) when a batch started at once selects more than
+// r.ConfirmAbove without it, EUNAVAILABLE.
 func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error) {
 	if err := r.Validate(0); err != nil {
 		return nil, err
@@ -37,119 +40,92 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 	if err := s.searchReady(ctx, filterText(r.Filter)); err != nil {
 		return nil, err
 	}
-	var b *quarantine.ReplayBatch
-	err := s.write(ctx, "create a replay", func(tx *sql.Tx) (err error) {
-		b, err = replays.Create(ctx, replayTx{s, tx}, &r, keyRule, s.clock())
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	return replays.Pin(ctx, pinner{s}, &r, keyRule, s.clock)
 }
 
-// replayCandidates reads the messages r selects, as the write
-// transaction sees them.
-func replayCandidates(ctx context.Context, tx *sql.Tx, r *quarantine.ReplayRequest) ([]quarantine.ReplayCandidate, error) {
-	const cols = `SELECT m.id, m.status, m.queue, m.owner, m.idempotency_key, m.key_rule, m.replay_count FROM messages m`
-	scan := func(rows *sql.Rows, fn func(c quarantine.ReplayCandidate)) error {
-		defer rows.Close()
-		for rows.Next() {
-			var c quarantine.ReplayCandidate
-			var st string
-			if err := rows.Scan(&c.ID, &st, &c.Queue, &c.Owner, &c.IdempotencyKey, &c.KeyRule, &c.ReplayCount); err != nil {
-				return err
-			}
-			c.Status, c.Found = quarantine.Status(st), true
-			fn(c)
-		}
-		return rows.Err()
-	}
-	if r.Filter == nil {
-		ids := replays.DistinctIDs(r.IDs)
-		var valid []string
-		for _, id := range ids {
-			if quarantine.ValidID(id) {
-				valid = append(valid, id)
-			}
-		}
-		found := map[string]quarantine.ReplayCandidate{}
-		if len(valid) > 0 {
-			rows, err := tx.QueryContext(ctx, cols+` WHERE m.id IN (SELECT value FROM json_each(?))`, jsonArray(valid))
-			if err != nil {
-				return nil, err
-			}
-			if err := scan(rows, func(c quarantine.ReplayCandidate) {
-				if replays.Visible(r.Owners, c.Owner) {
-					found[c.ID] = c
-				}
-			}); err != nil {
-				return nil, err
-			}
-		}
-		out := make([]quarantine.ReplayCandidate, 0, len(ids))
-		for _, id := range ids {
-			c, ok := found[id]
-			if !ok {
-				c = quarantine.ReplayCandidate{ID: quarantine.SanitizeText(id)}
-			}
-			out = append(out, c)
-		}
-		return out, nil
-	}
-	f, ok := replays.NarrowFilter(*r.Filter, r.Owners)
-	if !ok {
-		return nil, nil
-	}
-	f.After, f.Limit = nil, 1
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	w, args := where(f, false)
-	rows, err := tx.QueryContext(ctx, cols+w+" ORDER BY m.id LIMIT "+strconv.Itoa(quarantine.MaxBulk+1), args...)
+// pinner gives replays.Pin a snapshot and write transactions.
+type pinner struct{ s *Store }
+
+func (p pinner) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
+	return p.s.read(ctx, "select a replay's messages", func(tx *sql.Tx) error { return fn(selector{tx}) })
+}
+
+func (p pinner) Write(ctx context.Context, what string, fn func(replays.Tx) error) error {
+	return p.s.write(ctx, what, func(tx *sql.Tx) error { return fn(replayTx{p.s, tx}) })
+}
+
+// selector reads candidates in the snapshot's transaction.
+type selector struct{ tx *sql.Tx }
+
+const candidateColumns = `SELECT m.id, m.status, m.queue, m.owner, m.idempotency_key, m.key_rule, m.replay_count FROM messages m`
+
+func scanCandidates(rows *sql.Rows, err error) ([]quarantine.ReplayCandidate, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
 	var out []quarantine.ReplayCandidate
-	if err := scan(rows, func(c quarantine.ReplayCandidate) { out = append(out, c) }); err != nil {
-		return nil, err
-	}
-	if len(out) > quarantine.MaxBulk {
-		var n int64
-		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM messages m"+w, args...).Scan(&n); err != nil {
+	for rows.Next() {
+		var c quarantine.ReplayCandidate
+		var st string
+		if err := rows.Scan(&c.ID, &st, &c.Queue, &c.Owner, &c.IdempotencyKey, &c.KeyRule, &c.ReplayCount); err != nil {
 			return nil, err
 		}
-		return nil, quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "filter",
-			"the filter matches %d messages; at most %d can be replayed at once", n, quarantine.MaxBulk)
+		c.Status, c.Found = quarantine.Status(st), true
+		out = append(out, c)
 	}
-	return out, nil
+	return out, rows.Err()
 }
 
-// setReplaying moves the quarantined messages among ids to replaying.
-func setReplaying(ctx context.Context, tx *sql.Tx, ids []string, now time.Time) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	return moveStatus(ctx, tx, jsonArray(ids), "quarantined", "replaying", "", micros(now))
+func (q selector) ByIDs(ctx context.Context, ids []string) ([]quarantine.ReplayCandidate, error) {
+	return scanCandidates(q.tx.QueryContext(ctx, candidateColumns+` WHERE m.id IN (SELECT value FROM json_each(?))`, jsonArray(ids)))
 }
 
-func insertReplay(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch, items []quarantine.ReplayItem) error {
-	queues, owners := jsonArray(b.Queues), jsonArray(b.Owners)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
+func (q selector) CountFilter(ctx context.Context, f quarantine.Filter) (int, error) {
+	w, args := where(f, false)
+	var n int
+	err := q.tx.QueryRowContext(ctx, "SELECT count(*) FROM messages m"+w, args...).Scan(&n)
+	return n, err
+}
+
+func (q selector) FilterChunk(ctx context.Context, f quarantine.Filter, after string, limit int) ([]quarantine.ReplayCandidate, error) {
+	w, args := where(f, false)
+	if after != "" {
+		if w == "" {
+			w = " WHERE m.id > ?"
+		} else {
+			w += " AND m.id > ?"
+		}
+		args = append(args, after)
+	}
+	return scanCandidates(q.tx.QueryContext(ctx, candidateColumns+w+" ORDER BY m.id LIMIT ?", append(args, limit)...))
+}
+
+func insertReplayBatch(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
 		dest_queue, dest_collector, rate, burst, canary, observe, halt_refail_ratio, force_without_key, queues,
-		owners, total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		owners, total, pin_total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.ID, string(b.State), b.StateReason, b.Reason, b.Actor, b.Destination.Queue, b.Destination.Collector,
-		b.Rate, b.Burst, b.Canary, b.Observe.Microseconds(), b.HaltRefailRatio, b.ForceWithoutKey, queues,
-		owners, b.Total, b.CanaryVerdict, microsPtr(b.CanaryUntil), micros(b.CreatedAt), micros(b.UpdatedAt),
-		microsPtr(b.StartedAt), microsPtr(b.FinishedAt), microsPtr(b.ExpiresAt)); err != nil {
-		return err
+		b.Rate, b.Burst, b.Canary, b.Observe.Microseconds(), b.HaltRefailRatio, b.ForceWithoutKey, jsonArray(b.Queues),
+		jsonArray(b.Owners), b.Total, b.PinTotal, b.CanaryVerdict, microsPtr(b.CanaryUntil), micros(b.CreatedAt), micros(b.UpdatedAt),
+		microsPtr(b.StartedAt), microsPtr(b.FinishedAt), microsPtr(b.ExpiresAt))
+	return err
+}
+
+// insertItems writes one chunk of a batch's items and adds them to its
+// counts (migration 0011 keeps them).
+func insertItems(ctx context.Context, tx *sql.Tx, batchID string, items []quarantine.ReplayItem) error {
+	if len(items) == 0 {
+		return nil
 	}
 	// One statement for every item: rows of [seq, message, queue, outcome,
 	// reason, key, updated_at], parsed once (JSONB), not once per field.
 	rows := make([][]any, len(items))
+	counts := map[string]int{}
 	for i, it := range items {
 		rows[i] = []any{it.Seq, it.MessageID, it.Queue, string(it.Outcome), it.Reason, it.IdempotencyKey, micros(it.UpdatedAt)}
+		counts[string(it.Outcome)]++
 	}
 	rj, err := json.Marshal(rows)
 	if err != nil {
@@ -158,29 +134,43 @@ func insertReplay(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch, it
 	if _, err = tx.ExecContext(ctx, `INSERT INTO replay_items (batch_id, seq, message_id, queue, outcome,
 		reason, idempotency_key, updated_at)
 		SELECT ?, j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4, j.value->>5, j.value->>6
-		FROM jsonb_each(jsonb(?)) j`, b.ID, string(rj)); err != nil {
+		FROM jsonb_each(jsonb(?)) j`, batchID, string(rj)); err != nil {
 		return err
-	}
-	// The counts the items start with (migration 0011 keeps them).
-	counts := map[string]int{}
-	for _, it := range items {
-		counts[string(it.Outcome)]++
 	}
 	cj, err := json.Marshal(counts)
 	if err != nil {
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO replay_counts (batch_id, outcome, n)
-		SELECT ?, j.key, j.value FROM json_each(?) j`, b.ID, string(cj))
+		SELECT ?, j.key, j.value FROM json_each(?) j WHERE true
+		ON CONFLICT (batch_id, outcome) DO UPDATE SET n = n + excluded.n`, batchID, string(cj))
 	return err
+}
+
+// deleteBatch removes a batch still pinning, its items and counts.
+func deleteBatch(ctx context.Context, tx *sql.Tx, id string) error {
+	res, err := tx.ExecContext(ctx, `DELETE FROM replay_batches WHERE id = ? AND state = 'pinning'`, id)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err
+	}
+	for _, q := range []string{`DELETE FROM replay_items WHERE batch_id = ?`, `DELETE FROM replay_counts WHERE batch_id = ?`} {
+		if _, err := tx.ExecContext(ctx, q, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // saveBatch writes the fields of b that change after its creation.
 func saveBatch(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch) error {
 	_, err := tx.ExecContext(ctx, `UPDATE replay_batches SET state = ?, state_reason = ?, updated_at = ?,
-		started_at = ?, finished_at = ?, expires_at = ?, canary_verdict = ?, canary_until = ? WHERE id = ?`,
+		started_at = ?, finished_at = ?, expires_at = ?, canary_verdict = ?, canary_until = ?,
+		total = ?, queues = ?, owners = ? WHERE id = ?`,
 		string(b.State), b.StateReason, micros(b.UpdatedAt), microsPtr(b.StartedAt), microsPtr(b.FinishedAt),
-		microsPtr(b.ExpiresAt), b.CanaryVerdict, microsPtr(b.CanaryUntil), b.ID)
+		microsPtr(b.ExpiresAt), b.CanaryVerdict, microsPtr(b.CanaryUntil), b.Total, jsonArray(b.Queues), jsonArray(b.Owners), b.ID)
 	return err
 }
 
@@ -193,7 +183,7 @@ func scanBatch(r scanner) (*quarantine.ReplayBatch, error) {
 	)
 	if err := r.Scan(&b.ID, &state, &b.StateReason, &b.Reason, &b.Actor, &b.Destination.Queue,
 		&b.Destination.Collector, &b.Rate, &b.Burst, &b.Canary, &observe, &b.HaltRefailRatio,
-		&b.ForceWithoutKey, &queues, &owners, &b.Total, &b.CanaryVerdict, &until, &created, &upd,
+		&b.ForceWithoutKey, &queues, &owners, &b.Total, &b.PinTotal, &b.CanaryVerdict, &until, &created, &upd,
 		&started, &fin, &ex); err != nil {
 		return nil, err
 	}
@@ -343,7 +333,12 @@ func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*
 
 // RunnableReplays returns the running batches and the drafts expired at
 // now, oldest first; see store.Replays.
+// A pinning batch nothing wrote to for replays.PinStale (its server
+// stopped mid-pin) is removed first.
 func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
+	if err := s.dropStalePins(ctx, now); err != nil {
+		return nil, err
+	}
 	var out []*quarantine.ReplayBatch
 	err := s.read(ctx, "list runnable replays", func(tx *sql.Tx) (err error) {
 		out, err = scanBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
@@ -354,6 +349,30 @@ func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quaranti
 		return nil, err
 	}
 	return out, nil
+}
+
+// dropStalePins removes the pinning batches not written to since
+// replays.PinStale before now, each in its own write transaction.
+func (s *Store) dropStalePins(ctx context.Context, now time.Time) error {
+	var ids []string
+	err := s.read(ctx, "find abandoned pins", func(tx *sql.Tx) error {
+		var list string
+		err := tx.QueryRowContext(ctx, `SELECT json_group_array(id) FROM replay_batches WHERE state = 'pinning' AND updated_at < ?`,
+			micros(now.Add(-replays.PinStale))).Scan(&list)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal([]byte(list), &ids)
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := s.write(ctx, "remove an abandoned pin", func(tx *sql.Tx) error { return deleteBatch(ctx, tx, id) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func scanItem(r scanner, extra ...any) (quarantine.ReplayItem, error) {

@@ -42,16 +42,16 @@ type replayTx struct {
 
 var _ replays.Tx = replayTx{}
 
-func (t replayTx) Candidates(ctx context.Context, r *quarantine.ReplayRequest) ([]quarantine.ReplayCandidate, error) {
-	return replayCandidates(ctx, t.tx, r)
+func (t replayTx) InsertBatch(ctx context.Context, b *quarantine.ReplayBatch) error {
+	return insertReplayBatch(ctx, t.tx, b)
 }
 
-func (t replayTx) InsertReplay(ctx context.Context, b *quarantine.ReplayBatch, items []quarantine.ReplayItem) error {
-	return insertReplay(ctx, t.tx, b, items)
+func (t replayTx) InsertItems(ctx context.Context, batchID string, items []quarantine.ReplayItem) error {
+	return insertItems(ctx, t.tx, batchID, items)
 }
 
-func (t replayTx) SetReplaying(ctx context.Context, ids []string, now time.Time) error {
-	return setReplaying(ctx, t.tx, ids, now)
+func (t replayTx) DeleteBatch(ctx context.Context, batchID string) error {
+	return deleteBatch(ctx, t.tx, batchID)
 }
 
 func (t replayTx) CheckIncident(ctx context.Context, g *quarantine.IncidentGuard, b *quarantine.ReplayBatch, force bool, now time.Time) error {
@@ -68,10 +68,6 @@ func (t replayTx) SaveBatch(ctx context.Context, b *quarantine.ReplayBatch) erro
 
 func (t replayTx) FillCounts(ctx context.Context, b *quarantine.ReplayBatch) error {
 	return fillCounts(ctx, t.tx, []*quarantine.ReplayBatch{b})
-}
-
-func (t replayTx) StartItems(ctx context.Context, batchID string, now time.Time) error {
-	return startItems(ctx, t.tx, batchID, now)
 }
 
 func (t replayTx) CancelItems(ctx context.Context, batchID string, release bool, now time.Time) error {
@@ -92,49 +88,6 @@ func countPending(ctx context.Context, tx *sql.Tx, batchID string) (int, error) 
 	return n, err
 }
 
-// startItems skips each pending item whose message is no longer
-// quarantined (quarantine.StartSkipReason) and moves the others'
-// messages to replaying.
-func startItems(ctx context.Context, tx *sql.Tx, batchID string, now time.Time) error {
-	rows, err := tx.QueryContext(ctx, `SELECT i.seq, i.message_id, m.status FROM replay_items i
-		LEFT JOIN messages m ON m.id = i.message_id
-		WHERE i.batch_id = ? AND i.outcome = 'pending' ORDER BY i.seq`, batchID)
-	if err != nil {
-		return err
-	}
-	type skip struct {
-		seq    int
-		reason string
-	}
-	var skips []skip
-	var ids []string
-	for rows.Next() {
-		var seq int
-		var id string
-		var st sql.NullString
-		if err := rows.Scan(&seq, &id, &st); err != nil {
-			rows.Close()
-			return err
-		}
-		if why := quarantine.StartSkipReason(st.Valid, quarantine.Status(st.String)); why != "" {
-			skips = append(skips, skip{seq, why})
-		} else {
-			ids = append(ids, id)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, sk := range skips {
-		if _, err := tx.ExecContext(ctx, `UPDATE replay_items SET outcome = 'skipped', reason = ?, updated_at = ?
-			WHERE batch_id = ? AND seq = ?`, sk.reason, micros(now), batchID, sk.seq); err != nil {
-			return err
-		}
-	}
-	return setReplaying(ctx, tx, ids, now)
-}
-
 // cancelItems skips the pending items of a batch ("cancelled") and with
 // release returns their (replaying) messages to quarantined. Items whose
 // lease has expired get a new fence, so that a late result is refused;
@@ -143,8 +96,10 @@ func startItems(ctx context.Context, tx *sql.Tx, batchID string, now time.Time) 
 func cancelItems(ctx context.Context, tx *sql.Tx, batchID string, release bool, now time.Time) error {
 	if release {
 		var ids string
+		// Only a leased item moved its message to replaying (an item never
+		// leased left it as it was: quarantined, or another batch's).
 		if err := tx.QueryRowContext(ctx, `SELECT json_group_array(message_id) FROM replay_items
-			WHERE batch_id = ? AND outcome = 'pending'`, batchID).Scan(&ids); err != nil {
+			WHERE batch_id = ? AND outcome = 'pending' AND attempts > 0`, batchID).Scan(&ids); err != nil {
 			return err
 		}
 		if err := moveStatus(ctx, tx, ids, "replaying", "quarantined", "", micros(now)); err != nil {

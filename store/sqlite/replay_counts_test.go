@@ -96,7 +96,8 @@ func TestReplayCountsKept(t *testing.T) {
 			quarantine.ItemFailed, quarantine.ItemSkipped, quarantine.ItemRefailed
 	)
 
-	// A draft of four; one is discarded before the start, which skips it.
+	// A draft of four; one is discarded before the start, which its lease
+	// skips.
 	a, err := s.CreateReplay(ctx, req(ms[:4], true), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -112,13 +113,14 @@ func TestReplayCountsKept(t *testing.T) {
 	if _, err := s.ChangeReplay(ctx, quarantine.ReplayChange{BatchID: a.ID, Action: quarantine.ReplayActStart, Actor: "alice", Reason: "go"}); err != nil {
 		t.Fatal(err)
 	}
-	wantKeptCounts(t, s, "started", map[string]counts{a.ID: {pend: 3, skip: 1}})
+	wantKeptCounts(t, s, "started", map[string]counts{a.ID: {pend: 4}})
 
 	// Results of every kind, one stale (a second record of the same lease).
-	ls, err := s.LeaseReplayItems(ctx, a.ID, "engine", 3, time.Hour, 0)
+	ls, err := s.LeaseReplayItems(ctx, a.ID, "engine", 4, time.Hour, 0)
 	if err != nil || len(ls) != 3 {
 		t.Fatalf("lease: %v, %d leases", err, len(ls))
 	}
+	wantKeptCounts(t, s, "leased", map[string]counts{a.ID: {pend: 3, skip: 1}})
 	result := func(l quarantine.ReplayLease, o quarantine.ItemOutcome) quarantine.ReplayResult {
 		return quarantine.ReplayResult{BatchID: l.Item.BatchID, MessageID: l.Item.MessageID, Fence: l.Fence, Outcome: o,
 			Destination: "memory:src/q", PayloadVersion: l.Message.PayloadVersion, PayloadSHA256: l.Message.PayloadSHA256}

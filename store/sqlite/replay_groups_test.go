@@ -93,11 +93,12 @@ func TestReplayMovesKeepFailureGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("started", map[string]int{"quarantined": 1, "replaying": 5})
+	check("started", map[string]int{"quarantined": 6}) // a pin moves nothing
 	ls, err := s.LeaseReplayItems(ctx, b.ID, "engine", 5, time.Hour, 0)
 	if err != nil || len(ls) != 5 {
 		t.Fatalf("lease: %v, %d leases", err, len(ls))
 	}
+	check("leased", map[string]int{"quarantined": 1, "replaying": 5})
 	var rs []quarantine.ReplayResult
 	for _, l := range ls {
 		// The two before 1970 alone make the replayed bucket: its example

@@ -108,8 +108,14 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 			out = append(out, l)
 		}
 		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if out, err = s.claimMessages(ctx, tx, batchID, out, now); err != nil {
+			return err
+		}
 		slices.SortFunc(out, func(a, b quarantine.ReplayLease) int { return a.Item.Seq - b.Item.Seq })
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return nil, time.Time{}, 0, err
@@ -127,6 +133,71 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		return nil, time.Time{}, 0, err
 	}
 	return out, due, 0, nil
+}
+
+// claimMessages moves the quarantined messages of the leased items to
+// replaying and skips the items whose message another batch holds or
+// published, or that was discarded (replays.Claim), completing the batch
+// when that left nothing pending. It returns the leases kept.
+func (s *Store) claimMessages(ctx context.Context, tx *sql.Tx, batchID string, out []quarantine.ReplayLease, now time.Time) ([]quarantine.ReplayLease, error) {
+	ids := make([]string, len(out))
+	for i, l := range out {
+		ids[i] = l.Item.MessageID
+	}
+	status := make(map[string]quarantine.Status, len(out))
+	if err := scanPairs(tx.QueryContext(ctx, `SELECT id, status FROM messages WHERE id IN (SELECT value FROM json_each(?))`,
+		jsonArray(ids)))(func(id, st string) { status[id] = quarantine.Status(st) }); err != nil {
+		return nil, err
+	}
+	holders := map[string]string{}
+	if other := replays.Unclaimed(status); len(other) > 0 {
+		if err := scanPairs(tx.QueryContext(ctx, `SELECT message_id, batch_id FROM replay_items
+			WHERE message_id IN (SELECT value FROM json_each(?)) AND batch_id <> ? AND attempts > 0
+				AND outcome IN (`+replays.HolderOutcomes+`)
+			ORDER BY updated_at`, jsonArray(other), batchID))(func(id, by string) { holders[id] = by }); err != nil {
+			return nil, err
+		}
+	}
+	move, skip, keep := replays.Claim(out, status, holders)
+	if len(move) > 0 {
+		if err := moveStatus(ctx, tx, jsonArray(move), "quarantined", "replaying", "", micros(now)); err != nil {
+			return nil, err
+		}
+	}
+	if len(skip) == 0 {
+		return keep, nil
+	}
+	for _, k := range skip {
+		if _, err := tx.ExecContext(ctx, `UPDATE replay_items SET outcome = 'skipped', reason = ?, updated_at = ?,
+			lease_owner = '', lease_expires_at = NULL WHERE batch_id = ? AND seq = ?`,
+			k.Reason, micros(now), batchID, k.Seq); err != nil {
+			return nil, err
+		}
+	}
+	ev, err := completeIfDone(ctx, tx, batchID, now)
+	if err != nil || ev == nil {
+		return keep, err
+	}
+	return keep, s.appendAudits(ctx, tx, []*quarantine.AuditEvent{ev})
+}
+
+// scanPairs returns a function that calls fn with each row of two text
+// columns of rows (the latest row wins where fn keeps by the first).
+func scanPairs(rows *sql.Rows, err error) func(fn func(a, b string)) error {
+	return func(fn func(a, b string)) error {
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a, b string
+			if err := rows.Scan(&a, &b); err != nil {
+				return err
+			}
+			fn(a, b)
+		}
+		return rows.Err()
+	}
 }
 
 // leasedMessages sets the message of each lease, read in one snapshot.

@@ -22,7 +22,7 @@ func testReplay(t *testing.T, h Harness) {
 	t.Run("Transitions", func(t *testing.T) { t.Parallel(); testReplayTransitions(t, h) })
 	t.Run("Cancel", func(t *testing.T) { t.Parallel(); testReplayCancel(t, h) })
 	t.Run("List", func(t *testing.T) { t.Parallel(); testReplayList(t, h) })
-	t.Run("MaxBulk", func(t *testing.T) { t.Parallel(); testReplayMaxBulk(t, h) })
+	t.Run("ConfirmAbove", func(t *testing.T) { t.Parallel(); testReplayConfirmAbove(t, h) })
 }
 
 // testClock is a clock a test moves by hand.
@@ -89,16 +89,22 @@ func wantCounts(t *testing.T, b *quarantine.ReplayBatch) {
 // items returns every item of a batch, in seq order, two at a time.
 func items(t *testing.T, s store.Store, batchID string) []quarantine.ReplayItem {
 	t.Helper()
+	return itemsPaged(t, s, batchID, 2)
+}
+
+// itemsPaged returns every item of a batch, page pages of them at a time.
+func itemsPaged(t *testing.T, s store.Store, batchID string, page int) []quarantine.ReplayItem {
+	t.Helper()
 	var out []quarantine.ReplayItem
-	f := quarantine.ReplayItemFilter{BatchID: batchID, After: -1, Limit: 2}
+	f := quarantine.ReplayItemFilter{BatchID: batchID, After: -1, Limit: page}
 	for {
-		page, more, err := s.ListReplayItems(t.Context(), f)
+		got, more, err := s.ListReplayItems(t.Context(), f)
 		wantOK(t, err, "ListReplayItems")
-		out = append(out, page...)
+		out = append(out, got...)
 		if !more {
 			return out
 		}
-		f.After = page[len(page)-1].Seq
+		f.After = got[len(got)-1].Seq
 	}
 }
 
@@ -177,7 +183,7 @@ func testReplayCreateIDs(t *testing.T, h Harness) {
 	if it := wantItem(t, its, a.ID, quarantine.ItemPending, ""); it.IdempotencyKey != a.IdempotencyKey || it.Queue != a.Queue {
 		t.Fatalf("item %+v does not carry its message's key and queue", it)
 	}
-	a.Status, b.Status, c.Status = quarantine.StatusReplaying, quarantine.StatusReplaying, quarantine.StatusReplaying
+	// A pin moves no message: a lease does.
 	wantStatuses(t, s, []*quarantine.Message{a, b, c})
 
 	got, err := s.GetReplay(t.Context(), batch.ID)
@@ -273,9 +279,6 @@ func testReplayCreateFilter(t *testing.T, h Harness) {
 	if got := itemIDs(items(t, s, batch.ID)); !slices.Equal(got, wantIDs) {
 		t.Fatalf("items %v, want the fingerprint's messages in id order %v", got, wantIDs)
 	}
-	for _, m := range fpB {
-		m.Status = quarantine.StatusReplaying
-	}
 	wantStatuses(t, s, append(append(slices.Clone(fpA), fpB...), other))
 
 	// Discarding by fingerprint takes the filter too.
@@ -348,14 +351,21 @@ func testReplayDraftPinned(t *testing.T, h Harness) {
 	wantOK(t, err, "start")
 	wantCounts(t, started)
 	if started.State != quarantine.ReplayRunning || started.StartedAt == nil || started.ExpiresAt != nil ||
-		started.Total != 3 || started.Counts[quarantine.ItemPending] != 2 || started.Counts[quarantine.ItemSkipped] != 1 {
+		started.Total != 3 || started.Counts[quarantine.ItemPending] != 3 {
 		t.Fatalf("started = %+v", started)
+	}
+	// The lease skips the discarded message, with its reason, and moves
+	// the others to replaying.
+	ls, err = s.LeaseReplayItems(t.Context(), draft.ID, "engine", 10, time.Minute, 0)
+	wantOK(t, err, "LeaseReplayItems")
+	if len(ls) != 2 {
+		t.Fatalf("leased %d items, want the 2 still quarantined", len(ls))
 	}
 	its := items(t, s, draft.ID)
 	if slices.Contains(itemIDs(its), late.ID) {
 		t.Fatal("a message that arrived after the preview joined the pinned set")
 	}
-	wantItem(t, its, msgs[1].ID, quarantine.ItemSkipped, quarantine.StartSkipReason(true, quarantine.StatusDiscarded))
+	wantItem(t, its, msgs[1].ID, quarantine.ItemSkipped, "discarded")
 	msgs[0].Status, msgs[1].Status, msgs[2].Status = quarantine.StatusReplaying, quarantine.StatusDiscarded, quarantine.StatusReplaying
 	wantStatuses(t, s, append(msgs, late))
 	evs := auditOf(t, s, draft.ID, quarantine.ActionReplayStart)
@@ -449,7 +459,7 @@ func testReplaySkips(t *testing.T, h Harness) {
 	}
 	got, err := s.GetMessage(t.Context(), header.ID)
 	wantOK(t, err, "GetMessage")
-	if got.KeyRule != "header:x-id" || got.Status != quarantine.StatusReplaying {
+	if got.KeyRule != "header:x-id" || got.Status != quarantine.StatusQuarantined {
 		t.Fatalf("message %s: key rule %q status %s", got.ID, got.KeyRule, got.Status)
 	}
 	wantChain(t, s)

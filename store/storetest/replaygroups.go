@@ -53,10 +53,7 @@ func testReplayGroupCounts(t *testing.T, h Harness) {
 	order = append(order, batch[len(batch)-3:]...)
 	order = append(order, batch[3:len(batch)-3]...)
 	b := createReplay(t, s, replayReq(ids(order)...), nil)
-	for _, m := range batch {
-		m.Status = quarantine.StatusReplaying
-	}
-	check("after the start")
+	check("after the start") // a pin moves no message: a lease does
 	leases, err := s.LeaseReplayItems(ctx, b.ID, "engine-1", 10, time.Minute, 0)
 	wantOK(t, err, "LeaseReplayItems")
 	if len(leases) != 10 {
@@ -66,6 +63,10 @@ func testReplayGroupCounts(t *testing.T, h Harness) {
 	for _, m := range msgs {
 		byID[m.ID] = m
 	}
+	for _, l := range leases {
+		byID[l.Item.MessageID].Status = quarantine.StatusReplaying
+	}
+	check("after the lease")
 	var results []quarantine.ReplayResult
 	for i, l := range leases {
 		r := published(l)
@@ -100,6 +101,11 @@ func testReplayGroupCounts(t *testing.T, h Harness) {
 			m.Status = quarantine.StatusReplaying
 		}
 	}
-	createReplay(t, s, replayReq(ids(again)...), nil)
-	check("after a second start")
+	b2 := createReplay(t, s, replayReq(ids(again)...), nil)
+	leases, err = s.LeaseReplayItems(ctx, b2.ID, "engine-1", len(again), time.Minute, 0)
+	wantOK(t, err, "LeaseReplayItems")
+	if len(leases) != len(again) {
+		t.Fatalf("%d leased, want %d", len(leases), len(again))
+	}
+	check("after a second lease")
 }

@@ -2,10 +2,12 @@ package storetest
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/ops"
 )
 
 // The life of a batch after its creation: expiry, transitions, cancel,
@@ -213,48 +215,81 @@ func testReplayList(t *testing.T, h Harness) {
 	}
 }
 
-func testReplayMaxBulk(t *testing.T, h Harness) {
+// testReplayConfirmAbove: a filter has no fixed cap; above ConfirmAbove a
+// batch started at once needs expect_count, a dry run does not. The set
+// spans several chunks (ops.Chunk): the pin is written chunk by chunk.
+func testReplayConfirmAbove(t *testing.T, h Harness) {
 	if raceEnabled {
-		t.Skip("10,001 messages take minutes under the race detector; run without -race")
+		t.Skip("thousands of messages take minutes under the race detector; run without -race")
 	}
 	s := h.Open(t)
 	ctx := t.Context()
-	var msgs []*quarantine.Message
-	for i := range quarantine.MaxBulk + 1 {
+	n := 2*ops.Chunk + 5
+	var msgs, all []*quarantine.Message
+	for i := range n {
 		msgs = append(msgs, newMsg(withQueue("bulk")))
-		if len(msgs) == 1000 || i == quarantine.MaxBulk {
+		if len(msgs) == 1000 || i == n-1 {
 			insert(t, s, msgs...)
-			msgs = msgs[:0]
+			all = append(all, msgs...)
+			msgs = nil
 		}
 	}
 	r := replayReq()
-	r.IDs, r.Filter = nil, &quarantine.Filter{Queue: []string{"bulk"}}
+	r.IDs, r.Filter, r.ConfirmAbove = nil, &quarantine.Filter{Queue: []string{"bulk"}}, n-1
 	_, err := s.CreateReplay(ctx, r, nil)
 	wantCode(t, err, quarantine.EUNPROCESSABLE)
-	if msg := quarantine.ErrorMessage(err); !contains(msg, "10001") {
-		t.Fatalf("the error does not name the count: %q", msg)
+	if msg := quarantine.ErrorMessage(err); !contains(msg, strconv.Itoa(n)) || quarantine.ErrorField(err) != "expect_count" {
+		t.Fatalf("the refusal does not name expect_count and the count: %q %q", quarantine.ErrorField(err), msg)
 	}
+	wrong := n - 1
+	r.ExpectCount = &wrong
+	_, err = s.CreateReplay(ctx, r, nil)
+	wantCode(t, err, quarantine.ECONFLICT)
 	list, _, err := s.ListReplays(ctx, quarantine.ReplayFilter{})
 	wantOK(t, err, "ListReplays")
 	if len(list) != 0 {
 		t.Fatalf("a refused replay left %d batches", len(list))
 	}
-	// Exactly MaxBulk is allowed.
-	p, err := s.ListMessages(ctx, quarantine.Filter{Queue: []string{"bulk"}, Limit: 1})
-	wantOK(t, err, "ListMessages")
-	r.Filter.FailedBefore = p.Messages[0].FailedAt // all but the newest
-	batch := createReplay(t, s, r, nil)
-	if batch.Total != quarantine.MaxBulk || batch.Counts[quarantine.ItemPending] != quarantine.MaxBulk {
-		t.Fatalf("batch at the cap: total %d counts %v", batch.Total, batch.Counts)
+	// A dry run needs no confirmation; it pins every message, in id order.
+	r.ExpectCount, r.DryRun = nil, true
+	var pinning *quarantine.ReplayBatch
+	r.OnPinning = func(b *quarantine.ReplayBatch) {
+		var err error
+		pinning, err = s.GetReplay(ctx, b.ID)
+		wantOK(t, err, "GetReplay while pinning")
 	}
-	got, err := s.GetReplay(ctx, batch.ID)
+	draft := createReplay(t, s, r, nil)
+	r.OnPinning = nil
+	if pinning == nil || pinning.ID != draft.ID || pinning.State != quarantine.ReplayPinning || pinning.PinTotal != n || pinning.Total != 0 {
+		t.Fatalf("while pinning: %+v", pinning)
+	}
+	if evs := auditOf(t, s, draft.ID, quarantine.ActionReplayCreate); len(evs) != 1 {
+		t.Fatalf("%d replay.create events, want 1 when the pin settled", len(evs))
+	}
+	if draft.State != quarantine.ReplayDraft || draft.Total != n || draft.PinTotal != n || draft.Counts[quarantine.ItemPending] != n {
+		t.Fatalf("draft: state %s total %d counts %v", draft.State, draft.Total, draft.Counts)
+	}
+	got, err := s.GetReplay(ctx, draft.ID)
 	wantOK(t, err, "GetReplay")
-	if got.Counts[quarantine.ItemPending] != quarantine.MaxBulk {
-		t.Fatalf("stored counts %v", got.Counts)
+	if got.Counts[quarantine.ItemPending] != n || got.Total != n || !slices.Equal(got.Queues, []string{"bulk"}) {
+		t.Fatalf("stored: total %d counts %v queues %v", got.Total, got.Counts, got.Queues)
 	}
-	counts, err := s.CountByQueue(ctx, quarantine.Filter{Queue: []string{"bulk"}, Status: []quarantine.Status{quarantine.StatusReplaying}})
+	wantIDs := ids(all)
+	slices.Sort(wantIDs)
+	if its := itemsPaged(t, s, draft.ID, quarantine.MaxLimit); !slices.Equal(itemIDs(its), wantIDs) {
+		t.Fatalf("the draft pinned %d items, want the %d matching in id order", len(its), n)
+	}
+	// Confirmed with the previewed count, started at once: no message
+	// moves until it is leased.
+	r.ExpectCount, r.DryRun = &n, false
+	batch := createReplay(t, s, r, nil)
+	if batch.State != quarantine.ReplayRunning || batch.Total != n {
+		t.Fatalf("confirmed batch: state %s total %d", batch.State, batch.Total)
+	}
+	counts, err := s.CountByQueue(ctx, quarantine.Filter{Queue: []string{"bulk"}, Status: []quarantine.Status{quarantine.StatusQuarantined}})
 	wantOK(t, err, "CountByQueue")
-	if len(counts) != 1 || counts[0].Count != quarantine.MaxBulk {
-		t.Fatalf("replaying counts %+v, want %d (the failure groups follow the status change)", counts, quarantine.MaxBulk)
+	if len(counts) != 1 || counts[0].Count != int64(n) {
+		t.Fatalf("quarantined counts %+v, want %d (a pin moves no message)", counts, n)
 	}
+	wantChain(t, s)
 }

@@ -1,6 +1,7 @@
 // A replay's live progress: polls the page's progress URL (JSON) and
 // updates the counts, the progress bar, the achieved rate and the ETA in
-// place; when the state changes it reloads the page (its actions and
+// place (and, while the batch is pinning, how many messages are pinned
+// and the pin's ETA); when the state changes it reloads the page (its actions and
 // items follow the state). The page works without this script.
 "use strict";
 (function () {
@@ -47,6 +48,15 @@
       bar.max = p.total;
       bar.value = p.done;
       bar.textContent = p.done + " / " + p.total;
+    }
+    var pin = document.getElementById("pin-progress");
+    if (pin) {
+      pin.max = p.pin_total;
+      pin.value = p.total;
+      pin.textContent = p.total + " / " + p.pin_total;
+      setText("pin-done", String(p.total));
+      setText("pin-total", String(p.pin_total));
+      setText("pin-eta", p.pin_eta_seconds === null ? "none" : seconds(p.pin_eta_seconds));
     }
     setText("replay-rate", p.achieved_rate === null ? "not started" : p.achieved_rate.toFixed(1) + " msg/s");
     setText("replay-eta", p.eta_seconds === null ? "none" : seconds(p.eta_seconds));

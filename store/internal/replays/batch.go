@@ -48,15 +48,12 @@ func NewBatch(r *quarantine.ReplayRequest, items []quarantine.ReplayItem, sel []
 		Queues:          []string{},
 		Owners:          []string{},
 		Total:           len(items),
+		PinTotal:        len(items),
 		Counts:          Counts(items),
 		CreatedAt:       now,
 		UpdatedAt:       now,
 	}
-	if r.Canary > 0 && b.Counts[quarantine.ItemPending] > r.Canary {
-		// A canary holds the rest of a batch back: a batch no larger than
-		// its canary has nothing to hold back.
-		b.CanaryVerdict = quarantine.CanaryPending
-	}
+	shape(b, r)
 	for _, c := range sel {
 		if !c.Found {
 			continue
@@ -82,6 +79,15 @@ func NewBatch(r *quarantine.ReplayRequest, items []quarantine.ReplayItem, sel []
 		b.ExpiresAt = &exp
 	}
 	return b
+}
+
+// shape sets what b's counts decide: a canary holds the rest of a batch
+// back, so a batch no larger than its canary has nothing to hold back.
+func shape(b *quarantine.ReplayBatch, r *quarantine.ReplayRequest) {
+	b.CanaryVerdict = quarantine.CanaryNone
+	if r.Canary > 0 && b.Counts[quarantine.ItemPending] > r.Canary {
+		b.CanaryVerdict = quarantine.CanaryPending
+	}
 }
 
 // Pending returns the message ids of the pending items.
@@ -140,43 +146,4 @@ func ValidVerdict(v string) bool {
 		return true
 	}
 	return false
-}
-
-// NarrowFilter returns f limited to owners (nil: every owner), and false
-// when no message can match (f names only other owners).
-func NarrowFilter(f quarantine.Filter, owners []string) (quarantine.Filter, bool) {
-	if owners == nil {
-		return f, true
-	}
-	if len(f.Owner) == 0 {
-		f.Owner = slices.Clone(owners)
-		return f, len(owners) > 0
-	}
-	var keep []string
-	for _, o := range f.Owner {
-		if slices.Contains(owners, o) {
-			keep = append(keep, o)
-		}
-	}
-	f.Owner = keep
-	return f, len(keep) > 0
-}
-
-// Visible reports whether a message of owner may be selected by a
-// request limited to owners (nil: every owner).
-func Visible(owners []string, owner string) bool {
-	return owners == nil || slices.Contains(owners, owner)
-}
-
-// DistinctIDs returns ids without repeats, in the order given.
-func DistinctIDs(ids []string) []string {
-	seen := make(map[string]bool, len(ids))
-	var out []string
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
 }

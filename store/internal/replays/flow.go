@@ -2,53 +2,221 @@ package replays
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/ops"
 )
 
 // Tx is what the replay flows below need of one store transaction. Each
 // store implements it over its own driver; the flows hold the rules, so
 // that the two stores cannot drift.
 type Tx interface {
-	// Candidates locks (where the store locks rows) and reads the
-	// messages r selects: IDs in the order given, a filter in id order.
-	Candidates(ctx context.Context, r *quarantine.ReplayRequest) ([]quarantine.ReplayCandidate, error)
-	InsertReplay(ctx context.Context, b *quarantine.ReplayBatch, items []quarantine.ReplayItem) error
-	SetReplaying(ctx context.Context, messageIDs []string, now time.Time) error
+	// InsertBatch writes a new batch's row; InsertItems writes items of
+	// it (and the counts they start with), one chunk at a time.
+	InsertBatch(ctx context.Context, b *quarantine.ReplayBatch) error
+	InsertItems(ctx context.Context, batchID string, items []quarantine.ReplayItem) error
+	// DeleteBatch removes a batch that never left the pinning state,
+	// with its items and counts.
+	DeleteBatch(ctx context.Context, batchID string) error
 	CheckIncident(ctx context.Context, g *quarantine.IncidentGuard, b *quarantine.ReplayBatch, force bool, now time.Time) error
 	// GetBatch reads (and locks, where the store locks rows) a batch with
 	// its counts; ENOTFOUND when there is none.
 	GetBatch(ctx context.Context, id string) (*quarantine.ReplayBatch, error)
+	// SaveBatch writes the fields of b that change after its creation
+	// (the pinned set's total, queues and owners included).
 	SaveBatch(ctx context.Context, b *quarantine.ReplayBatch) error
 	FillCounts(ctx context.Context, b *quarantine.ReplayBatch) error
-	// StartItems skips the pending items whose message is no longer
-	// quarantined and moves the others' messages to replaying.
-	StartItems(ctx context.Context, batchID string, now time.Time) error
-	// CancelItems skips the pending items ("cancelled"); with release
-	// their messages become quarantined again.
+	// CancelItems skips the pending items ("cancelled"); with release the
+	// messages their leases moved to replaying become quarantined again.
 	CancelItems(ctx context.Context, batchID string, release bool, now time.Time) error
 	CountPending(ctx context.Context, batchID string) (int, error)
 	AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error
 }
 
+// Selector reads the candidates of a new batch, all in one snapshot of
+// the messages (a read transaction): what matched when the pin began,
+// however long the pin takes and whatever writers do meanwhile.
+type Selector interface {
+	// CountFilter counts the messages f matches (f as ops.SelectFilter
+	// returns it).
+	CountFilter(ctx context.Context, f quarantine.Filter) (int, error)
+	// FilterChunk reads up to limit messages f matches whose id is above
+	// after, in id order.
+	FilterChunk(ctx context.Context, f quarantine.Filter, after string, limit int) ([]quarantine.ReplayCandidate, error)
+	// ByIDs reads the messages among ids (valid, distinct).
+	ByIDs(ctx context.Context, ids []string) ([]quarantine.ReplayCandidate, error)
+}
+
+// Pinner is what CreateReplay needs of a store: one snapshot to select
+// from, and short write transactions beside it (on SQLite the writer is
+// released between them, so collectors keep storing).
+type Pinner interface {
+	Snapshot(ctx context.Context, fn func(Selector) error) error
+	Write(ctx context.Context, what string, fn func(Tx) error) error
+}
+
+// PinStale is how long a pinning batch may go without a chunk written
+// before it counts as abandoned (its server stopped mid-pin) and is
+// removed: a chunk takes well under a second.
+const PinStale = time.Minute
+
 // ErrDraftExpired is what a start of an expired draft returns, once the
 // transaction that expired it committed.
 var ErrDraftExpired = quarantine.Errorf(quarantine.ECONFLICT, "the draft expired")
 
-// Create is the body of CreateReplay (r validated): pin the selection as
-// the items of a new batch, start it unless r is a dry run (completing it
-// at once when nothing is pending), and append its events.
-func Create(ctx context.Context, tx Tx, r *quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc, now time.Time) (*quarantine.ReplayBatch, error) {
-	sel, err := tx.Candidates(ctx, r)
+// Pin is the body of CreateReplay (r validated): read the selection in
+// one snapshot, check its count (quarantine.ReplayRequest.CheckCount),
+// and write it as the items of a new batch. A selection of at most one
+// chunk (ops.Chunk) is written in one transaction; a larger one is
+// written in the pinning state, one chunk per transaction, then settled
+// in a last one. The batch is then a draft (a dry run) or started; its
+// events are appended in the transaction that settles it. No message
+// changes status: a lease moves it (see the stores' lease). On an error
+// after the first chunk, the pinning batch is deleted.
+func Pin(ctx context.Context, p Pinner, r *quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc, clock func() time.Time) (*quarantine.ReplayBatch, error) {
+	var b *quarantine.ReplayBatch
+	err := p.Snapshot(ctx, func(sel Selector) error {
+		now := clock()
+		if r.Filter == nil {
+			cs, err := ops.ReplayByIDs(r.IDs, r.Owners, func(valid []string) ([]quarantine.ReplayCandidate, error) {
+				return sel.ByIDs(ctx, valid)
+			})
+			if err != nil {
+				return err
+			}
+			b, err = pinOnce(ctx, p, r, cs, keyRule, now)
+			return err
+		}
+		f, ok, err := ops.SelectFilter(*r.Filter, r.Owners)
+		if err != nil {
+			return err
+		}
+		n := 0
+		if ok {
+			if n, err = sel.CountFilter(ctx, f); err != nil {
+				return err
+			}
+		}
+		if err := r.CheckCount(n); err != nil {
+			return err
+		}
+		if n <= ops.Chunk {
+			var cs []quarantine.ReplayCandidate
+			if n > 0 {
+				if cs, err = sel.FilterChunk(ctx, f, "", n+1); err != nil {
+					return err
+				}
+			}
+			b, err = pinOnce(ctx, p, r, cs, keyRule, now)
+			return err
+		}
+		b, err = pinChunks(ctx, p, sel, f, n, r, keyRule, now, clock)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
+	return b, nil
+}
+
+// pinOnce writes a small selection as a batch in one transaction.
+func pinOnce(ctx context.Context, p Pinner, r *quarantine.ReplayRequest, sel []quarantine.ReplayCandidate, keyRule quarantine.KeyRuleFunc, now time.Time) (*quarantine.ReplayBatch, error) {
 	items, _, err := r.Plan(sel, keyRule)
 	if err != nil {
 		return nil, err
 	}
 	b := NewBatch(r, items, sel, now)
+	err = p.Write(ctx, "create a replay", func(tx Tx) error {
+		c := *b
+		c.Counts = maps.Clone(b.Counts)
+		if err := tx.InsertBatch(ctx, &c); err != nil {
+			return err
+		}
+		if err := tx.InsertItems(ctx, c.ID, items); err != nil {
+			return err
+		}
+		if err := settle(ctx, tx, r, &c, now); err != nil {
+			return err
+		}
+		*b = c
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// pinChunks writes a large selection chunk by chunk (each its own
+// transaction), then settles the batch.
+func pinChunks(ctx context.Context, p Pinner, sel Selector, f quarantine.Filter, n int, r *quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc, now time.Time, clock func() time.Time) (*quarantine.ReplayBatch, error) {
+	b := NewBatch(r, nil, nil, now)
+	b.State, b.ExpiresAt = quarantine.ReplayPinning, nil
+	b.PinTotal = n
+	if err := p.Write(ctx, "create a replay", func(tx Tx) error { return tx.InsertBatch(ctx, b) }); err != nil {
+		return nil, err
+	}
+	if r.OnPinning != nil {
+		c := *b
+		c.Counts = maps.Clone(b.Counts)
+		r.OnPinning(&c)
+	}
+	queues, owners := map[string]bool{}, map[string]bool{}
+	err := ops.Chunks(ops.Chunk, func(c quarantine.ReplayCandidate) string { return c.ID },
+		func(after string, limit int) ([]quarantine.ReplayCandidate, error) {
+			return sel.FilterChunk(ctx, f, after, limit)
+		},
+		func(cs []quarantine.ReplayCandidate) error {
+			items := r.PlanItems(cs, b.Total, keyRule)
+			for i := range items {
+				items[i].BatchID, items[i].UpdatedAt, items[i].DroppedHeaders = b.ID, b.CreatedAt, []string{}
+				b.Counts[items[i].Outcome]++
+			}
+			for _, c := range cs {
+				queues[c.Queue], owners[c.Owner] = true, true
+			}
+			b.Total += len(items)
+			return p.Write(ctx, "pin a replay's chunk", func(tx Tx) error {
+				if err := tx.InsertItems(ctx, b.ID, items); err != nil {
+					return err
+				}
+				b.UpdatedAt = clock().UTC().Truncate(time.Microsecond)
+				return tx.SaveBatch(ctx, b)
+			})
+		})
+	if err == nil {
+		b.Queues, b.Owners = sortedKeys(queues), sortedKeys(owners)
+		shape(b, r)
+		err = p.Write(ctx, "create a replay", func(tx Tx) error {
+			now := clock().UTC().Truncate(time.Microsecond)
+			b.State = quarantine.ReplayDraft
+			if r.DryRun {
+				exp := now.Add(r.DraftTTL)
+				b.ExpiresAt = &exp
+			}
+			return settle(ctx, tx, r, b, now)
+		})
+	}
+	if err != nil {
+		// Nothing acted on a pinning batch: it goes, as if never made.
+		if derr := p.Write(context.WithoutCancel(ctx), "remove an unfinished pin", func(tx Tx) error {
+			return tx.DeleteBatch(ctx, b.ID)
+		}); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// settle ends the creation of b (a draft, its items written): it starts
+// it unless r is a dry run (checking the incident guard, completing it
+// at once when nothing is pending), saves it, and appends its events.
+func settle(ctx context.Context, tx Tx, r *quarantine.ReplayRequest, b *quarantine.ReplayBatch, now time.Time) error {
 	events := CreateEvents(r, b)
 	if !r.DryRun {
 		// Started at once: the start of the draft it is, as a start of a
@@ -56,29 +224,30 @@ func Create(ctx context.Context, tx Tx, r *quarantine.ReplayRequest, keyRule qua
 		from := b.State
 		to, action, err := quarantine.ReplayTransition(from, quarantine.ReplayActStart)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		Move(b, to, "", now)
 		events = append(events, ChangeEvent(r.Actor, action, b.ID, r.Reason, from, to))
-	}
-	if err := tx.InsertReplay(ctx, b, items); err != nil {
-		return nil, err
-	}
-	if !r.DryRun {
 		if err := tx.CheckIncident(ctx, r.Guard, b, r.Force, now); err != nil {
-			return nil, err
-		}
-		if err := tx.SetReplaying(ctx, Pending(items), now); err != nil {
-			return nil, err
+			return err
 		}
 		if b.Counts[quarantine.ItemPending] == 0 {
 			events = append(events, Finish(b, now))
-			if err := tx.SaveBatch(ctx, b); err != nil {
-				return nil, err
-			}
 		}
 	}
-	return b, tx.AppendAudits(ctx, events)
+	if err := tx.SaveBatch(ctx, b); err != nil {
+		return err
+	}
+	return tx.AppendAudits(ctx, events)
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // finishChanged ends the complete action c on b (every item has an
@@ -121,9 +290,6 @@ func Change(ctx context.Context, tx Tx, c quarantine.ReplayChange, now time.Time
 	events := []*quarantine.AuditEvent{ChangeEvent(c.Actor, act, b.ID, c.Reason, from, to)}
 	switch c.Action {
 	case quarantine.ReplayActStart:
-		if err := tx.StartItems(ctx, b.ID, now); err != nil {
-			return nil, false, err
-		}
 		if err := tx.CheckIncident(ctx, c.Guard, b, c.Force, now); err != nil {
 			return nil, false, err
 		}
