@@ -90,6 +90,8 @@ type Config struct {
 	TrustedProxies clientip.Proxies
 	// Auth says how people sign in to the web UI (config auth:).
 	Auth AuthConfig
+	// Bulk holds the settings of bulk actions (config bulk:).
+	Bulk BulkConfig
 }
 
 // Limits bound what the API accepts.
@@ -130,6 +132,7 @@ func DefaultConfig() Config {
 		Retention:      RetentionConfig{Replayed: DefaultRetention, Discarded: DefaultRetention, Every: DefaultRetentionEvery},
 		Collectors:     []CollectorConfig{},
 		Replay:         defaultReplayConfig(),
+		Bulk:           defaultBulkConfig(),
 		Destinations:   []DestinationConfig{},
 		Alarms:         defaultAlarmsConfig(),
 		Auth:           defaultAuthConfig(),
@@ -193,6 +196,9 @@ func ResolveConfig(path string, env func(string) string, o Overrides) (Config, e
 		src.origin[s.key] = s.origin
 		set[s.key](s.value)
 	}
+	if err := src.decodeBulk(fileBulk{}, env(EnvBulkConfirmAbove), &c.Bulk); err != nil {
+		return Config{}, err
+	}
 	if err := c.validate(src); err != nil {
 		return Config{}, err
 	}
@@ -221,6 +227,7 @@ type fileConfig struct {
 	Alarms       []fileAlarm               `yaml:"alarms"`
 	Metrics      fileMetrics               `yaml:"metrics"`
 	Auth         fileAuth                  `yaml:"auth"`
+	Bulk         fileBulk                  `yaml:"bulk"`
 
 	TrustedProxies []string `yaml:"trusted_proxies"`
 }
@@ -320,6 +327,9 @@ func (s *configSource) decode(file string, data []byte, c *Config) error {
 	}
 	if f.Redact.JSONPointers != nil {
 		c.RedactPointers = *f.Redact.JSONPointers
+	}
+	if err := s.decodeBulk(f.Bulk, "", &c.Bulk); err != nil {
+		return err
 	}
 	if err := s.decodeRetention(f.Retention, &c.Retention); err != nil {
 		return err

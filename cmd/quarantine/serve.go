@@ -102,6 +102,11 @@ func (m *Main) runServe(ctx context.Context) error {
 			IncidentRate: m.Config.Replay.IncidentRate,
 		},
 	}
+	// Discards by filter left running by a stopped or dead process go on.
+	acfg.Discards = api.NewDiscards(acfg.Store, api.DiscardConfig{ConfirmAbove: m.Config.Bulk.ConfirmAbove}, m.logger)
+	if err := acfg.Discards.Resume(ctx); err != nil {
+		return err
+	}
 	m.api = api.New(acfg)
 	h := m.api.Handler()
 	if h, err = m.withWeb(h, acfg); err != nil {
