@@ -102,10 +102,11 @@ func (s *Server) discardMessages(w http.ResponseWriter, r *http.Request) {
 }
 
 // getDiscard answers a discard operation: how far it is. A token with
-// owners sees only the operations it started (404 for the others).
+// owners sees the operations it started and those whose filter is
+// confined to its owners (DiscardVisible; 404 for the others).
 func (s *Server) getDiscard(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	notFound := quarantine.Errorf(quarantine.ENOTFOUND, "no discard operation %q", clip(id))
+	notFound := quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no discard operation %q", clip(id))
 	if !quarantine.ValidID(id) {
 		s.fail(w, r, notFound)
 		return
@@ -118,7 +119,7 @@ func (s *Server) getDiscard(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if t := tokenFrom(r.Context()); len(t.Owners) > 0 && op.Actor != t.Actor() {
+	if !DiscardVisible(tokenFrom(r.Context()), op) {
 		s.fail(w, r, notFound)
 		return
 	}
@@ -137,4 +138,14 @@ func (s *Server) bulkDiscard(b *discardBody, actor string) (quarantine.Discard, 
 	}
 	d.IDs, d.Filter = ids, f
 	return d, inBody(d.Validate(), "")
+}
+
+// DiscardVisible reports whether token t may see operation op: a token
+// without owners sees every one; one with owners those it started and
+// those whose filter names only owners among its own.
+func DiscardVisible(t *quarantine.Token, op quarantine.DiscardOperation) bool {
+	if len(t.Owners) == 0 || op.Actor == t.Actor() {
+		return true
+	}
+	return len(op.Filter.Owner) > 0 && !slices.ContainsFunc(op.Filter.Owner, func(o string) bool { return !t.Sees(o) })
 }

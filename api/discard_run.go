@@ -166,7 +166,13 @@ type DiscardAnswer struct {
 // operation running in the background (async true). Errors are
 // DiscardAs's and StartDiscard's, field names as JSON Pointers.
 func (d *Discards) Discard(ctx context.Context, t *quarantine.Token, disc quarantine.Discard, method, path string) (ans DiscardAnswer, async bool, err error) {
-	if disc.Filter == nil || !scope(t, disc.Filter) {
+	if disc.Filter != nil {
+		f := *disc.Filter
+		if disc.Filter = &f; !scope(t, &f) {
+			disc.Filter = nil // only other teams' owners were asked for: nothing matches
+		}
+	}
+	if disc.Filter == nil {
 		ans.BulkResult, err = DiscardAs(ctx, d.st, t, disc, method, path)
 		return ans, false, err
 	}
