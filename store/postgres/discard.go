@@ -168,7 +168,7 @@ func (s *Store) DiscardChunk(ctx context.Context, id string, n int) (quarantine.
 				return lockSelected(ctx, tx, "SELECT m.id, m.status FROM messages m"+w.sql()+
 					" ORDER BY m.id LIMIT "+strconv.Itoa(limit)+" FOR UPDATE", w.args...)
 			},
-			MarkDiscarded: func(ids []string) error { return s.markDiscarded(ctx, tx, ids) },
+			MarkDiscarded: func(_ quarantine.Status, ids []string) error { return s.markDiscarded(ctx, tx, ids) },
 			Audit:         func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
 			Save: func(op quarantine.DiscardOperation) error {
 				_, err := tx.Exec(ctx, `UPDATE discard_operations SET state = $2, cursor = $3, discarded = $4, skipped = $5,

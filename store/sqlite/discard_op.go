@@ -91,7 +91,10 @@ func (s *Store) DiscardChunk(ctx context.Context, id string, n int) (quarantine.
 					andWhere(w, "m.rowid <= ? AND m.id > ?")+" ORDER BY m.id LIMIT "+strconv.Itoa(limit),
 					append(args, markRowid(op.Mark), op.Cursor)...)
 			},
-			MarkDiscarded: func(ids []string) error { return s.markDiscarded(ctx, tx, ids) },
+			MarkDiscarded: func(from quarantine.Status, ids []string) error {
+				// The failure groups move per group, not per message (replay_groups.go).
+				return moveStatus(ctx, tx, jsonArray(ids), string(from), string(quarantine.StatusDiscarded), "", micros(s.clock()))
+			},
 			Audit:         func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
 			Save: func(op quarantine.DiscardOperation) error {
 				_, err := tx.ExecContext(ctx, `UPDATE discard_operations SET state = ?, cursor = ?, discarded = ?, skipped = ?,

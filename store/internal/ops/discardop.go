@@ -55,8 +55,9 @@ type ChunkTx struct {
 	// messages of op's set (matching op.Filter under op.Mark) with an id
 	// above op.Cursor, in id order, with their statuses.
 	Select func(op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error)
-	// MarkDiscarded sets the status of ids to discarded, now.
-	MarkDiscarded func(ids []string) error
+	// MarkDiscarded sets the status of ids, all in status from, to
+	// discarded, now.
+	MarkDiscarded func(from quarantine.Status, ids []string) error
 	// Audit appends the events in the same transaction.
 	Audit func(events []*quarantine.AuditEvent) error
 	// Save stores op's state, cursor and counts.
@@ -83,10 +84,8 @@ func DiscardChunk(id string, n int, now time.Time, tx ChunkTx) (quarantine.Disca
 	if err != nil {
 		return op, res, err
 	}
-	if len(res.Changed) > 0 {
-		if err := tx.MarkDiscarded(res.Changed); err != nil {
-			return op, res, err
-		}
+	if err := markByStatus(sel, res.Changed, tx.MarkDiscarded); err != nil {
+		return op, res, err
 	}
 	if err := tx.Audit(events); err != nil {
 		return op, res, err
@@ -101,4 +100,26 @@ func DiscardChunk(id string, n int, now time.Time, tx ChunkTx) (quarantine.Disca
 		op.State, op.FinishedAt = quarantine.DiscardCompleted, &now
 	}
 	return op, res, tx.Save(op)
+}
+
+// markByStatus calls mark once per status of the changed messages of sel,
+// in the order of quarantine.Statuses, with their ids: a store moves each
+// status's counts in one go.
+func markByStatus(sel []quarantine.Selected, changed []string, mark func(quarantine.Status, []string) error) error {
+	status := make(map[string]quarantine.Status, len(sel))
+	for _, m := range sel {
+		status[m.ID] = m.Status
+	}
+	by := map[quarantine.Status][]string{}
+	for _, id := range changed {
+		by[status[id]] = append(by[status[id]], id)
+	}
+	for _, st := range quarantine.Statuses {
+		if ids := by[st]; len(ids) > 0 {
+			if err := mark(st, ids); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
