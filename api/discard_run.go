@@ -13,8 +13,14 @@ import (
 // Defaults of DiscardConfig.
 const (
 	// DefaultDiscardChunk is how many messages one chunk (one
-	// transaction) of a discard operation covers.
+	// transaction) of a discard operation covers at most; the background
+	// runner sizes its chunks to hold the database for about
+	// DiscardChunkTarget (SQLite has one writer: an ingest waits for it).
 	DefaultDiscardChunk = 2000
+	// DiscardChunkTarget is how long one background chunk should take.
+	DiscardChunkTarget = 150 * time.Millisecond
+	// minDiscardChunk is the smallest chunk the runner sizes.
+	minDiscardChunk = 100
 	// discardRetries is how many times in a row a chunk that found the
 	// database unavailable is tried again before the operation fails.
 	discardRetries = 10
@@ -119,9 +125,12 @@ func (d *Discards) run(id string) {
 // failing fails the operation.
 func (d *Discards) finish(ctx context.Context, id string) quarantine.DiscardOperation {
 	var op quarantine.DiscardOperation
+	n := min(d.cfg.Chunk, 4*minDiscardChunk)
 	for failures := 0; ; {
 		var err error
-		op, _, err = d.st.DiscardChunk(ctx, id, d.cfg.Chunk)
+		t0 := time.Now()
+		op, _, err = d.st.DiscardChunk(ctx, id, n)
+		n = nextChunk(n, time.Since(t0), d.cfg.Chunk)
 		switch {
 		case ctx.Err() != nil:
 			return op
@@ -148,6 +157,17 @@ func (d *Discards) finish(ctx context.Context, id string) quarantine.DiscardOper
 			return op
 		}
 	}
+}
+
+// nextChunk sizes the chunk after one of n messages that took took:
+// towards DiscardChunkTarget, at most doubling, between minDiscardChunk
+// and most.
+func nextChunk(n int, took time.Duration, most int) int {
+	if took <= 0 {
+		return min(2*n, most)
+	}
+	next := int(float64(n) * float64(DiscardChunkTarget) / float64(took))
+	return max(min(next, 2*n, most), min(minDiscardChunk, most))
 }
 
 // DiscardAnswer is the answer of a bulk discard: what changed (for a
