@@ -95,7 +95,7 @@ func (s *Store) DiscardChunk(ctx context.Context, id string, n int) (quarantine.
 				// The failure groups move per group, not per message (replay_groups.go).
 				return moveStatus(ctx, tx, jsonArray(ids), string(from), string(quarantine.StatusDiscarded), "", micros(s.clock()))
 			},
-			Audit:         func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
+			Audit: func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
 			Save: func(op quarantine.DiscardOperation) error {
 				_, err := tx.ExecContext(ctx, `UPDATE discard_operations SET state = ?, cursor = ?, discarded = ?, skipped = ?,
 					updated_at = ?, finished_at = ? WHERE id = ?`,
