@@ -63,6 +63,17 @@ func (e *env) matrixReplay(m target, draft bool) string {
 	return e.createReplay(e.admin, map[string]any{"ids": []string{m.id}, "reason": m.id, "dry_run": draft}).Replay.ID
 }
 
+// matrixDiscard discards, as the admin, m alone by a filter confined to
+// m's owner, and returns the operation's id.
+func (e *env) matrixDiscard(m target) string {
+	e.t.Helper()
+	msg := e.message(m.id, e.admin)
+	var ans discardAnswer
+	e.json(http.MethodPost, "/api/v1/messages/discard", e.admin, map[string]any{"reason": "matrix",
+		"filter": map[string]any{"job_name": []string{m.job}, "owner": []string{msg.Owner}}}).want(e.t, http.StatusOK).decode(e.t, &ans)
+	return ans.Operation.ID
+}
+
 // batchesHold reports whether a replay list holds the batch of the
 // message id (see matrixReplay).
 func batchesHold(t *testing.T, r *resp, id string) bool {
@@ -102,6 +113,9 @@ var authzRoutes = []authzRoute{
 	}, nil},
 	{"bulk discard", "bulk", func(e *env, s string, m target) *resp {
 		return e.json(http.MethodPost, "/api/v1/messages/discard", s, map[string]any{"ids": []string{m.id}, "reason": "matrix"})
+	}, nil},
+	{"get discard", "read", func(e *env, s string, m target) *resp {
+		return e.get("/api/v1/discards/"+e.matrixDiscard(m), s)
 	}, nil},
 	{"ingest", "ingest", func(e *env, s string, m target) *resp {
 		return e.ingest(s, envelopeJSON(m.queue, m.job+"-ingest", 1, baseTime))

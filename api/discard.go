@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/quarantine-dev/quarantine"
 )
 
@@ -68,7 +70,10 @@ type discardBody struct {
 // discardMessages discards the messages named by ids, or matching a
 // filter, within the token's owners. An id outside them is skipped as
 // "not found", like an unknown one, and the attempt is audited. An empty
-// filter (every message) needs expect_count.
+// filter (every message), or one matching more than the configured
+// threshold, needs expect_count. A filter is a discard operation
+// (Discards.Discard): a small one is answered once applied (200), a large
+// one at once (202, Location: the operation).
 func (s *Server) discardMessages(w http.ResponseWriter, r *http.Request) {
 	var b discardBody
 	if err := s.decodeBody(w, r, &b); err != nil {
@@ -81,12 +86,44 @@ func (s *Server) discardMessages(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := DiscardAs(r.Context(), s.cfg.Store, t, d, r.Method, r.URL.Path)
+	ans, async, err := s.cfg.Discards.Discard(r.Context(), t, d, r.Method, r.URL.Path)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, res)
+	if !async {
+		s.writeJSON(w, r, http.StatusOK, ans)
+		return
+	}
+	op := ans.Operation.Shown(s.cfg.Now())
+	ans.Operation = &op
+	w.Header().Set("Location", "/api/v1/discards/"+op.ID)
+	s.writeJSON(w, r, http.StatusAccepted, ans)
+}
+
+// getDiscard answers a discard operation: how far it is. A token with
+// owners sees the operations it started and those whose filter is
+// confined to its owners (DiscardVisible; 404 for the others).
+func (s *Server) getDiscard(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	notFound := quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no discard operation %q", clip(id))
+	if !quarantine.ValidID(id) {
+		s.fail(w, r, notFound)
+		return
+	}
+	op, err := s.cfg.Store.GetDiscard(r.Context(), id)
+	if quarantine.ErrorCode(err) == quarantine.ENOTFOUND {
+		err = notFound
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !DiscardVisible(tokenFrom(r.Context()), op) {
+		s.fail(w, r, notFound)
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, op.Shown(s.cfg.Now()))
 }
 
 // bulkDiscard checks a bulk discard body and builds the store's request.
@@ -101,4 +138,14 @@ func (s *Server) bulkDiscard(b *discardBody, actor string) (quarantine.Discard, 
 	}
 	d.IDs, d.Filter = ids, f
 	return d, inBody(d.Validate(), "")
+}
+
+// DiscardVisible reports whether token t may see operation op: a token
+// without owners sees every one; one with owners those it started and
+// those whose filter names only owners among its own.
+func DiscardVisible(t *quarantine.Token, op quarantine.DiscardOperation) bool {
+	if len(t.Owners) == 0 || op.Actor == t.Actor() {
+		return true
+	}
+	return len(op.Filter.Owner) > 0 && !slices.ContainsFunc(op.Filter.Owner, func(o string) bool { return !t.Sees(o) })
 }

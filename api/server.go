@@ -60,6 +60,9 @@ type Config struct {
 	// throttled per client. The zero value trusts none: the client is
 	// the TCP peer.
 	TrustedProxies clientip.Proxies
+	// Discards runs the discards by filter (nil: a runner with the
+	// defaults of DiscardConfig). Close stops it.
+	Discards *Discards
 }
 
 // ReplayDefaults are the configured defaults of a replay request (each
@@ -149,6 +152,9 @@ func New(cfg Config) *Server {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
+	if cfg.Discards == nil {
+		cfg.Discards = NewDiscards(cfg.Store, DiscardConfig{}, cfg.Logger)
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "api"), metrics: newMetrics(cfg.Registry)}
 	s.refusals = newRefusals(cfg.Now, func(ctx context.Context, ev quarantine.AuditEvent) error {
 		_, err := cfg.Store.AppendAudit(ctx, ev)
@@ -167,6 +173,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // before the store closes. It returns nil; a count that cannot be written
 // is logged.
 func (s *Server) Close() error {
+	s.cfg.Discards.Close()
 	s.refusals.flushAll()
 	return nil
 }
@@ -193,6 +200,7 @@ func (s *Server) routes() *chi.Mux {
 		read.Get("/api/v1/messages", s.listMessages)
 		read.Post("/api/v1/messages/sample", s.sampleMessages)
 		operate.Post("/api/v1/messages/discard", s.discardMessages)
+		read.Get("/api/v1/discards/{id}", s.getDiscard)
 		read.Get("/api/v1/messages/{id}", s.getMessage)
 		read.Get("/api/v1/messages/{id}/versions", s.listVersions)
 		read.Get("/api/v1/messages/{id}/versions/{version}", s.getVersion)

@@ -68,6 +68,30 @@ func (e CanaryVerdict) Valid() bool {
 	}
 }
 
+// Defines values for DiscardOperationState.
+const (
+	DiscardOperationStateCompleted   DiscardOperationState = "completed"
+	DiscardOperationStateFailed      DiscardOperationState = "failed"
+	DiscardOperationStateInterrupted DiscardOperationState = "interrupted"
+	DiscardOperationStateRunning     DiscardOperationState = "running"
+)
+
+// Valid indicates whether the value is a known member of the DiscardOperationState enum.
+func (e DiscardOperationState) Valid() bool {
+	switch e {
+	case DiscardOperationStateCompleted:
+		return true
+	case DiscardOperationStateFailed:
+		return true
+	case DiscardOperationStateInterrupted:
+		return true
+	case DiscardOperationStateRunning:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EnvelopeEnvelope.
 const (
 	QuarantineFailurev1 EnvelopeEnvelope = "quarantine.failure/v1"
@@ -456,17 +480,6 @@ type AuditVerification struct {
 	Problem *string `json:"problem,omitempty"`
 }
 
-// BulkResult defines model for BulkResult.
-type BulkResult struct {
-	Changed []ID `json:"changed"`
-	Matched int  `json:"matched"`
-	Skipped []struct {
-		// Id A ULID.
-		Id     ID     `json:"id"`
-		Reason string `json:"reason"`
-	} `json:"skipped"`
-}
-
 // CanaryVerdict Empty without a canary; pending, observing (until canary_until), passed or failed (one of its messages could not be published, or came back failing).
 type CanaryVerdict string
 
@@ -491,6 +504,26 @@ type DiscardOne struct {
 	Reason string `json:"reason"`
 }
 
+// DiscardOperation defines model for DiscardOperation.
+type DiscardOperation struct {
+	Actor      string     `json:"actor"`
+	Discarded  int64      `json:"discarded"`
+	Error      *string    `json:"error,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+
+	// Id A ULID.
+	Id        ID                    `json:"id"`
+	Matched   int64                 `json:"matched"`
+	Reason    string                `json:"reason"`
+	Skipped   int64                 `json:"skipped"`
+	StartedAt time.Time             `json:"started_at"`
+	State     DiscardOperationState `json:"state"`
+	UpdatedAt time.Time             `json:"updated_at"`
+}
+
+// DiscardOperationState defines model for DiscardOperation.State.
+type DiscardOperationState string
+
 // DiscardRequest Exactly one of ids and filter.
 type DiscardRequest struct {
 	// ExpectCount The count the operator previewed; another count is 409.
@@ -500,6 +533,18 @@ type DiscardRequest struct {
 	Filter *MessageFilter `json:"filter,omitempty"`
 	Ids    *[]ID          `json:"ids,omitempty"`
 	Reason string         `json:"reason"`
+}
+
+// DiscardResult defines model for DiscardResult.
+type DiscardResult struct {
+	Changed   []ID              `json:"changed"`
+	Matched   int               `json:"matched"`
+	Operation *DiscardOperation `json:"operation,omitempty"`
+	Skipped   []struct {
+		// Id A ULID.
+		Id     ID     `json:"id"`
+		Reason string `json:"reason"`
+	} `json:"skipped"`
 }
 
 // EditRequest Exactly one of payload and payload_base64.
@@ -1178,6 +1223,9 @@ type Violation struct {
 	Pointer string `json:"pointer"`
 }
 
+// DiscardID defines model for DiscardID.
+type DiscardID = string
+
 // FailedAfter defines model for FailedAfter.
 type FailedAfter = time.Time
 
@@ -1761,6 +1809,20 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/audit/verify (the `VerifyAudit` operationId).
 	VerifyAudit(ctx context.Context, params *VerifyAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetDiscard A discard operation, how far it is.
+	//
+	// Needs a viewer or above; a token with owners sees only the
+	// operations it started (404 for the others). `state` is `running`
+	// (chunks remain), `completed`, `failed` (`error` says why; the
+	// chunks applied before stay applied) or `interrupted`: running, but
+	// no chunk was committed for a minute (its process stopped; the next
+	// `serve` resumes it). `matched` is the set's size when it started;
+	// `discarded` and `skipped` count the messages its committed chunks
+	// dealt with.
+	//
+	// Corresponds with GET /api/v1/discards/{id} (the `GetDiscard` operationId).
+	GetDiscard(ctx context.Context, id DiscardID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListGroups Failure groups of the filtered messages, largest first.
 	//
 	// A group is the messages sharing a fingerprint: the job name, the
@@ -1851,13 +1913,29 @@ type ClientInterface interface {
 	// DiscardMessagesWithBody Discard messages by ids or by a filter.
 	//
 	// Needs an operator or admin. Nothing is deleted: each message
-	// becomes `discarded` and gets its own `message.discard` audit event,
-	// all in one transaction. Messages that cannot be discarded are
-	// skipped with the reason (one being replayed gets a
-	// `message.discard_refused` event); an id that is unknown, or outside the
-	// token's owners, is skipped as "not found". A filter matches at most
-	// 10,000 messages (422 above). With `expect_count`, another count is
-	// 409 and nothing changes; an empty filter (every message) needs it.
+	// becomes `discarded` and gets its own `message.discard` audit event.
+	// Messages that cannot be discarded are skipped with the reason (one
+	// being replayed gets a `message.discard_refused` event); an id that
+	// is unknown, or outside the token's owners, is skipped as "not
+	// found". By ids (at most 10,000), all in one transaction.
+	//
+	// By a filter, any number of messages: a discard operation. Its set
+	// is the messages that matched the filter (within the token's
+	// owners) when it started: messages stored later are never part of
+	// it. It is applied in chunks of a few thousand messages, each one
+	// transaction holding the status changes, their audit events and the
+	// operation's progress, in id order; a crash leaves whole chunks
+	// applied and the next `serve` resumes the rest. A message of the
+	// set that no longer matches when its chunk runs (its status moved)
+	// is left alone. A filter matching more than `bulk.confirm_above`
+	// messages (default 10,000), or an empty filter (every message),
+	// needs `expect_count`: the count previewed (422 naming
+	// `expect_count` without it). With `expect_count`, another count is
+	// 409 and nothing changes. A filter matching at most 10,000 messages
+	// is applied before the answer (200, with `changed`, `skipped` and
+	// the completed `operation`); a larger one is answered at once (202,
+	// `Location` the operation, `changed` and `skipped` empty): follow
+	// it with `GET /api/v1/discards/{id}`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1867,13 +1945,29 @@ type ClientInterface interface {
 	// DiscardMessages Discard messages by ids or by a filter.
 	//
 	// Needs an operator or admin. Nothing is deleted: each message
-	// becomes `discarded` and gets its own `message.discard` audit event,
-	// all in one transaction. Messages that cannot be discarded are
-	// skipped with the reason (one being replayed gets a
-	// `message.discard_refused` event); an id that is unknown, or outside the
-	// token's owners, is skipped as "not found". A filter matches at most
-	// 10,000 messages (422 above). With `expect_count`, another count is
-	// 409 and nothing changes; an empty filter (every message) needs it.
+	// becomes `discarded` and gets its own `message.discard` audit event.
+	// Messages that cannot be discarded are skipped with the reason (one
+	// being replayed gets a `message.discard_refused` event); an id that
+	// is unknown, or outside the token's owners, is skipped as "not
+	// found". By ids (at most 10,000), all in one transaction.
+	//
+	// By a filter, any number of messages: a discard operation. Its set
+	// is the messages that matched the filter (within the token's
+	// owners) when it started: messages stored later are never part of
+	// it. It is applied in chunks of a few thousand messages, each one
+	// transaction holding the status changes, their audit events and the
+	// operation's progress, in id order; a crash leaves whole chunks
+	// applied and the next `serve` resumes the rest. A message of the
+	// set that no longer matches when its chunk runs (its status moved)
+	// is left alone. A filter matching more than `bulk.confirm_above`
+	// messages (default 10,000), or an empty filter (every message),
+	// needs `expect_count`: the count previewed (422 naming
+	// `expect_count` without it). With `expect_count`, another count is
+	// 409 and nothing changes. A filter matching at most 10,000 messages
+	// is applied before the answer (200, with `changed`, `skipped` and
+	// the completed `operation`); a larger one is answered at once (202,
+	// `Location` the operation, `changed` and `skipped` empty): follow
+	// it with `GET /api/v1/discards/{id}`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2407,6 +2501,30 @@ func (c *Client) VerifyAudit(ctx context.Context, params *VerifyAuditParams, req
 	return c.Client.Do(req)
 }
 
+// GetDiscard A discard operation, how far it is.
+//
+// Needs a viewer or above; a token with owners sees only the
+// operations it started (404 for the others). `state` is `running`
+// (chunks remain), `completed`, `failed` (`error` says why; the
+// chunks applied before stay applied) or `interrupted`: running, but
+// no chunk was committed for a minute (its process stopped; the next
+// `serve` resumes it). `matched` is the set's size when it started;
+// `discarded` and `skipped` count the messages its committed chunks
+// dealt with.
+//
+// Corresponds with GET /api/v1/discards/{id} (the `GetDiscard` operationId).
+func (c *Client) GetDiscard(ctx context.Context, id DiscardID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetDiscardRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListGroups Failure groups of the filtered messages, largest first.
 //
 // A group is the messages sharing a fingerprint: the job name, the
@@ -2537,13 +2655,29 @@ func (c *Client) ListMessages(ctx context.Context, params *ListMessagesParams, r
 // DiscardMessagesWithBody Discard messages by ids or by a filter.
 //
 // Needs an operator or admin. Nothing is deleted: each message
-// becomes `discarded` and gets its own `message.discard` audit event,
-// all in one transaction. Messages that cannot be discarded are
-// skipped with the reason (one being replayed gets a
-// `message.discard_refused` event); an id that is unknown, or outside the
-// token's owners, is skipped as "not found". A filter matches at most
-// 10,000 messages (422 above). With `expect_count`, another count is
-// 409 and nothing changes; an empty filter (every message) needs it.
+// becomes `discarded` and gets its own `message.discard` audit event.
+// Messages that cannot be discarded are skipped with the reason (one
+// being replayed gets a `message.discard_refused` event); an id that
+// is unknown, or outside the token's owners, is skipped as "not
+// found". By ids (at most 10,000), all in one transaction.
+//
+// By a filter, any number of messages: a discard operation. Its set
+// is the messages that matched the filter (within the token's
+// owners) when it started: messages stored later are never part of
+// it. It is applied in chunks of a few thousand messages, each one
+// transaction holding the status changes, their audit events and the
+// operation's progress, in id order; a crash leaves whole chunks
+// applied and the next `serve` resumes the rest. A message of the
+// set that no longer matches when its chunk runs (its status moved)
+// is left alone. A filter matching more than `bulk.confirm_above`
+// messages (default 10,000), or an empty filter (every message),
+// needs `expect_count`: the count previewed (422 naming
+// `expect_count` without it). With `expect_count`, another count is
+// 409 and nothing changes. A filter matching at most 10,000 messages
+// is applied before the answer (200, with `changed`, `skipped` and
+// the completed `operation`); a larger one is answered at once (202,
+// `Location` the operation, `changed` and `skipped` empty): follow
+// it with `GET /api/v1/discards/{id}`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2563,13 +2697,29 @@ func (c *Client) DiscardMessagesWithBody(ctx context.Context, contentType string
 // DiscardMessages Discard messages by ids or by a filter.
 //
 // Needs an operator or admin. Nothing is deleted: each message
-// becomes `discarded` and gets its own `message.discard` audit event,
-// all in one transaction. Messages that cannot be discarded are
-// skipped with the reason (one being replayed gets a
-// `message.discard_refused` event); an id that is unknown, or outside the
-// token's owners, is skipped as "not found". A filter matches at most
-// 10,000 messages (422 above). With `expect_count`, another count is
-// 409 and nothing changes; an empty filter (every message) needs it.
+// becomes `discarded` and gets its own `message.discard` audit event.
+// Messages that cannot be discarded are skipped with the reason (one
+// being replayed gets a `message.discard_refused` event); an id that
+// is unknown, or outside the token's owners, is skipped as "not
+// found". By ids (at most 10,000), all in one transaction.
+//
+// By a filter, any number of messages: a discard operation. Its set
+// is the messages that matched the filter (within the token's
+// owners) when it started: messages stored later are never part of
+// it. It is applied in chunks of a few thousand messages, each one
+// transaction holding the status changes, their audit events and the
+// operation's progress, in id order; a crash leaves whole chunks
+// applied and the next `serve` resumes the rest. A message of the
+// set that no longer matches when its chunk runs (its status moved)
+// is left alone. A filter matching more than `bulk.confirm_above`
+// messages (default 10,000), or an empty filter (every message),
+// needs `expect_count`: the count previewed (422 naming
+// `expect_count` without it). With `expect_count`, another count is
+// 409 and nothing changes. A filter matching at most 10,000 messages
+// is applied before the answer (200, with `changed`, `skipped` and
+// the completed `operation`); a larger one is answered at once (202,
+// `Location` the operation, `changed` and `skipped` empty): follow
+// it with `GET /api/v1/discards/{id}`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3680,6 +3830,40 @@ func NewVerifyAuditRequest(server string, params *VerifyAuditParams) (*http.Requ
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
 		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetDiscardRequest constructs an http.Request for the GetDiscard method
+func NewGetDiscardRequest(server string, id DiscardID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/discards/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -5415,6 +5599,22 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/audit/verify (the `VerifyAudit` operationId).
 	VerifyAuditWithResponse(ctx context.Context, params *VerifyAuditParams, reqEditors ...RequestEditorFn) (*VerifyAuditResponse, error)
 
+	// GetDiscardWithResponse A discard operation, how far it is.
+	//
+	// Needs a viewer or above; a token with owners sees only the
+	// operations it started (404 for the others). `state` is `running`
+	// (chunks remain), `completed`, `failed` (`error` says why; the
+	// chunks applied before stay applied) or `interrupted`: running, but
+	// no chunk was committed for a minute (its process stopped; the next
+	// `serve` resumes it). `matched` is the set's size when it started;
+	// `discarded` and `skipped` count the messages its committed chunks
+	// dealt with.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/discards/{id} (the `GetDiscard` operationId).
+	GetDiscardWithResponse(ctx context.Context, id DiscardID, reqEditors ...RequestEditorFn) (*GetDiscardResponse, error)
+
 	// ListGroupsWithResponse Failure groups of the filtered messages, largest first.
 	//
 	// A group is the messages sharing a fingerprint: the job name, the
@@ -5509,13 +5709,29 @@ type ClientWithResponsesInterface interface {
 	// DiscardMessagesWithBodyWithResponse Discard messages by ids or by a filter.
 	//
 	// Needs an operator or admin. Nothing is deleted: each message
-	// becomes `discarded` and gets its own `message.discard` audit event,
-	// all in one transaction. Messages that cannot be discarded are
-	// skipped with the reason (one being replayed gets a
-	// `message.discard_refused` event); an id that is unknown, or outside the
-	// token's owners, is skipped as "not found". A filter matches at most
-	// 10,000 messages (422 above). With `expect_count`, another count is
-	// 409 and nothing changes; an empty filter (every message) needs it.
+	// becomes `discarded` and gets its own `message.discard` audit event.
+	// Messages that cannot be discarded are skipped with the reason (one
+	// being replayed gets a `message.discard_refused` event); an id that
+	// is unknown, or outside the token's owners, is skipped as "not
+	// found". By ids (at most 10,000), all in one transaction.
+	//
+	// By a filter, any number of messages: a discard operation. Its set
+	// is the messages that matched the filter (within the token's
+	// owners) when it started: messages stored later are never part of
+	// it. It is applied in chunks of a few thousand messages, each one
+	// transaction holding the status changes, their audit events and the
+	// operation's progress, in id order; a crash leaves whole chunks
+	// applied and the next `serve` resumes the rest. A message of the
+	// set that no longer matches when its chunk runs (its status moved)
+	// is left alone. A filter matching more than `bulk.confirm_above`
+	// messages (default 10,000), or an empty filter (every message),
+	// needs `expect_count`: the count previewed (422 naming
+	// `expect_count` without it). With `expect_count`, another count is
+	// 409 and nothing changes. A filter matching at most 10,000 messages
+	// is applied before the answer (200, with `changed`, `skipped` and
+	// the completed `operation`); a larger one is answered at once (202,
+	// `Location` the operation, `changed` and `skipped` empty): follow
+	// it with `GET /api/v1/discards/{id}`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5525,13 +5741,29 @@ type ClientWithResponsesInterface interface {
 	// DiscardMessagesWithResponse Discard messages by ids or by a filter.
 	//
 	// Needs an operator or admin. Nothing is deleted: each message
-	// becomes `discarded` and gets its own `message.discard` audit event,
-	// all in one transaction. Messages that cannot be discarded are
-	// skipped with the reason (one being replayed gets a
-	// `message.discard_refused` event); an id that is unknown, or outside the
-	// token's owners, is skipped as "not found". A filter matches at most
-	// 10,000 messages (422 above). With `expect_count`, another count is
-	// 409 and nothing changes; an empty filter (every message) needs it.
+	// becomes `discarded` and gets its own `message.discard` audit event.
+	// Messages that cannot be discarded are skipped with the reason (one
+	// being replayed gets a `message.discard_refused` event); an id that
+	// is unknown, or outside the token's owners, is skipped as "not
+	// found". By ids (at most 10,000), all in one transaction.
+	//
+	// By a filter, any number of messages: a discard operation. Its set
+	// is the messages that matched the filter (within the token's
+	// owners) when it started: messages stored later are never part of
+	// it. It is applied in chunks of a few thousand messages, each one
+	// transaction holding the status changes, their audit events and the
+	// operation's progress, in id order; a crash leaves whole chunks
+	// applied and the next `serve` resumes the rest. A message of the
+	// set that no longer matches when its chunk runs (its status moved)
+	// is left alone. A filter matching more than `bulk.confirm_above`
+	// messages (default 10,000), or an empty filter (every message),
+	// needs `expect_count`: the count previewed (422 naming
+	// `expect_count` without it). With `expect_count`, another count is
+	// 409 and nothing changes. A filter matching at most 10,000 messages
+	// is applied before the answer (200, with `changed`, `skipped` and
+	// the completed `operation`); a larger one is answered at once (202,
+	// `Location` the operation, `changed` and `skipped` empty): follow
+	// it with `GET /api/v1/discards/{id}`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6489,6 +6721,126 @@ func (r VerifyAuditResponse) ContentType() string {
 	return ""
 }
 
+// GetDiscardResponse200Headers the declared response headers of an HTTP 200 response for GetDiscard
+type GetDiscardResponse200Headers struct {
+	XRequestId string
+}
+
+// GetDiscardResponse401Headers the declared response headers of an HTTP 401 response for GetDiscard
+type GetDiscardResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// GetDiscardResponse403Headers the declared response headers of an HTTP 403 response for GetDiscard
+type GetDiscardResponse403Headers struct {
+	XRequestId string
+}
+
+// GetDiscardResponse404Headers the declared response headers of an HTTP 404 response for GetDiscard
+type GetDiscardResponse404Headers struct {
+	XRequestId string
+}
+
+// GetDiscardResponse429Headers the declared response headers of an HTTP 429 response for GetDiscard
+type GetDiscardResponse429Headers struct {
+	RetryAfter string
+	XRequestId string
+}
+
+// GetDiscardResponseDefaultHeaders the declared response headers of an HTTP default response for GetDiscard
+type GetDiscardResponseDefaultHeaders struct {
+	XRequestId string
+}
+
+type GetDiscardResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DiscardOperation
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetDiscardResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetDiscardResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetDiscardResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetDiscardResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetDiscardResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *GetDiscardResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetDiscardResponse) GetJSON200() *DiscardOperation {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetDiscardResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetDiscardResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetDiscardResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetDiscardResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetDiscardResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetDiscardResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetDiscardResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetDiscardResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetDiscardResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListGroupsResponse200Headers the declared response headers of an HTTP 200 response for ListGroups
 type ListGroupsResponse200Headers struct {
 	XRequestId string
@@ -6882,6 +7234,12 @@ type DiscardMessagesResponse200Headers struct {
 	XRequestId string
 }
 
+// DiscardMessagesResponse202Headers the declared response headers of an HTTP 202 response for DiscardMessages
+type DiscardMessagesResponse202Headers struct {
+	Location   *string
+	XRequestId string
+}
+
 // DiscardMessagesResponse400Headers the declared response headers of an HTTP 400 response for DiscardMessages
 type DiscardMessagesResponse400Headers struct {
 	XRequestId string
@@ -6933,7 +7291,9 @@ type DiscardMessagesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *BulkResult
+	JSON200 *DiscardResult
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *DiscardResult
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -6954,6 +7314,8 @@ type DiscardMessagesResponse struct {
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *DiscardMessagesResponse200Headers
+	// Headers202 the parsed response headers for an HTTP 202 response
+	Headers202 *DiscardMessagesResponse202Headers
 	// Headers400 the parsed response headers for an HTTP 400 response
 	Headers400 *DiscardMessagesResponse400Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
@@ -6975,8 +7337,13 @@ type DiscardMessagesResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r DiscardMessagesResponse) GetJSON200() *BulkResult {
+func (r DiscardMessagesResponse) GetJSON200() *DiscardResult {
 	return r.JSON200
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r DiscardMessagesResponse) GetJSON202() *DiscardResult {
+	return r.JSON202
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -10307,6 +10674,28 @@ func (c *ClientWithResponses) VerifyAuditWithResponse(ctx context.Context, param
 	return ParseVerifyAuditResponse(rsp)
 }
 
+// GetDiscardWithResponse A discard operation, how far it is.
+//
+// Needs a viewer or above; a token with owners sees only the
+// operations it started (404 for the others). `state` is `running`
+// (chunks remain), `completed`, `failed` (`error` says why; the
+// chunks applied before stay applied) or `interrupted`: running, but
+// no chunk was committed for a minute (its process stopped; the next
+// `serve` resumes it). `matched` is the set's size when it started;
+// `discarded` and `skipped` count the messages its committed chunks
+// dealt with.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/discards/{id} (the `GetDiscard` operationId).
+func (c *ClientWithResponses) GetDiscardWithResponse(ctx context.Context, id DiscardID, reqEditors ...RequestEditorFn) (*GetDiscardResponse, error) {
+	rsp, err := c.GetDiscard(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetDiscardResponse(rsp)
+}
+
 // ListGroupsWithResponse Failure groups of the filtered messages, largest first.
 //
 // A group is the messages sharing a fingerprint: the job name, the
@@ -10425,13 +10814,29 @@ func (c *ClientWithResponses) ListMessagesWithResponse(ctx context.Context, para
 // DiscardMessagesWithBodyWithResponse Discard messages by ids or by a filter.
 //
 // Needs an operator or admin. Nothing is deleted: each message
-// becomes `discarded` and gets its own `message.discard` audit event,
-// all in one transaction. Messages that cannot be discarded are
-// skipped with the reason (one being replayed gets a
-// `message.discard_refused` event); an id that is unknown, or outside the
-// token's owners, is skipped as "not found". A filter matches at most
-// 10,000 messages (422 above). With `expect_count`, another count is
-// 409 and nothing changes; an empty filter (every message) needs it.
+// becomes `discarded` and gets its own `message.discard` audit event.
+// Messages that cannot be discarded are skipped with the reason (one
+// being replayed gets a `message.discard_refused` event); an id that
+// is unknown, or outside the token's owners, is skipped as "not
+// found". By ids (at most 10,000), all in one transaction.
+//
+// By a filter, any number of messages: a discard operation. Its set
+// is the messages that matched the filter (within the token's
+// owners) when it started: messages stored later are never part of
+// it. It is applied in chunks of a few thousand messages, each one
+// transaction holding the status changes, their audit events and the
+// operation's progress, in id order; a crash leaves whole chunks
+// applied and the next `serve` resumes the rest. A message of the
+// set that no longer matches when its chunk runs (its status moved)
+// is left alone. A filter matching more than `bulk.confirm_above`
+// messages (default 10,000), or an empty filter (every message),
+// needs `expect_count`: the count previewed (422 naming
+// `expect_count` without it). With `expect_count`, another count is
+// 409 and nothing changes. A filter matching at most 10,000 messages
+// is applied before the answer (200, with `changed`, `skipped` and
+// the completed `operation`); a larger one is answered at once (202,
+// `Location` the operation, `changed` and `skipped` empty): follow
+// it with `GET /api/v1/discards/{id}`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10447,13 +10852,29 @@ func (c *ClientWithResponses) DiscardMessagesWithBodyWithResponse(ctx context.Co
 // DiscardMessagesWithResponse Discard messages by ids or by a filter.
 //
 // Needs an operator or admin. Nothing is deleted: each message
-// becomes `discarded` and gets its own `message.discard` audit event,
-// all in one transaction. Messages that cannot be discarded are
-// skipped with the reason (one being replayed gets a
-// `message.discard_refused` event); an id that is unknown, or outside the
-// token's owners, is skipped as "not found". A filter matches at most
-// 10,000 messages (422 above). With `expect_count`, another count is
-// 409 and nothing changes; an empty filter (every message) needs it.
+// becomes `discarded` and gets its own `message.discard` audit event.
+// Messages that cannot be discarded are skipped with the reason (one
+// being replayed gets a `message.discard_refused` event); an id that
+// is unknown, or outside the token's owners, is skipped as "not
+// found". By ids (at most 10,000), all in one transaction.
+//
+// By a filter, any number of messages: a discard operation. Its set
+// is the messages that matched the filter (within the token's
+// owners) when it started: messages stored later are never part of
+// it. It is applied in chunks of a few thousand messages, each one
+// transaction holding the status changes, their audit events and the
+// operation's progress, in id order; a crash leaves whole chunks
+// applied and the next `serve` resumes the rest. A message of the
+// set that no longer matches when its chunk runs (its status moved)
+// is left alone. A filter matching more than `bulk.confirm_above`
+// messages (default 10,000), or an empty filter (every message),
+// needs `expect_count`: the count previewed (422 naming
+// `expect_count` without it). With `expect_count`, another count is
+// 409 and nothing changes. A filter matching at most 10,000 messages
+// is applied before the answer (200, with `changed`, `skipped` and
+// the completed `operation`); a larger one is answered at once (202,
+// `Location` the operation, `changed` and `skipped` empty): follow
+// it with `GET /api/v1/discards/{id}`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11686,6 +12107,144 @@ func ParseVerifyAuditResponse(rsp *http.Response) (*VerifyAuditResponse, error) 
 	return response, nil
 }
 
+// ParseGetDiscardResponse parses an HTTP response from a GetDiscardWithResponse call
+func ParseGetDiscardResponse(rsp *http.Response) (*GetDiscardResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetDiscardResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DiscardOperation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetDiscardResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetDiscardResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetDiscardResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetDiscardResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetDiscardResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers GetDiscardResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListGroupsResponse parses an HTTP response from a ListGroupsWithResponse call
 func ParseListGroupsResponse(rsp *http.Response) (*ListGroupsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12149,11 +12708,18 @@ func ParseDiscardMessagesResponse(rsp *http.Response) (*DiscardMessagesResponse,
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest BulkResult
+		var dest DiscardResult
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest DiscardResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
@@ -12231,6 +12797,23 @@ func ParseDiscardMessagesResponse(rsp *http.Response) (*DiscardMessagesResponse,
 			headers.XRequestId = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 202:
+		var headers DiscardMessagesResponse202Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers202 = &headers
 	case rsp.StatusCode == 400:
 		var headers DiscardMessagesResponse400Headers
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {

@@ -22,6 +22,7 @@ import (
 // returns (nil, nil) for "not found".
 type Store interface {
 	Replays
+	Discards
 	Alarms
 	AgeHistory
 	Sessions

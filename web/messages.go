@@ -24,6 +24,7 @@ func (h *Handler) messageRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /messages/sample", h.authed(h.sampleMessages))
 	m.HandleFunc("GET /messages/bulk", h.authed(h.bulkForm))
 	m.HandleFunc("POST /messages/discard", h.authed(h.bulkDiscard))
+	m.HandleFunc("GET /discards/{id}", h.authed(h.discardProgress))
 	m.HandleFunc("GET /messages/{id}", h.authed(h.showMessage))
 	m.HandleFunc("POST /messages/{id}/discard", h.authed(h.discardOne))
 	m.HandleFunc("GET /groups", h.authed(h.listGroups))
@@ -358,9 +359,13 @@ type bulkContent struct {
 	Missing   []string              // ids given that name no message the token sees
 	ReplayURL string
 	Reason    string
-	TooMany   bool
-	Result    *quarantine.BulkResult
-	Curl      string
+	TooMany   bool // more than a replay may take
+	// Confirm: the count is above the threshold (ConfirmAbove): the
+	// operator types it to discard.
+	Confirm      bool
+	ConfirmAbove int
+	Result       *quarantine.BulkResult
+	Curl         string
 }
 
 // maxBulkShown bounds the ids a bulk page loads to show them.
@@ -411,6 +416,8 @@ func (h *Handler) selection(r *http.Request, s *session, v url.Values) (*bulkCon
 			}
 		}
 		c.TooMany = c.Count > quarantine.MaxBulk
+		c.ConfirmAbove = h.cfg.Discards.ConfirmAbove()
+		c.Confirm = c.Count > int64(c.ConfirmAbove)
 		c.ReplayURL = "/replays/new?" + fv.with("expect_count", strconv.FormatInt(c.Count, 10))
 		return c, http.StatusOK, nil
 	}
@@ -463,9 +470,9 @@ func (h *Handler) bulkDiscard(w http.ResponseWriter, r *http.Request, s *session
 	all := v.Get("all") == "1"
 	if err == nil && all {
 		d.Filter = &f
-		n, perr := strconv.Atoi(v.Get("expect_count"))
+		n, perr := strconv.Atoi(strings.TrimSpace(strings.ReplaceAll(v.Get("expect_count"), ",", "")))
 		if perr != nil || n < 0 {
-			err = quarantine.FieldErrorf(quarantine.EINVALID, "expect_count", "the selection's count is missing: reload the selection")
+			err = quarantine.FieldErrorf(quarantine.EINVALID, "expect_count", "type the number of messages to discard, as shown")
 		}
 		d.ExpectCount = &n
 		if err == nil && redact.SearchDenied(s.token, h.cfg.RedactPointers, f.Text) {
@@ -478,10 +485,15 @@ func (h *Handler) bulkDiscard(w http.ResponseWriter, r *http.Request, s *session
 		err = d.Validate()
 	}
 	if err == nil {
-		var res quarantine.BulkResult
-		res, err = api.DiscardAs(r.Context(), h.cfg.Store, s.token, d, r.Method, r.URL.Path)
+		var ans api.DiscardAnswer
+		var async bool
+		ans, async, err = h.cfg.Discards.Discard(r.Context(), s.token, d, r.Method, r.URL.Path)
+		if err == nil && async {
+			http.Redirect(w, r, "/discards/"+ans.Operation.ID, http.StatusSeeOther)
+			return
+		}
 		if err == nil {
-			c := &bulkContent{Filter: fv, All: all, Result: &res, Count: int64(len(res.Changed))}
+			c := &bulkContent{Filter: fv, All: all, Result: &ans.BulkResult, Count: int64(len(ans.Changed))}
 			h.render(w, r, http.StatusOK, "bulk", page{Title: "Discarded", Token: s.token, CSRF: s.csrf, Content: c})
 			return
 		}

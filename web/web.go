@@ -89,6 +89,9 @@ type Config struct {
 	// Replay holds the defaults and limits of replay requests: the API's
 	// (zero members take api.ReplayDefaults.WithDefaults).
 	Replay api.ReplayDefaults
+	// Discards runs the discards by filter, the API's (nil: a runner of
+	// its own with api.DiscardConfig's defaults).
+	Discards *api.Discards
 }
 
 // Defaults of Config.
@@ -101,7 +104,7 @@ const (
 // views names the page templates every UI needs; New fails when one is
 // missing. Every templates/*.html other than layout.html and partials
 // (names starting with "_", included in every view) is parsed as a view.
-var views = []string{"login", "messages", "message", "notfound", "error", "edit", "replay_new", "replays", "replay"}
+var views = []string{"login", "messages", "message", "notfound", "error", "edit", "replay_new", "replays", "replay", "discard"}
 
 // Handler is the UI's http.Handler.
 type Handler struct {
@@ -143,6 +146,9 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 		cfg.Replay.Owners = cfg.Owners // the destination queues a token may name
 	}
 	cfg.Replay = cfg.Replay.WithDefaults()
+	if cfg.Discards == nil {
+		cfg.Discards = api.NewDiscards(cfg.Store, api.DiscardConfig{}, cfg.Logger)
+	}
 	st, err := loadAssets(sfs)
 	if err != nil {
 		return nil, err

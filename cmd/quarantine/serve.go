@@ -102,6 +102,15 @@ func (m *Main) runServe(ctx context.Context) error {
 			IncidentRate: m.Config.Replay.IncidentRate, ConfirmAbove: m.Config.Bulk.ConfirmAbove,
 		},
 	}
+	// Discards by filter left running by a stopped or dead process go on.
+	discardConfirm := m.Config.Bulk.ConfirmAbove
+	if discardConfirm == 0 { // bulk.confirm_above: 0 never asks, as for replays
+		discardConfirm = -1
+	}
+	acfg.Discards = api.NewDiscards(acfg.Store, api.DiscardConfig{ConfirmAbove: discardConfirm}, m.logger)
+	if err := acfg.Discards.Resume(ctx); err != nil {
+		return err
+	}
 	m.api = api.New(acfg)
 	h := m.api.Handler()
 	if h, err = m.withWeb(h, acfg); err != nil {

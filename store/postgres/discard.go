@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -38,13 +39,9 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 				err = tx.QueryRow(ctx, "SELECT count(*) FROM messages m"+w.sql(), w.args...).Scan(&n)
 				return n, err
 			},
-			SelectIDs: func(ids []string) (map[string]quarantine.Status, error) { return lockIDs(ctx, tx, ids) },
-			MarkDiscarded: func(ids []string) error {
-				_, err := tx.Exec(ctx, `UPDATE messages SET status = 'discarded', updated_at = $2 WHERE id = ANY($1::text[])`,
-					ids, s.clock())
-				return err
-			},
-			Audit: func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
+			SelectIDs:     func(ids []string) (map[string]quarantine.Status, error) { return lockIDs(ctx, tx, ids) },
+			MarkDiscarded: func(ids []string) error { return s.markDiscarded(ctx, tx, ids) },
+			Audit:         func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
 		})
 		return err
 	})
@@ -52,6 +49,12 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 		return quarantine.BulkResult{}, err
 	}
 	return res, nil
+}
+
+// markDiscarded sets the status of ids to discarded, now.
+func (s *Store) markDiscarded(ctx context.Context, tx pgx.Tx, ids []string) error {
+	_, err := tx.Exec(ctx, `UPDATE messages SET status = 'discarded', updated_at = $2 WHERE id = ANY($1::text[])`, ids, s.clock())
+	return err
 }
 
 // lockIDs locks the messages of ids, in id order, and returns their
@@ -74,8 +77,14 @@ func lockIDs(ctx context.Context, tx pgx.Tx, ids []string) (map[string]quarantin
 // lockFilter locks up to limit messages matching f, in id order.
 func lockFilter(ctx context.Context, tx pgx.Tx, f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
 	w := filterWhere(&f)
-	rows, err := tx.Query(ctx, "SELECT m.id, m.status FROM messages m"+w.sql()+
+	return lockSelected(ctx, tx, "SELECT m.id, m.status FROM messages m"+w.sql()+
 		" ORDER BY m.id LIMIT "+strconv.Itoa(limit)+" FOR UPDATE", w.args...)
+}
+
+// lockSelected runs query, which locks and returns the id and status of
+// messages, and returns them as found.
+func lockSelected(ctx context.Context, tx pgx.Tx, query string, args ...any) ([]quarantine.Selected, error) {
+	rows, err := tx.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -87,4 +96,149 @@ func lockFilter(ctx context.Context, tx pgx.Tx, f quarantine.Filter, limit int) 
 		return nil
 	})
 	return out, err
+}
+
+// The discard operations (quarantine.DiscardOperation). The set of an
+// operation is the messages matching its filter that were committed when
+// it started: its mark is the text of the pg_snapshot taken then, and a
+// message belongs to the set when its insert_xid (the transaction that
+// stored it, migration 0020) is visible in that snapshot. Each chunk
+// locks the operation row first, so two processes resuming the same
+// operation apply its chunks one after the other, never twice.
+
+const discardOpColumns = `id, state, actor, reason, filter, mark, cursor, matched, discarded, skipped, error,
+	started_at, updated_at, finished_at`
+
+// inDiscardSet is the condition of the set of the operation whose mark is
+// argument ref.
+func inDiscardSet(ref string) string {
+	return "(m.insert_xid IS NULL OR pg_visible_in_snapshot(m.insert_xid, " + ref + "::pg_snapshot))"
+}
+
+// StartDiscard records a running discard operation; see store.Discards.
+func (s *Store) StartDiscard(ctx context.Context, d quarantine.Discard, confirmAbove int) (quarantine.DiscardOperation, error) {
+	if err := s.searchReady(ctx, filterText(d.Filter)); err != nil {
+		return quarantine.DiscardOperation{}, err
+	}
+	now := s.clock()
+	var op quarantine.DiscardOperation
+	err := s.inTx(ctx, "start a discard", func(tx pgx.Tx) error {
+		var err error
+		op, err = ops.StartDiscard(d, confirmAbove, quarantine.NewID(now), now, ops.StartTx{
+			Mark: func() (mark string, err error) {
+				err = tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&mark)
+				return mark, err
+			},
+			Count: func(f quarantine.Filter, mark string) (n int64, err error) {
+				w := filterWhere(&f)
+				w.conds = append(w.conds, inDiscardSet(w.arg(mark)))
+				err = tx.QueryRow(ctx, "SELECT count(*) FROM messages m"+w.sql(), w.args...).Scan(&n)
+				return n, err
+			},
+			Insert: func(op quarantine.DiscardOperation) error {
+				f, err := json.Marshal(op.Filter)
+				if err != nil {
+					return err
+				}
+				_, err = tx.Exec(ctx, `INSERT INTO discard_operations (id, state, actor, reason, filter, mark, matched, started_at, updated_at)
+					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, op.ID, op.State, op.Actor, op.Reason, string(f), op.Mark, op.Matched, op.StartedAt)
+				return err
+			},
+		})
+		return err
+	})
+	return op, err
+}
+
+// DiscardChunk applies the next chunk of a discard operation; see
+// store.Discards.
+func (s *Store) DiscardChunk(ctx context.Context, id string, n int) (quarantine.DiscardOperation, quarantine.BulkResult, error) {
+	var op quarantine.DiscardOperation
+	var res quarantine.BulkResult
+	err := s.inTx(ctx, "discard a chunk", func(tx pgx.Tx) error {
+		var err error
+		op, res, err = ops.DiscardChunk(id, n, s.clock(), ops.ChunkTx{
+			Lock: func(id string) (quarantine.DiscardOperation, error) {
+				return getDiscard(ctx, tx, "WHERE id = $1 FOR UPDATE", id)
+			},
+			Select: func(op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
+				f := op.Filter
+				w := filterWhere(&f)
+				w.conds = append(w.conds, inDiscardSet(w.arg(op.Mark)), "m.id > "+w.arg(op.Cursor))
+				return lockSelected(ctx, tx, "SELECT m.id, m.status FROM messages m"+w.sql()+
+					" ORDER BY m.id LIMIT "+strconv.Itoa(limit)+" FOR UPDATE", w.args...)
+			},
+			MarkDiscarded: func(_ quarantine.Status, ids []string) error { return s.markDiscarded(ctx, tx, ids) },
+			Audit:         func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
+			Save: func(op quarantine.DiscardOperation) error {
+				_, err := tx.Exec(ctx, `UPDATE discard_operations SET state = $2, cursor = $3, discarded = $4, skipped = $5,
+					updated_at = $6, finished_at = $7 WHERE id = $1`,
+					op.ID, op.State, op.Cursor, op.Discarded, op.Skipped, op.UpdatedAt, op.FinishedAt)
+				return err
+			},
+		})
+		return err
+	})
+	return op, res, err
+}
+
+// FailDiscard ends a running discard operation as failed; see
+// store.Discards.
+func (s *Store) FailDiscard(ctx context.Context, id, reason string) error {
+	return s.inTx(ctx, "fail a discard", func(tx pgx.Tx) error {
+		now := s.clock()
+		tag, err := tx.Exec(ctx, `UPDATE discard_operations SET state = $2, error = $3, updated_at = $4, finished_at = $4
+			WHERE id = $1 AND state = $5`, id, quarantine.DiscardFailed, reason, now, quarantine.DiscardRunning)
+		if err == nil && tag.RowsAffected() == 0 {
+			_, err = getDiscard(ctx, tx, "WHERE id = $1", id) // ENOTFOUND, or no longer running: nothing to do
+		}
+		return err
+	})
+}
+
+// GetDiscard returns one discard operation; see store.Discards.
+func (s *Store) GetDiscard(ctx context.Context, id string) (op quarantine.DiscardOperation, err error) {
+	err = s.inTx(ctx, "read a discard", func(tx pgx.Tx) error {
+		op, err = getDiscard(ctx, tx, "WHERE id = $1", id)
+		return err
+	})
+	return op, err
+}
+
+// RunningDiscards returns the running discard operations; see
+// store.Discards.
+func (s *Store) RunningDiscards(ctx context.Context) ([]quarantine.DiscardOperation, error) {
+	rows, err := s.pool.Query(ctx, "SELECT "+discardOpColumns+" FROM discard_operations WHERE state = $1 ORDER BY id",
+		quarantine.DiscardRunning)
+	if err != nil {
+		return nil, translate(err, "list running discards")
+	}
+	out, err := pgx.CollectRows(rows, scanDiscard)
+	return out, translate(err, "list running discards")
+}
+
+// getDiscard reads the one discard operation the clause selects.
+func getDiscard(ctx context.Context, tx pgx.Tx, clause string, args ...any) (quarantine.DiscardOperation, error) {
+	rows, err := tx.Query(ctx, "SELECT "+discardOpColumns+" FROM discard_operations "+clause, args...)
+	if err != nil {
+		return quarantine.DiscardOperation{}, err
+	}
+	return pgx.CollectExactlyOneRow(rows, scanDiscard)
+}
+
+// scanDiscard reads one discard_operations row.
+func scanDiscard(row pgx.CollectableRow) (quarantine.DiscardOperation, error) {
+	var op quarantine.DiscardOperation
+	var filter string
+	err := row.Scan(&op.ID, &op.State, &op.Actor, &op.Reason, &filter, &op.Mark, &op.Cursor, &op.Matched,
+		&op.Discarded, &op.Skipped, &op.Error, &op.StartedAt, &op.UpdatedAt, &op.FinishedAt)
+	if err != nil {
+		return op, err
+	}
+	op.StartedAt, op.UpdatedAt = op.StartedAt.UTC(), op.UpdatedAt.UTC()
+	if op.FinishedAt != nil {
+		t := op.FinishedAt.UTC()
+		op.FinishedAt = &t
+	}
+	return op, json.Unmarshal([]byte(filter), &op.Filter)
 }

@@ -247,6 +247,7 @@ func TestMigrateExistingDatabaseToForwardHead(t *testing.T) {
 		"DROP FUNCTION audit_head_forward_only()", "DROP TABLE sessions", "DROP TABLE inflow_minutes",
 		"DROP TRIGGER messages_waiting_update ON messages", "DROP FUNCTION messages_waiting_update()", "DROP TABLE waiting_minutes",
 		"ALTER TABLE replay_batches DROP COLUMN pin_total",
+		"DROP TABLE discard_operations", "ALTER TABLE messages DROP COLUMN insert_xid",
 		"DELETE FROM schema_migrations WHERE version >= 14"} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

@@ -36,13 +36,9 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 				err = tx.QueryRowContext(ctx, "SELECT count(*) FROM messages m"+w, args...).Scan(&n)
 				return n, err
 			},
-			SelectIDs: func(ids []string) (map[string]quarantine.Status, error) { return selectIDs(ctx, tx, ids) },
-			MarkDiscarded: func(ids []string) error {
-				_, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'discarded', updated_at = ?
-					WHERE id IN (SELECT value FROM json_each(?))`, micros(s.clock()), jsonArray(ids))
-				return err
-			},
-			Audit: func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
+			SelectIDs:     func(ids []string) (map[string]quarantine.Status, error) { return selectIDs(ctx, tx, ids) },
+			MarkDiscarded: func(ids []string) error { return s.markDiscarded(ctx, tx, ids) },
+			Audit:         func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
 		})
 		return err
 	})
@@ -50,6 +46,13 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 		return quarantine.BulkResult{}, err
 	}
 	return res, nil
+}
+
+// markDiscarded sets the status of ids to discarded, now.
+func (s *Store) markDiscarded(ctx context.Context, tx *sql.Tx, ids []string) error {
+	_, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'discarded', updated_at = ?
+		WHERE id IN (SELECT value FROM json_each(?))`, micros(s.clock()), jsonArray(ids))
+	return err
 }
 
 // jsonArray encodes ids for json_each: one parameter for any number of ids.
@@ -79,8 +82,13 @@ func selectIDs(ctx context.Context, tx *sql.Tx, ids []string) (map[string]quaran
 // selectFilter returns up to limit messages matching f, in id order.
 func selectFilter(ctx context.Context, tx *sql.Tx, f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
 	w, args := where(f, false)
-	rows, err := tx.QueryContext(ctx, "SELECT m.id, m.status FROM messages m"+w+
-		" ORDER BY m.id LIMIT "+strconv.Itoa(limit), args...)
+	return querySelected(ctx, tx, "SELECT m.id, m.status FROM messages m"+w+" ORDER BY m.id LIMIT "+strconv.Itoa(limit), args...)
+}
+
+// querySelected runs query, which returns the id and status of messages,
+// and returns them as found.
+func querySelected(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]quarantine.Selected, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

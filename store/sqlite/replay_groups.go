@@ -131,8 +131,10 @@ func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set stri
 		first_failed_at = (SELECT m.failed_at `+in+` ORDER BY m.failed_at, m.id LIMIT 1),
 		last_failed_at = (SELECT m.failed_at `+in+` ORDER BY m.failed_at DESC, m.id DESC LIMIT 1),
 		example_id = (SELECT m.id `+in+` ORDER BY m.failed_at DESC, m.id DESC LIMIT 1)
-		WHERE (g.fingerprint, g.queue, g.owner, g.status) IN (SELECT j.value->>'f', j.value->>'q', j.value->>'o', :from
-			FROM json_each(:groups) j) AND g.n > 0`,
+		WHERE (g.fingerprint, g.queue, g.owner, g.status) IN (SELECT f.fingerprint, f.queue, f.owner, f.status
+			FROM json_each(:groups) j JOIN failure_groups f ON f.fingerprint = j.value->>'f' AND f.queue = j.value->>'q'
+				AND f.owner = j.value->>'o' AND f.status = :from
+			WHERE j.value->>'first' <= f.first_failed_at OR j.value->>'last' >= f.last_failed_at) AND g.n > 0`,
 		sql.Named("from", from), sql.Named("groups", string(gj)))
 	return n, err
 }

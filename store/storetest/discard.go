@@ -13,6 +13,7 @@ func testDiscard(t *testing.T, h Harness) {
 	t.Run("ByIDs", func(t *testing.T) { t.Parallel(); testDiscardIDs(t, h) })
 	t.Run("ByFilter", func(t *testing.T) { t.Parallel(); testDiscardFilter(t, h) })
 	t.Run("MaxBulk", func(t *testing.T) { t.Parallel(); testDiscardMaxBulk(t, h) })
+	t.Run("Operation", func(t *testing.T) { t.Parallel(); testDiscardOperation(t, h) })
 }
 
 // wantStatuses fails t unless every message is stored with its in-memory

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/pgseed"
+	"github.com/quarantine-dev/quarantine/internal/testbin"
+	storeopen "github.com/quarantine-dev/quarantine/store/open"
+	"github.com/quarantine-dev/quarantine/store/postgres"
+	"github.com/quarantine-dev/quarantine/store/storetest"
+)
+
+// BenchmarkDiscardMillion discards QUARANTINE_BENCH_ROWS (default
+// 1,000,000) messages by one filter through the built binary, on each of
+// QUARANTINE_BENCH_STORES (default postgres and sqlite; a fresh database
+// seeded first: SQLite through InsertBatch, PostgreSQL by internal/pgseed),
+// and reports the time from the POST until the operation completed, the
+// latency of single HTTP ingests sent every 250 ms meanwhile (p50, max)
+// and the peak RSS of serve (VmHWM). Run with -benchtime=1x:
+//
+//	QUARANTINE_BENCH_STORES=sqlite go test -run '^$' -bench '^BenchmarkDiscardMillion$' -benchtime=1x -timeout 1h ./cmd/quarantine/
+func BenchmarkDiscardMillion(b *testing.B) {
+	rows := storetest.EnvCount(b, "QUARANTINE_BENCH_ROWS", 1_000_000)
+	stores, _ := testbin.BenchStores()
+	for _, kind := range stores {
+		b.Run(kind, func(b *testing.B) {
+			for range b.N {
+				benchDiscard(b, kind, rows)
+			}
+		})
+	}
+}
+
+func benchDiscard(b *testing.B, kind string, rows int) {
+	ctx := context.Background()
+	url := testbin.BenchDatabase(b, kind)
+	st, err := storeopen.Store(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := st.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if pg, ok := st.(*postgres.Store); ok {
+		pgseed.SeedWindow(b, pg.Pool(), rows, storetest.BurstNewest, storetest.BurstSpan)
+	} else {
+		storetest.SeedBurst(b, st, rows, "burst")
+	}
+	// Indexed for text search before serve starts: the indexer's catching
+	// up is not what is measured.
+	if ix, ok := st.(interface {
+		IndexSearch(context.Context, int) (int, error)
+	}); ok {
+		for {
+			n, err := ix.IndexSearch(ctx, 5000)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+	}
+	counts, err := st.CountByQueue(ctx, quarantine.Filter{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var matched int64
+	for _, c := range counts {
+		matched += c.Count
+	}
+	_ = st.Close()
+	config := filepath.Join(b.TempDir(), "quarantine.yaml")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf("database: %q\nlisten: 127.0.0.1:0\n", url)), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	var args []string
+	if kind == "postgres" {
+		args = []string{"--migrate"}
+	}
+	p := testbin.Serve(b, testbin.Path(b), config, args...)
+	client := p.API(p.Token)
+
+	// Single ingests every 250 ms while the discard runs.
+	stop := make(chan struct{})
+	lat := make(chan []time.Duration, 1)
+	go func() {
+		var ds []time.Duration
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				lat <- ds
+				return
+			case <-tick.C:
+			}
+			body := `[{"envelope":"quarantine.failure/v1","job":{"name":"probe","queue":"probe","idempotency_key":"probe-` +
+				strconv.Itoa(i) + `","payload":{"i":` + strconv.Itoa(i) + `}},"failure":{"class":"permanent","reason":"probe"}}]`
+			req, _ := http.NewRequest(http.MethodPost, client.Base+"/api/v1/ingest", bytes.NewReader([]byte(body)))
+			req.Header.Set("Authorization", "Bearer "+client.Token)
+			req.Header.Set("Content-Type", "application/json")
+			t0 := time.Now()
+			res, err := http.DefaultClient.Do(req)
+			d := time.Since(t0)
+			if err != nil || res.StatusCode >= 300 {
+				b.Errorf("ingest during the discard: %v %v", res, err)
+			} else {
+				res.Body.Close()
+			}
+			ds = append(ds, d)
+		}
+	}()
+	b.ResetTimer()
+	t0 := time.Now()
+	var ans struct {
+		Operation quarantine.DiscardOperation `json:"operation"`
+	}
+	client.MustDo(b, 202, "POST", "/api/v1/messages/discard",
+		map[string]any{"filter": map[string]any{}, "expect_count": matched, "reason": "incident"}, &ans)
+	answered := time.Since(t0)
+	op := ans.Operation
+	for ; op.State == quarantine.DiscardRunning; time.Sleep(100 * time.Millisecond) {
+		client.MustDo(b, 200, "GET", "/api/v1/discards/"+op.ID, nil, &op)
+		if time.Since(t0) > 30*time.Minute {
+			b.Fatalf("not done in 30 minutes: %+v", op)
+		}
+	}
+	took := time.Since(t0)
+	b.StopTimer()
+	close(stop)
+	ds := <-lat
+	slices.Sort(ds)
+	hwm := peakRSS(b, p.Cmd.Process.Pid)
+	if op.State != quarantine.DiscardCompleted || op.Matched != matched || op.Done() != matched {
+		b.Fatalf("operation %+v, want completed over %d", op, matched)
+	}
+	client.AuditVerifies(b)
+	p.Kill()
+	b.ReportMetric(took.Seconds(), "discard-s")
+	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1e3, "ingest-p50-ms")
+	b.ReportMetric(float64(ds[len(ds)-1].Microseconds())/1e3, "ingest-max-ms")
+	b.ReportMetric(float64(hwm)/1024, "rss-peak-MiB")
+	fmt.Printf("%s: %d matched, %d discarded, %d skipped in %v (answered in %v); %d ingests: p50 %v, max %v; serve peak RSS %d MiB\n",
+		kind, op.Matched, op.Discarded, op.Skipped, took.Round(time.Millisecond), answered.Round(time.Millisecond),
+		len(ds), ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond), hwm/1024)
+}
+
+// peakRSS returns the peak resident set size of process pid in KiB
+// (VmHWM of /proc/PID/status).
+func peakRSS(tb testing.TB, pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return n
+		}
+	}
+	tb.Fatal("no VmHWM")
+	return 0
+}

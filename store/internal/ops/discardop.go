@@ -1,0 +1,125 @@
+package ops
+
+import (
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+)
+
+// StartTx is what a store does to start a discard operation: take its
+// watermark, count the set under it, and record the operation.
+type StartTx struct {
+	// Mark returns the watermark of the insert order now.
+	Mark func() (string, error)
+	// Count counts the messages matching f under mark.
+	Count func(f quarantine.Filter, mark string) (int64, error)
+	// Insert records op.
+	Insert func(op quarantine.DiscardOperation) error
+}
+
+// StartDiscard checks d (a filter: EINVALID naming filter otherwise, and
+// CheckDiscard), counts its set under a new watermark, checks the count
+// (d.CheckConfirmed with confirmAbove) and records a running operation
+// named id, started at now.
+func StartDiscard(d quarantine.Discard, confirmAbove int, id string, now time.Time, tx StartTx) (quarantine.DiscardOperation, error) {
+	if d.Filter == nil || len(d.IDs) > 0 {
+		return quarantine.DiscardOperation{}, quarantine.FieldErrorf(quarantine.EINVALID, "filter", "a discard operation needs a filter, not ids")
+	}
+	if err := CheckDiscard(d); err != nil {
+		return quarantine.DiscardOperation{}, err
+	}
+	f := *d.Filter
+	f.After, f.Limit = nil, 0
+	mark, err := tx.Mark()
+	if err != nil {
+		return quarantine.DiscardOperation{}, err
+	}
+	n, err := tx.Count(f, mark)
+	if err != nil {
+		return quarantine.DiscardOperation{}, err
+	}
+	if err := d.CheckConfirmed(n, confirmAbove); err != nil {
+		return quarantine.DiscardOperation{}, err
+	}
+	op := quarantine.DiscardOperation{ID: id, State: quarantine.DiscardRunning, Actor: d.Actor, Reason: d.Reason,
+		Matched: n, StartedAt: now, UpdatedAt: now, Filter: f, Mark: mark}
+	return op, tx.Insert(op)
+}
+
+// ChunkTx is what a store does inside the transaction of one chunk.
+type ChunkTx struct {
+	// Lock reads the operation id and locks it until the transaction
+	// ends (ENOTFOUND for an unknown id).
+	Lock func(id string) (quarantine.DiscardOperation, error)
+	// Select returns (and locks, where the store locks rows) up to limit
+	// messages of op's set (matching op.Filter under op.Mark) with an id
+	// above op.Cursor, in id order, with their statuses.
+	Select func(op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error)
+	// MarkDiscarded sets the status of ids, all in status from, to
+	// discarded, now.
+	MarkDiscarded func(from quarantine.Status, ids []string) error
+	// Audit appends the events in the same transaction.
+	Audit func(events []*quarantine.AuditEvent) error
+	// Save stores op's state, cursor and counts.
+	Save func(op quarantine.DiscardOperation) error
+}
+
+// DiscardChunk applies the next chunk (up to n messages) of the operation
+// id at now, inside a store's transaction: the status rule and the audit
+// events of quarantine.Discard.Plan, then the operation's progress. A
+// chunk of fewer than n messages completes the operation; an operation
+// that is not running is returned unchanged.
+func DiscardChunk(id string, n int, now time.Time, tx ChunkTx) (quarantine.DiscardOperation, quarantine.BulkResult, error) {
+	res := quarantine.BulkResult{Changed: []string{}, Skipped: []quarantine.BulkSkipped{}}
+	op, err := tx.Lock(id)
+	if err != nil || op.State != quarantine.DiscardRunning {
+		return op, res, err
+	}
+	sel, err := tx.Select(op, n)
+	if err != nil {
+		return op, res, err
+	}
+	d := quarantine.Discard{Reason: op.Reason, Actor: op.Actor}
+	res, events, err := d.Plan(sel)
+	if err != nil {
+		return op, res, err
+	}
+	if err := markByStatus(sel, res.Changed, tx.MarkDiscarded); err != nil {
+		return op, res, err
+	}
+	if err := tx.Audit(events); err != nil {
+		return op, res, err
+	}
+	op.Discarded += int64(len(res.Changed))
+	op.Skipped += int64(len(res.Skipped))
+	if len(sel) > 0 {
+		op.Cursor = sel[len(sel)-1].ID
+	}
+	op.UpdatedAt = now
+	if len(sel) < n {
+		op.State, op.FinishedAt = quarantine.DiscardCompleted, &now
+	}
+	return op, res, tx.Save(op)
+}
+
+// markByStatus calls mark once per status of the changed messages of sel,
+// in the order of quarantine.Statuses, with their ids: a store moves each
+// status's counts in one go.
+func markByStatus(sel []quarantine.Selected, changed []string, mark func(quarantine.Status, []string) error) error {
+	status := make(map[string]quarantine.Status, len(sel))
+	for _, m := range sel {
+		status[m.ID] = m.Status
+	}
+	by := map[quarantine.Status][]string{}
+	for _, id := range changed {
+		by[status[id]] = append(by[status[id]], id)
+	}
+	for _, st := range quarantine.Statuses {
+		if ids := by[st]; len(ids) > 0 {
+			if err := mark(st, ids); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

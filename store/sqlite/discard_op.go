@@ -1,0 +1,175 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"strconv"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/ops"
+)
+
+// The discard operations (quarantine.DiscardOperation). The set of an
+// operation is the messages matching its filter with a rowid at most its
+// mark, the largest rowid when it started (migration 0020). Each chunk is
+// one write transaction: the single writer is free between chunks, so
+// collectors store their batches while a large discard runs.
+
+const discardOpColumns = `id, state, actor, reason, filter, mark, cursor, matched, discarded, skipped, error,
+	started_at, updated_at, finished_at`
+
+// andWhere adds conds to the WHERE clause w (possibly empty).
+func andWhere(w string, conds string) string {
+	if w == "" {
+		return " WHERE " + conds
+	}
+	return w + " AND " + conds
+}
+
+// markRowid is the rowid of a mark (0, an empty set, if it is not one).
+func markRowid(mark string) int64 {
+	n, _ := strconv.ParseInt(mark, 10, 64)
+	return n
+}
+
+// StartDiscard records a running discard operation; see store.Discards.
+// The mark and the count are read from one snapshot, without the writer;
+// the operation is then recorded in a short write.
+func (s *Store) StartDiscard(ctx context.Context, d quarantine.Discard, confirmAbove int) (quarantine.DiscardOperation, error) {
+	if err := s.searchReady(ctx, filterText(d.Filter)); err != nil {
+		return quarantine.DiscardOperation{}, err
+	}
+	now := s.clock()
+	var op quarantine.DiscardOperation
+	err := s.read(ctx, "start a discard", func(rtx *sql.Tx) error {
+		var err error
+		op, err = ops.StartDiscard(d, confirmAbove, quarantine.NewID(now), now, ops.StartTx{
+			Mark: func() (string, error) {
+				var mark int64
+				err := rtx.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) FROM messages`).Scan(&mark)
+				return strconv.FormatInt(mark, 10), err
+			},
+			Count: func(f quarantine.Filter, mark string) (n int64, err error) {
+				w, args := where(f, false)
+				err = rtx.QueryRowContext(ctx, "SELECT count(*) FROM messages m"+andWhere(w, "m.rowid <= ?"),
+					append(args, markRowid(mark))...).Scan(&n)
+				return n, err
+			},
+			Insert: func(op quarantine.DiscardOperation) error {
+				f, err := json.Marshal(op.Filter)
+				if err != nil {
+					return err
+				}
+				return s.write(ctx, "start a discard", func(tx *sql.Tx) error {
+					_, err := tx.ExecContext(ctx, `INSERT INTO discard_operations (id, state, actor, reason, filter, mark, matched, started_at, updated_at)
+						VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, op.ID, op.State, op.Actor, op.Reason, string(f), op.Mark, op.Matched,
+						micros(op.StartedAt), micros(op.UpdatedAt))
+					return err
+				})
+			},
+		})
+		return err
+	})
+	return op, err
+}
+
+// DiscardChunk applies the next chunk of a discard operation; see
+// store.Discards. The chunk walks the primary key's index in id order
+// (INDEXED BY), so that a filter with an index of its own does not sort
+// the whole set again for every chunk.
+func (s *Store) DiscardChunk(ctx context.Context, id string, n int) (quarantine.DiscardOperation, quarantine.BulkResult, error) {
+	var op quarantine.DiscardOperation
+	var res quarantine.BulkResult
+	err := s.write(ctx, "discard a chunk", func(tx *sql.Tx) error {
+		var err error
+		op, res, err = ops.DiscardChunk(id, n, s.clock(), ops.ChunkTx{
+			Lock: func(id string) (quarantine.DiscardOperation, error) { return getDiscard(ctx, tx, id) },
+			Select: func(op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
+				w, args := where(op.Filter, false)
+				return querySelected(ctx, tx, "SELECT m.id, m.status FROM messages m INDEXED BY sqlite_autoindex_messages_1"+
+					andWhere(w, "m.rowid <= ? AND m.id > ?")+" ORDER BY m.id LIMIT "+strconv.Itoa(limit),
+					append(args, markRowid(op.Mark), op.Cursor)...)
+			},
+			MarkDiscarded: func(from quarantine.Status, ids []string) error {
+				// The failure groups move per group, not per message (replay_groups.go).
+				return moveStatus(ctx, tx, jsonArray(ids), string(from), string(quarantine.StatusDiscarded), "", micros(s.clock()))
+			},
+			Audit: func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
+			Save: func(op quarantine.DiscardOperation) error {
+				_, err := tx.ExecContext(ctx, `UPDATE discard_operations SET state = ?, cursor = ?, discarded = ?, skipped = ?,
+					updated_at = ?, finished_at = ? WHERE id = ?`,
+					op.State, op.Cursor, op.Discarded, op.Skipped, micros(op.UpdatedAt), microsPtr(op.FinishedAt), op.ID)
+				return err
+			},
+		})
+		return err
+	})
+	return op, res, err
+}
+
+// FailDiscard ends a running discard operation as failed; see
+// store.Discards.
+func (s *Store) FailDiscard(ctx context.Context, id, reason string) error {
+	return s.write(ctx, "fail a discard", func(tx *sql.Tx) error {
+		if _, err := getDiscard(ctx, tx, id); err != nil {
+			return err
+		}
+		now := micros(s.clock())
+		_, err := tx.ExecContext(ctx, `UPDATE discard_operations SET state = ?, error = ?, updated_at = ?, finished_at = ?
+			WHERE id = ? AND state = ?`, quarantine.DiscardFailed, reason, now, now, id, quarantine.DiscardRunning)
+		return err
+	})
+}
+
+// GetDiscard returns one discard operation; see store.Discards.
+func (s *Store) GetDiscard(ctx context.Context, id string) (op quarantine.DiscardOperation, err error) {
+	err = s.read(ctx, "read a discard", func(tx *sql.Tx) error {
+		op, err = getDiscard(ctx, tx, id)
+		return err
+	})
+	return op, err
+}
+
+// RunningDiscards returns the running discard operations; see
+// store.Discards.
+func (s *Store) RunningDiscards(ctx context.Context) ([]quarantine.DiscardOperation, error) {
+	var out []quarantine.DiscardOperation
+	err := s.read(ctx, "list running discards", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, "SELECT "+discardOpColumns+" FROM discard_operations WHERE state = ? ORDER BY id",
+			quarantine.DiscardRunning)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			op, err := scanDiscard(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, op)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+// getDiscard reads the discard operation id.
+func getDiscard(ctx context.Context, tx *sql.Tx, id string) (quarantine.DiscardOperation, error) {
+	return scanDiscard(tx.QueryRowContext(ctx, "SELECT "+discardOpColumns+" FROM discard_operations WHERE id = ?", id))
+}
+
+// scanDiscard reads one discard_operations row.
+func scanDiscard(row interface{ Scan(...any) error }) (quarantine.DiscardOperation, error) {
+	var op quarantine.DiscardOperation
+	var filter string
+	var started, updated int64
+	var finished sql.NullInt64
+	err := row.Scan(&op.ID, &op.State, &op.Actor, &op.Reason, &filter, &op.Mark, &op.Cursor, &op.Matched,
+		&op.Discarded, &op.Skipped, &op.Error, &started, &updated, &finished)
+	if err != nil {
+		return op, err
+	}
+	op.StartedAt, op.UpdatedAt, op.FinishedAt = fromMicros(started), fromMicros(updated), fromMicrosPtr(finished)
+	return op, json.Unmarshal([]byte(filter), &op.Filter)
+}

@@ -1,0 +1,138 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store"
+)
+
+// testDiscardOperation: a discard by filter in chunks discards exactly the
+// set that matched when it started (not a message stored later), one
+// audit event per change, whatever the chunk size; a count above the
+// threshold needs expect_count, and a refused start records nothing.
+func testDiscardOperation(t *testing.T, h Harness) {
+	s := h.Open(t)
+	ctx := t.Context()
+	msgs := listDataset(t, h, s)
+	f := quarantine.Filter{Queue: []string{"orders", "billing"}, Status: []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusReplayed, quarantine.StatusDiscarded}}
+	want := expected(f, msgs)
+	d := quarantine.Discard{Filter: &f, Reason: "incident", Actor: "bob"}
+
+	_, err := s.StartDiscard(ctx, d, len(want)-1)
+	wantCode(t, err, quarantine.EUNPROCESSABLE)
+	if e := quarantine.ErrorField(err); e != "expect_count" {
+		t.Fatalf("a count above the threshold names %q, want expect_count", e)
+	}
+	stale := len(want) + 1
+	d.ExpectCount = &stale
+	_, err = s.StartDiscard(ctx, d, len(want)-1)
+	wantCode(t, err, quarantine.ECONFLICT)
+	_, err = s.StartDiscard(ctx, quarantine.Discard{IDs: []string{msgs[0].ID}, Reason: "x", Actor: "bob"}, 0)
+	wantCode(t, err, quarantine.EINVALID)
+	if running, err := s.RunningDiscards(ctx); err != nil || len(running) != 0 {
+		t.Fatalf("RunningDiscards after refusals = %v, %v; want none", running, err)
+	}
+
+	n := len(want)
+	d.ExpectCount = &n
+	op, err := s.StartDiscard(ctx, d, len(want)-1)
+	wantOK(t, err, "StartDiscard")
+	if op.State != quarantine.DiscardRunning || op.Matched != int64(n) || op.Discarded != 0 || op.Actor != "bob" {
+		t.Fatalf("StartDiscard = %+v, want running with %d matched", op, n)
+	}
+	// Stored after the start: matches the filter, is not in the set.
+	late := newMsg(withQueue("orders"))
+	insert(t, s, late)
+	if running, err := s.RunningDiscards(ctx); err != nil || len(running) != 1 || running[0].ID != op.ID {
+		t.Fatalf("RunningDiscards = %v, %v; want %s", running, err, op.ID)
+	}
+
+	prev := map[string]quarantine.Status{}
+	var skipped []string
+	for _, m := range msgs {
+		if !slices.Contains(want, m.ID) {
+			continue
+		}
+		if m.Status == quarantine.StatusDiscarded {
+			skipped = append(skipped, m.ID)
+			continue
+		}
+		prev[m.ID] = m.Status
+		m.Status = quarantine.StatusDiscarded
+	}
+	var changed, skippedGot []string
+	for chunks := 0; op.State == quarantine.DiscardRunning; chunks++ {
+		if chunks > n {
+			t.Fatalf("%d chunks of 3 for %d messages: the operation does not end", chunks, n)
+		}
+		var res quarantine.BulkResult
+		op, res, err = s.DiscardChunk(ctx, op.ID, 3)
+		wantOK(t, err, "DiscardChunk")
+		if len(res.Changed)+len(res.Skipped) > 3 {
+			t.Fatalf("a chunk of 3 did %d", len(res.Changed)+len(res.Skipped))
+		}
+		changed = append(changed, res.Changed...)
+		for _, sk := range res.Skipped {
+			skippedGot = append(skippedGot, sk.ID)
+		}
+		if op.Discarded != int64(len(changed)) || op.Skipped != int64(len(skippedGot)) {
+			t.Fatalf("operation counts %d/%d, chunks did %d/%d", op.Discarded, op.Skipped, len(changed), len(skippedGot))
+		}
+	}
+	if op.State != quarantine.DiscardCompleted || op.FinishedAt == nil || op.Discarded != int64(len(prev)) || op.Skipped != int64(len(skipped)) {
+		t.Fatalf("final operation %+v, want completed with %d discarded and %d skipped", op, len(prev), len(skipped))
+	}
+	if !slices.IsSorted(changed) {
+		t.Fatalf("chunks did not walk the set in id order: %v", changed)
+	}
+	wantStatuses(t, s, append(msgs, late))
+	wantDiscardEvents(t, s, "incident", prev)
+
+	got, err := s.GetDiscard(ctx, op.ID)
+	wantOK(t, err, "GetDiscard")
+	if got.State != quarantine.DiscardCompleted || got.Discarded != op.Discarded || got.Matched != int64(n) || !slices.Equal(got.Filter.Queue, f.Queue) {
+		t.Fatalf("GetDiscard = %+v, want %+v", got, op)
+	}
+	// A finished operation stays as it is.
+	again, res, err := s.DiscardChunk(ctx, op.ID, 3)
+	if err != nil || again.State != quarantine.DiscardCompleted || len(res.Changed) != 0 {
+		t.Fatalf("DiscardChunk of a completed operation = %+v %+v, %v", again, res, err)
+	}
+	wantOK(t, s.FailDiscard(ctx, op.ID, "late"), "FailDiscard of a completed operation")
+	if got, _ := s.GetDiscard(ctx, op.ID); got.State != quarantine.DiscardCompleted {
+		t.Fatalf("FailDiscard changed a completed operation: %+v", got)
+	}
+	_, err = s.GetDiscard(ctx, quarantine.NewID(baseTime))
+	wantCode(t, err, quarantine.ENOTFOUND)
+	_, _, err = s.DiscardChunk(ctx, quarantine.NewID(baseTime), 3)
+	wantCode(t, err, quarantine.ENOTFOUND)
+	wantCode(t, s.FailDiscard(ctx, quarantine.NewID(baseTime), "x"), quarantine.ENOTFOUND)
+	testDiscardFail(t, s)
+}
+
+// testDiscardFail: a failed operation keeps its committed chunks and
+// applies no other.
+func testDiscardFail(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var msgs []*quarantine.Message
+	for range 5 {
+		msgs = append(msgs, newMsg(withQueue("fail-op")))
+	}
+	insert(t, s, msgs...)
+	op, err := s.StartDiscard(ctx, quarantine.Discard{Filter: &quarantine.Filter{Queue: []string{"fail-op"}}, Reason: "r", Actor: "bob"}, 0)
+	wantOK(t, err, "StartDiscard")
+	op, _, err = s.DiscardChunk(ctx, op.ID, 2)
+	wantOK(t, err, "DiscardChunk")
+	wantOK(t, s.FailDiscard(ctx, op.ID, "broken"), "FailDiscard")
+	op, res, err := s.DiscardChunk(ctx, op.ID, 2)
+	if err != nil || op.State != quarantine.DiscardFailed || op.Error != "broken" || op.Discarded != 2 || len(res.Changed) != 0 {
+		t.Fatalf("after FailDiscard: %+v %+v, %v", op, res, err)
+	}
+	counts, err := s.CountByQueue(ctx, quarantine.Filter{Queue: []string{"fail-op"}, Status: []quarantine.Status{quarantine.StatusDiscarded}})
+	wantOK(t, err, "CountByQueue")
+	if len(counts) != 1 || counts[0].Count != 2 {
+		t.Fatalf("discarded after a failed operation: %v, want 2", counts)
+	}
+}

@@ -1,0 +1,78 @@
+package web_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/web"
+)
+
+// Above the threshold the operator types the count; a discard too large
+// to wait for leads to its progress page, which reloads itself while it
+// runs and shows the counts once it is over.
+func TestWebBulkDiscardConfirmAndProgress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *web.Config) {
+		c.Discards = api.NewDiscards(c.Store, api.DiscardConfig{ConfirmAbove: 3, SyncMax: 2, Chunk: 2}, c.Logger)
+	})
+	for range 6 {
+		e.message(quarantine.Message{Queue: "orders", Payload: []byte(`{}`)})
+	}
+	c := e.client()
+	e.login(c, e.token("op", quarantine.RoleOperator))
+	status, body := bulkPage(t, e, c, "all=1&queue=orders")
+	if status != http.StatusOK || pageCount(t, body) != 6 || !strings.Contains(body, `<input id="expect_count" name="expect_count" required`) ||
+		strings.Contains(body, `name="expect_count" value="6"`) {
+		t.Fatalf("above the threshold the count is typed, not pinned: %d %s", status, body)
+	}
+	form := url.Values{"csrf": {csrf(t, body)}, "all": {"1"}, "queue": {"orders"}, "reason": {"incident"}}
+	if res, _ := postForm(t, c, e.srv.URL+"/messages/discard", form); res.StatusCode != http.StatusBadRequest {
+		t.Fatalf("without the typed count: %d, want 400", res.StatusCode)
+	}
+	form.Set("expect_count", "5")
+	if res, _ := postForm(t, c, e.srv.URL+"/messages/discard", form); res.StatusCode != http.StatusConflict {
+		t.Fatalf("a mistyped count: %d, want 409", res.StatusCode)
+	}
+	if n := len(e.audit(quarantine.ActionDiscard)); n != 0 {
+		t.Fatalf("%d discarded by refused forms", n)
+	}
+	form.Set("expect_count", "6")
+	res, _ := postForm(t, c, e.srv.URL+"/messages/discard", form)
+	loc := res.Header.Get("Location")
+	if res.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/discards/") {
+		t.Fatalf("a large discard: %d to %q, want 303 to its progress page", res.StatusCode, loc)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, body = get(t, c, e.srv.URL+loc)
+		if res.StatusCode != http.StatusOK || !strings.Contains(body, `<progress id="progress" max="6"`) {
+			t.Fatalf("progress page: %d %s", res.StatusCode, body)
+		}
+		running := strings.Contains(body, `http-equiv="refresh"`)
+		if running != strings.Contains(body, "<h1>Discard running</h1>") {
+			t.Fatalf("the page reloads itself exactly while the discard runs: %s", body)
+		}
+		if !running || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // the page is what is observed: no event to wait on
+	}
+	if !strings.Contains(body, "<h1>Discard completed</h1>") || !strings.Contains(body, `<dd id="discarded">6</dd>`) ||
+		!strings.Contains(body, `value="6">100%`) {
+		t.Fatalf("completed page: %s", body)
+	}
+	if n := len(e.audit(quarantine.ActionDiscard)); n != 6 {
+		t.Fatalf("%d message.discard events, want 6", n)
+	}
+	// Another team's operator does not see it.
+	other := e.client()
+	e.login(other, e.token("b-op", quarantine.RoleOperator, "team-b"))
+	if res, _ := get(t, other, e.srv.URL+loc); res.StatusCode != http.StatusNotFound {
+		t.Fatalf("another team's progress page: %d, want 404", res.StatusCode)
+	}
+}
