@@ -359,7 +359,6 @@ type bulkContent struct {
 	Missing   []string              // ids given that name no message the token sees
 	ReplayURL string
 	Reason    string
-	TooMany   bool // more than a replay may take
 	// Confirm: the count is above the threshold (ConfirmAbove): the
 	// operator types it to discard.
 	Confirm      bool
@@ -415,9 +414,8 @@ func (h *Handler) selection(r *http.Request, s *session, v url.Values) (*bulkCon
 				c.Count += qc.Count
 			}
 		}
-		c.TooMany = c.Count > quarantine.MaxBulk
 		c.ConfirmAbove = h.cfg.Discards.ConfirmAbove()
-		c.Confirm = c.Count > int64(c.ConfirmAbove)
+		c.Confirm = c.ConfirmAbove > 0 && c.Count > int64(c.ConfirmAbove)
 		c.ReplayURL = "/replays/new?" + fv.with("expect_count", strconv.FormatInt(c.Count, 10))
 		return c, http.StatusOK, nil
 	}
