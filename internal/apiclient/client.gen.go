@@ -333,6 +333,7 @@ const (
 	SourceKindKafka      SourceKind = "kafka"
 	SourceKindMemory     SourceKind = "memory"
 	SourceKindNats       SourceKind = "nats"
+	SourceKindPubsub     SourceKind = "pubsub"
 	SourceKindRabbitmq   SourceKind = "rabbitmq"
 	SourceKindSqs        SourceKind = "sqs"
 )
@@ -349,6 +350,8 @@ func (e SourceKind) Valid() bool {
 	case SourceKindMemory:
 		return true
 	case SourceKindNats:
+		return true
+	case SourceKindPubsub:
 		return true
 	case SourceKindRabbitmq:
 		return true
