@@ -38,11 +38,11 @@ const (
 // Headers the collector adds to describe the dead-letter message itself;
 // the replay publisher reads the ordering key back and sends none of them.
 const (
-	HeaderOrderingKey  = "x-pubsub-ordering-key"  // the message's ordering key
-	HeaderMessageID    = "x-pubsub-message-id"    // the dead-letter message's ID
-	HeaderPublishTime  = "x-pubsub-publish-time"  // when it was published to the dead-letter topic, RFC 3339 (ms)
-	HeaderSubscription = "x-pubsub-subscription"  // the subscription it was collected from
-	HeaderSourceTopic  = "x-pubsub-source-topic"  // the source subscription's topic, as looked up
+	HeaderOrderingKey  = "x-pubsub-ordering-key" // the message's ordering key
+	HeaderMessageID    = "x-pubsub-message-id"   // the dead-letter message's ID
+	HeaderPublishTime  = "x-pubsub-publish-time" // when it was published to the dead-letter topic, RFC 3339 (ms)
+	HeaderSubscription = "x-pubsub-subscription" // the subscription it was collected from
+	HeaderSourceTopic  = "x-pubsub-source-topic" // the source subscription's topic, as looked up
 	headerPrefix       = "x-pubsub-"
 )
 

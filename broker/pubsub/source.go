@@ -151,6 +151,7 @@ func (s *Source) restart() error {
 	s.msgs, s.stopped, s.rerr = nil, nil, nil
 	if s.stop != nil {
 		s.stop()
+		s.stop = nil
 	}
 	if err == nil {
 		err = errors.New("the streaming pull ended")
@@ -332,7 +333,7 @@ func (s *Source) Close() error {
 	s.closed = true
 	stop, stopped, msgs, cl := s.stop, s.stopped, s.msgs, s.cl
 	s.mu.Unlock()
-	if stop != nil {
+	if stop != nil && stopped != nil {
 		stop()
 		done := false
 		for !done {

@@ -1,0 +1,239 @@
+package pubsub
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	ps "cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/collecttest"
+	"github.com/quarantine-dev/quarantine/internal/testbin"
+	"github.com/quarantine-dev/quarantine/store/sqlite"
+)
+
+const project = "quarantine-test"
+
+// TestMain removes the binary that testbin.Path built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
+}
+
+// server is an in-process Pub/Sub (pstest) for one test, listening on a
+// loopback TCP port, and an admin client of it.
+type server struct {
+	tb  testing.TB
+	srv *pstest.Server
+	cl  *ps.Client
+}
+
+func newServer(tb testing.TB, opts ...pstest.ServerReactorOption) *server {
+	tb.Helper()
+	srv := pstest.NewServerWithAddress("127.0.0.1:0", opts...)
+	tb.Cleanup(func() { _ = srv.Close() })
+	s := &server{tb: tb, srv: srv}
+	cl, err := s.config("unused").newClient()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = cl.Close() })
+	s.cl = cl
+	return s
+}
+
+// config is a collector's configuration for subscription sub.
+func (s *server) config(sub string) Config {
+	return Config{Project: project, Subscription: sub, Endpoint: s.srv.Addr}
+}
+
+func (s *server) topic(id string) {
+	s.tb.Helper()
+	if _, err := s.cl.TopicAdminClient.CreateTopic(context.Background(), &pubsubpb.Topic{Name: fullName(project, "topics", id)}); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+// subscription makes sub on topic; with deadLetter, a dead-letter policy
+// forwarding to that topic after maxAttempts deliveries.
+func (s *server) subscription(sub, topic, deadLetter string, maxAttempts int32) {
+	s.tb.Helper()
+	p := &pubsubpb.Subscription{Name: fullName(project, "subscriptions", sub), Topic: fullName(project, "topics", topic),
+		AckDeadlineSeconds: 10, MessageRetentionDuration: durationpb.New(time.Hour)}
+	if deadLetter != "" {
+		p.DeadLetterPolicy = &pubsubpb.DeadLetterPolicy{DeadLetterTopic: fullName(project, "topics", deadLetter), MaxDeliveryAttempts: maxAttempts}
+	}
+	if _, err := s.cl.SubscriptionAdminClient.CreateSubscription(context.Background(), p); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+// publish publishes ms to topic and waits for each.
+func (s *server) publish(topic string, ms ...*ps.Message) []string {
+	s.tb.Helper()
+	t := s.cl.Publisher(topic)
+	t.EnableMessageOrdering = true
+	defer t.Stop()
+	rs := make([]*ps.PublishResult, len(ms))
+	for i, m := range ms {
+		rs[i] = t.Publish(context.Background(), m)
+	}
+	ids := make([]string, len(ms))
+	for i, r := range rs {
+		id, err := r.Get(context.Background())
+		if err != nil {
+			s.tb.Fatal(err)
+		}
+		ids[i] = id
+	}
+	return ids
+}
+
+// pull acknowledges and returns n messages of sub.
+func (s *server) pull(sub string, n int) []*pubsubpb.PubsubMessage {
+	s.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*patience*time.Second)
+	defer cancel()
+	var out []*pubsubpb.PubsubMessage
+	for len(out) < n {
+		resp, err := s.cl.SubscriptionAdminClient.Pull(ctx, &pubsubpb.PullRequest{Subscription: fullName(project, "subscriptions", sub), MaxMessages: int32(n - len(out))})
+		if err != nil {
+			s.tb.Fatalf("%d of %d messages pulled from %s: %v", len(out), n, sub, err)
+		}
+		var ids []string
+		for _, rm := range resp.ReceivedMessages {
+			out = append(out, rm.Message)
+			ids = append(ids, rm.AckId)
+		}
+		if len(ids) > 0 {
+			if err := s.cl.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: fullName(project, "subscriptions", sub), AckIds: ids}); err != nil {
+				s.tb.Fatal(err)
+			}
+		}
+	}
+	return out
+}
+
+// forwarded is m as a dead-letter policy forwards it from subscription
+// sub: the CloudPubSubDeadLetterSource* attributes added to its own.
+func forwarded(m *ps.Message, sub string, deliveries string, published time.Time) *ps.Message {
+	attrs := map[string]string{
+		AttrSourceSubscription:  sub,
+		AttrSourceProject:       project,
+		AttrSourceDeliveryCount: deliveries,
+		AttrSourcePublishTime:   published.UTC().Format("2006-01-02T15:04:05.000-07:00"),
+	}
+	for k, v := range m.Attributes {
+		attrs[k] = v
+	}
+	return &ps.Message{Data: m.Data, Attributes: attrs, OrderingKey: m.OrderingKey}
+}
+
+// openStore opens a migrated SQLite store in the test's directory.
+func openStore(tb testing.TB) *sqlite.Store {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "q.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = st.Close() })
+	if err := st.Migrate(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return st
+}
+
+func quietLogger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// running is a collector loop over a source.
+type running struct {
+	src    *Source
+	acks   *collecttest.Acks
+	col    *collect.Collector
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// stop ends the loop (it finishes its batches) and closes the source.
+func (r *running) stop() {
+	r.once.Do(func() {
+		r.cancel()
+		<-r.done
+		_ = r.src.Close()
+	})
+}
+
+func runCollector(tb testing.TB, name string, cfg Config, st collect.Inserter, batch int) *running {
+	tb.Helper()
+	src, err := NewSource(name, cfg, quietLogger())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	acks := collecttest.NewAcks(src)
+	col := collect.New(collect.Config{Name: name, Source: acks, Store: st, BatchSize: batch, Linger: 20 * time.Millisecond,
+		MaxBackoff: 500 * time.Millisecond, Logger: quietLogger(), Preparer: &collect.Preparer{
+			Idempotency: []collect.IdempotencyRule{{Queues: []string{"*"}, Header: "X-Idempotency-Key"}},
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{src: src, acks: acks, col: col, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		_ = col.Run(ctx)
+	}()
+	tb.Cleanup(r.stop)
+	return r
+}
+
+type testStore interface {
+	ListMessages(ctx context.Context, f quarantine.Filter) (quarantine.MessagePage, error)
+}
+
+func allMessages(tb testing.TB, st testStore, source string) []*quarantine.Message {
+	tb.Helper()
+	var out []*quarantine.Message
+	f := quarantine.Filter{Source: []string{source}, Limit: quarantine.MaxLimit}
+	for {
+		page, err := st.ListMessages(context.Background(), f)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, page.Messages...)
+		if page.Next == nil {
+			return out
+		}
+		f.After = page.Next
+	}
+}
+
+// patience stretches every wait: the tests share two cores.
+const patience = 4
+
+func eventually(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	d *= patience
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
