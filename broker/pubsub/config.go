@@ -151,11 +151,12 @@ func (c Config) clientOpts() ([]option.ClientOption, error) {
 }
 
 // newClient makes a client of c's project. It does not dial.
-func (c Config) newClient() (*ps.Client, error) {
+func (c Config) newClient(extra ...option.ClientOption) (*ps.Client, error) {
 	opts, err := c.clientOpts()
 	if err != nil {
 		return nil, err
 	}
+	opts = append(opts, extra...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl, err := ps.NewClient(ctx, c.Project, opts...)

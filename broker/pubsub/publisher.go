@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	ps "cloud.google.com/go/pubsub/v2"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -45,10 +48,30 @@ type Publisher struct {
 	name string
 	log  *slog.Logger
 
+	// timeout bounds one publish (publishTimeout).
+	timeout time.Duration
+	// answered counts Publish calls the service answered with a refusal
+	// for now: a message that timed out while it grew was refused, not
+	// stranded by an unreachable service.
+	answered atomic.Uint64
+
 	mu     sync.Mutex
 	cl     *ps.Client
 	topics map[string]*ps.Publisher
 	closed bool
+}
+
+// countRefusals is a gRPC interceptor that counts the Publish calls the
+// service refused for now (the client retries those until its timeout).
+func (p *Publisher) countRefusals(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if strings.HasSuffix(method, "/Publish") {
+		switch status.Code(err) {
+		case codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unknown:
+			p.answered.Add(1)
+		}
+	}
+	return err
 }
 
 // NewPublisher returns a publisher to cfg's project (only its project,
@@ -61,7 +84,7 @@ func NewPublisher(cfg Config, name string, logger *slog.Logger) (*Publisher, err
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Publisher{cfg: cfg, name: name, topics: map[string]*ps.Publisher{},
+	return &Publisher{cfg: cfg, name: name, topics: map[string]*ps.Publisher{}, timeout: publishTimeout,
 		log: logger.With("component", "pubsub publisher", "publisher", name)}, nil
 }
 
@@ -76,13 +99,14 @@ func (p *Publisher) topic(full string) (*ps.Publisher, error) {
 		return t, nil
 	}
 	if p.cl == nil {
-		cl, err := p.cfg.newClient()
+		cl, err := p.cfg.newClient(option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(p.countRefusals)))
 		if err != nil {
 			return nil, err
 		}
 		p.cl = cl
 	}
 	t := newTopicPublisher(p.cl, full)
+	t.PublishSettings.Timeout = p.timeout
 	p.topics[full] = t
 	return t, nil
 }
@@ -100,6 +124,7 @@ func newTopicPublisher(cl *ps.Client, topic string) *ps.Publisher {
 // Publish implements replay.Publisher.
 func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []replay.Result {
 	res := make([]replay.Result, len(msgs))
+	before := p.answered.Load()
 	results := make([]*ps.PublishResult, len(msgs))
 	pubs := make([]*ps.Publisher, len(msgs))
 	for i := range msgs {
@@ -125,6 +150,16 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 		if err != nil {
 			if k := msgs[i].Headers[HeaderOrderingKey]; k != "" {
 				pubs[i].ResumePublish(k) // a failure pauses the key: the next try must go
+			}
+		}
+	}
+	if p.answered.Load() > before && ctx.Err() == nil {
+		// The client retries refusals itself, and reports only that time
+		// ran out: the service answered meanwhile.
+		for i := range res {
+			if res[i].Outcome == quarantine.ItemPending && status.Code(res[i].Err) == codes.DeadlineExceeded ||
+				res[i].Outcome == quarantine.ItemPending && errors.Is(res[i].Err, context.DeadlineExceeded) {
+				res[i].Refused = true
 			}
 		}
 	}
