@@ -2,10 +2,7 @@ package pubsub
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -15,11 +12,10 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/brokertest"
 	"github.com/quarantine-dev/quarantine/internal/collecttest"
 	"github.com/quarantine-dev/quarantine/internal/testbin"
-	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
 
 const project = "quarantine-test"
@@ -140,27 +136,14 @@ func forwarded(m *ps.Message, sub string, deliveries string, published time.Time
 	return &ps.Message{Data: m.Data, Attributes: attrs, OrderingKey: m.OrderingKey}
 }
 
-// openStore opens a migrated SQLite store in the test's directory.
-func openStore(tb testing.TB) *sqlite.Store {
-	tb.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "q.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	return st
-}
+var (
+	openStore   = brokertest.OpenStore
+	quietLogger = brokertest.QuietLogger
+	allMessages = brokertest.AllMessages
+	eventually  = brokertest.Eventually
+)
 
-func quietLogger() *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
+const patience = brokertest.Patience
 
 // running is a collector loop over a source.
 type running struct {
@@ -202,38 +185,3 @@ func runCollector(tb testing.TB, name string, cfg Config, st collect.Inserter, b
 	return r
 }
 
-type testStore interface {
-	ListMessages(ctx context.Context, f quarantine.Filter) (quarantine.MessagePage, error)
-}
-
-func allMessages(tb testing.TB, st testStore, source string) []*quarantine.Message {
-	tb.Helper()
-	var out []*quarantine.Message
-	f := quarantine.Filter{Source: []string{source}, Limit: quarantine.MaxLimit}
-	for {
-		page, err := st.ListMessages(context.Background(), f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		out = append(out, page.Messages...)
-		if page.Next == nil {
-			return out
-		}
-		f.After = page.Next
-	}
-}
-
-// patience stretches every wait: the tests share two cores.
-const patience = 4
-
-func eventually(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	d *= patience
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
