@@ -184,4 +184,3 @@ func runCollector(tb testing.TB, name string, cfg Config, st collect.Inserter, b
 	tb.Cleanup(r.stop)
 	return r
 }
-
