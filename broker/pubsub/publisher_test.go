@@ -30,7 +30,7 @@ func TestReplayRoundTrip(t *testing.T) {
 	st := openStore(t)
 	r := runCollector(t, "ps-rt", s.config("orders.dlq-q"), st, 10)
 	eventually(t, 10*time.Second, "the dead letter stored", func() bool { return len(allMessages(t, st, "ps-rt")) == 1 })
-	r.stop()
+	r.Stop()
 	m, err := st.GetMessage(context.Background(), allMessages(t, st, "ps-rt")[0].ID)
 	if err != nil {
 		t.Fatal(err)

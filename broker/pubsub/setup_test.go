@@ -3,7 +3,6 @@ package pubsub
 import (
 	"context"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/internal/brokertest"
-	"github.com/quarantine-dev/quarantine/internal/collecttest"
 	"github.com/quarantine-dev/quarantine/internal/testbin"
 )
 
@@ -145,42 +143,11 @@ var (
 
 const patience = brokertest.Patience
 
-// running is a collector loop over a source.
-type running struct {
-	src    *Source
-	acks   *collecttest.Acks
-	col    *collect.Collector
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
-}
-
-// stop ends the loop (it finishes its batches) and closes the source.
-func (r *running) stop() {
-	r.once.Do(func() {
-		r.cancel()
-		<-r.done
-		_ = r.src.Close()
-	})
-}
-
-func runCollector(tb testing.TB, name string, cfg Config, st collect.Inserter, batch int) *running {
+func runCollector(tb testing.TB, name string, cfg Config, st collect.Inserter, batch int) *brokertest.Collector {
 	tb.Helper()
 	src, err := NewSource(name, cfg, quietLogger())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	acks := collecttest.NewAcks(src)
-	col := collect.New(collect.Config{Name: name, Source: acks, Store: st, BatchSize: batch, Linger: 20 * time.Millisecond,
-		MaxBackoff: 500 * time.Millisecond, Logger: quietLogger(), Preparer: &collect.Preparer{
-			Idempotency: []collect.IdempotencyRule{{Queues: []string{"*"}, Header: "X-Idempotency-Key"}},
-		}})
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{src: src, acks: acks, col: col, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		_ = col.Run(ctx)
-	}()
-	tb.Cleanup(r.stop)
-	return r
+	return brokertest.RunCollector(tb, name, src, st, batch)
 }

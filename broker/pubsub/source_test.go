@@ -33,7 +33,7 @@ func TestCollectForwardedDeadLetter(t *testing.T) {
 	st := openStore(t)
 	r := runCollector(t, "ps-dlq", s.config("orders.dlq-quarantine"), st, 10)
 	eventually(t, 10*time.Second, "the dead letter stored", func() bool { return len(allMessages(t, st, "ps-dlq")) == 1 })
-	eventually(t, 10*time.Second, "the acknowledgement", func() bool { return r.acks.Calls() > 0 && r.acks.InFlight() == 0 })
+	eventually(t, 10*time.Second, "the acknowledgement", func() bool { return r.Acks.Calls() > 0 && r.Acks.InFlight() == 0 })
 	m, err := st.GetMessage(context.Background(), allMessages(t, st, "ps-dlq")[0].ID)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestCollectForwardedDeadLetter(t *testing.T) {
 	if want := "Pub/Sub: subscription orders-worker gave up after 5 deliveries (max delivery attempts of its dead-letter policy)"; m.Reason != want {
 		t.Errorf("reason %q", m.Reason)
 	}
-	r.stop()
+	r.Stop()
 	// Acknowledged: nothing is delivered again to a new source.
 	src, err := NewSource("ps-dlq", s.config("orders.dlq-quarantine"), quietLogger())
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/collecttest"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 	"github.com/quarantine-dev/quarantine/worker"
 )
@@ -167,4 +169,43 @@ func Dispatch(t *testing.T, s worker.Sender, j *worker.Job, key, payload string)
 	if err := worker.Dispatch(context.Background(), s, j, key, []byte(payload), nil); err != nil {
 		t.Fatalf("Dispatch %s: %v", key, err)
 	}
+}
+
+// Collector is a collector loop over a source, running in the test.
+type Collector struct {
+	Src    collect.Source
+	Acks   *collecttest.Acks
+	Col    *collect.Collector
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// RunCollector runs the collector name over src into st, batches of
+// batch, with one idempotency rule (header X-Idempotency-Key for every
+// queue), until the test ends.
+func RunCollector(tb testing.TB, name string, src collect.Source, st collect.Inserter, batch int) *Collector {
+	tb.Helper()
+	acks := collecttest.NewAcks(src)
+	col := collect.New(collect.Config{Name: name, Source: acks, Store: st, BatchSize: batch, Linger: 20 * time.Millisecond,
+		MaxBackoff: 500 * time.Millisecond, Logger: QuietLogger(), Preparer: &collect.Preparer{
+			Idempotency: []collect.IdempotencyRule{{Queues: []string{"*"}, Header: "X-Idempotency-Key"}},
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Collector{Src: src, Acks: acks, Col: col, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		_ = col.Run(ctx)
+	}()
+	tb.Cleanup(r.Stop)
+	return r
+}
+
+// Stop ends the loop (it finishes its batches) and closes the source.
+func (r *Collector) Stop() {
+	r.once.Do(func() {
+		r.cancel()
+		<-r.done
+		_ = r.Src.Close()
+	})
 }
