@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,18 +14,6 @@ import (
 
 	"github.com/quarantine-dev/quarantine/internal/testbin"
 )
-
-// benchMsgs is QUARANTINE_BENCH_MSGS (default 20000).
-func benchMsgs(b *testing.B) int {
-	n := 20000
-	if s := os.Getenv("QUARANTINE_BENCH_MSGS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n < 1 {
-			b.Fatalf("QUARANTINE_BENCH_MSGS=%q is not a positive count", s)
-		}
-	}
-	return n
-}
 
 // kafkaBenchKind is one kind of record BenchmarkBinaryVsBareDrain drains:
 // records makes n records of about 1 KiB for the dead-letter topic dlt,
@@ -98,7 +85,7 @@ func (k *cluster) bareDrain(b *testing.B, topic string, n int) {
 //
 //	QUARANTINE_BENCH_STORES=sqlite go test -run '^$' -bench BinaryVsBareDrain -benchtime=1x ./broker/kafka/
 func BenchmarkBinaryVsBareDrain(b *testing.B) {
-	n := benchMsgs(b)
+	n := testbin.BenchMsgs(b)
 	rounds := testbin.BenchRounds(b)
 	stores, kinds := testbin.BenchStores()
 	k := newCluster(b, 3)

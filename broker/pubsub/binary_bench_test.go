@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,18 +14,6 @@ import (
 
 	"github.com/quarantine-dev/quarantine/internal/testbin"
 )
-
-// benchMsgs is QUARANTINE_BENCH_MSGS (default 20000).
-func benchMsgs(b *testing.B) int {
-	n := 20000
-	if s := os.Getenv("QUARANTINE_BENCH_MSGS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n < 1 {
-			b.Fatalf("QUARANTINE_BENCH_MSGS=%q is not a positive count", s)
-		}
-	}
-	return n
-}
 
 // deadLetters1K publishes n messages of about 1 KiB to topic as a
 // dead-letter policy forwards them from subscription source.
@@ -71,7 +58,7 @@ func (s *server) bareDrain(b *testing.B, sub string, n int) {
 //
 //	QUARANTINE_BENCH_STORES=sqlite go test -run '^$' -bench BinaryVsBareDrain -benchtime=1x ./broker/pubsub/
 func BenchmarkBinaryVsBareDrain(b *testing.B) {
-	n := benchMsgs(b)
+	n := testbin.BenchMsgs(b)
 	rounds := testbin.BenchRounds(b)
 	stores, _ := testbin.BenchStores()
 	s := newServer(b)
