@@ -109,6 +109,7 @@ const (
 	SourceSQS      SourceKind = "sqs"
 	SourceNATS     SourceKind = "nats"
 	SourceKafka    SourceKind = "kafka"
+	SourcePubSub   SourceKind = "pubsub"
 	SourceHTTP     SourceKind = "http"
 	SourceMemory   SourceKind = "memory"
 	// SourceCloudflare is a Cloudflare Queues dead-letter queue drained
@@ -119,7 +120,7 @@ const (
 // Valid reports whether k is a known source kind.
 func (k SourceKind) Valid() bool {
 	switch k {
-	case SourceRabbitMQ, SourceSQS, SourceNATS, SourceKafka, SourceHTTP, SourceMemory, SourceCloudflare:
+	case SourceRabbitMQ, SourceSQS, SourceNATS, SourceKafka, SourcePubSub, SourceHTTP, SourceMemory, SourceCloudflare:
 		return true
 	}
 	return false

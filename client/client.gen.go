@@ -360,6 +360,7 @@ const (
 	SourceKindKafka      SourceKind = "kafka"
 	SourceKindMemory     SourceKind = "memory"
 	SourceKindNats       SourceKind = "nats"
+	SourceKindPubsub     SourceKind = "pubsub"
 	SourceKindRabbitmq   SourceKind = "rabbitmq"
 	SourceKindSqs        SourceKind = "sqs"
 )
@@ -376,6 +377,8 @@ func (e SourceKind) Valid() bool {
 	case SourceKindMemory:
 		return true
 	case SourceKindNats:
+		return true
+	case SourceKindPubsub:
 		return true
 	case SourceKindRabbitmq:
 		return true

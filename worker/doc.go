@@ -12,7 +12,9 @@
 // DelaySeconds, at most 15 minutes), broker/nats.WorkDriver
 // (NakWithDelay, the worker's headers kept in a key-value bucket) and
 // broker/kafka.WorkDriver (a retry topic held until due; Kafka counts no
-// deliveries, so one that never settled is run again uncounted))
+// deliveries, so one that never settled is run again uncounted) and
+// broker/pubsub.WorkDriver (the ack deadline set to the delay, at most
+// 10 minutes))
 // receives and settles deliveries; Claims (MemoryClaims,
 // worker/sqliteclaims, worker/pgclaims) store idempotency keys durably.
 //

@@ -56,7 +56,7 @@ func TestReplayRoundTrip(t *testing.T) {
 	k.produce(dl)
 	r := runCollector(t, "kafka-dlq", k.config("quarantine", "orders.DLT"), st, 10)
 	eventually(t, 10*time.Second, "the dead letter stored", func() bool { return len(allMessages(t, st, "kafka-dlq")) == 1 })
-	r.stop()
+	r.Stop()
 	m, err := st.GetMessage(context.Background(), allMessages(t, st, "kafka-dlq")[0].ID)
 	if err != nil {
 		t.Fatal(err)

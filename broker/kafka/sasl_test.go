@@ -62,7 +62,7 @@ func TestSASLSCRAM(t *testing.T) {
 	st := openStore(t)
 	r := runCollector(t, "scram", cfg, st, 10)
 	eventually(t, 10*time.Second, "the dead letter stored", func() bool { return len(allMessages(t, st, "scram")) == 1 })
-	r.stop()
+	r.Stop()
 	pub, err := NewPublisher(cfg, "scram", quietLogger())
 	if err != nil {
 		t.Fatal(err)

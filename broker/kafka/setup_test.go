@@ -3,11 +3,6 @@ package kafka
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,10 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
-	"github.com/quarantine-dev/quarantine/internal/collecttest"
-	"github.com/quarantine-dev/quarantine/store/sqlite"
+	"github.com/quarantine-dev/quarantine/internal/brokertest"
 )
 
 // cluster is an in-process Kafka (kfake) for one test.
@@ -98,100 +91,20 @@ var seq atomic.Int64
 
 func uniq(prefix string) string { return fmt.Sprintf("%s-%d", prefix, seq.Add(1)) }
 
-// openStore opens a migrated SQLite store in the test's directory.
-func openStore(tb testing.TB) *sqlite.Store {
-	tb.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "q.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = st.Close() })
-	if err := st.Migrate(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	return st
-}
+var (
+	openStore   = brokertest.OpenStore
+	quietLogger = brokertest.QuietLogger
+	allMessages = brokertest.AllMessages
+	eventually  = brokertest.Eventually
+)
 
-func quietLogger() *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
+const patience = brokertest.Patience
 
-// running is a collector loop over a source.
-type running struct {
-	src    *Source
-	acks   *collecttest.Acks
-	col    *collect.Collector
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
-}
-
-// stop ends the loop (it finishes its batches) and closes the source.
-func (r *running) stop() {
-	r.once.Do(func() {
-		r.cancel()
-		<-r.done
-		_ = r.src.Close()
-	})
-}
-
-func runCollector(tb testing.TB, name string, cfg Config, st collect.Inserter, batch int) *running {
+func runCollector(tb testing.TB, name string, cfg Config, st collect.Inserter, batch int) *brokertest.Collector {
 	tb.Helper()
 	src, err := NewSource(name, cfg, quietLogger())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	acks := collecttest.NewAcks(src)
-	col := collect.New(collect.Config{Name: name, Source: acks, Store: st, BatchSize: batch, Linger: 20 * time.Millisecond,
-		MaxBackoff: 500 * time.Millisecond, Logger: quietLogger(), Preparer: &collect.Preparer{
-			Idempotency: []collect.IdempotencyRule{{Queues: []string{"*"}, Header: "X-Idempotency-Key"}},
-		}})
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{src: src, acks: acks, col: col, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(r.done)
-		_ = col.Run(ctx)
-	}()
-	tb.Cleanup(r.stop)
-	return r
-}
-
-type testStore interface {
-	ListMessages(ctx context.Context, f quarantine.Filter) (quarantine.MessagePage, error)
-}
-
-func allMessages(tb testing.TB, st testStore, source string) []*quarantine.Message {
-	tb.Helper()
-	var out []*quarantine.Message
-	f := quarantine.Filter{Source: []string{source}, Limit: quarantine.MaxLimit}
-	for {
-		page, err := st.ListMessages(context.Background(), f)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		out = append(out, page.Messages...)
-		if page.Next == nil {
-			return out
-		}
-		f.After = page.Next
-	}
-}
-
-// patience stretches every wait: the tests share two cores.
-const patience = 4
-
-func eventually(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	d *= patience
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return brokertest.RunCollector(tb, name, src, st, batch)
 }

@@ -47,7 +47,7 @@ func TestCollectFrameworkDeadLetters(t *testing.T) {
 	eventually(t, 10*time.Second, "offsets committed to the end", func() bool {
 		return k.committedLag("quarantine", "connect.dlq")+k.committedLag("quarantine", "orders.DLT")+k.committedLag("quarantine", "streams.dlq") == 0
 	})
-	r.stop()
+	r.Stop()
 	ms := allMessages(t, st, "kafka-dlq")
 	got := byMessageID(ms)
 
@@ -161,7 +161,7 @@ func TestCollectRestartMidStreamLosesNothing(t *testing.T) {
 	cfg := k.config("quarantine", topic)
 	r := runCollector(t, "kafka-dlq", cfg, fs, 40)
 	<-fs.broken // two batches stored, the next failed
-	r.stop()
+	r.Stop()
 	stored := len(allMessages(t, st, "kafka-dlq"))
 	if stored == 0 || stored >= n {
 		t.Fatalf("%d stored before the restart, want some but not all", stored)
@@ -173,7 +173,7 @@ func TestCollectRestartMidStreamLosesNothing(t *testing.T) {
 	r2 := runCollector(t, "kafka-dlq", cfg, st, 40)
 	eventually(t, 15*time.Second, "every record stored", func() bool { return len(allMessages(t, st, "kafka-dlq")) == n })
 	eventually(t, 10*time.Second, "offsets committed to the end", func() bool { return k.committedLag("quarantine", topic) == 0 })
-	r2.stop()
+	r2.Stop()
 	ms := allMessages(t, st, "kafka-dlq")
 	seen := map[string]bool{}
 	for _, m := range ms {
@@ -279,9 +279,9 @@ func TestCollectRebalanceLosesNothing(t *testing.T) {
 	a := runCollector(t, "kafka-dlq", cfg, slow, 25)
 	b := runCollector(t, "kafka-dlq", cfg, slow, 25)
 	eventually(t, 15*time.Second, "both collectors storing", func() bool {
-		return a.col.Stats().Stored > 0 && b.col.Stats().Stored > 0
+		return a.Col.Stats().Stored > 0 && b.Col.Stats().Stored > 0
 	})
-	a.stop()
+	a.Stop()
 	if len(allMessages(t, st, "kafka-dlq")) == n {
 		t.Fatal("drained before the stop: nothing was in hand")
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/brokertest"
 	"github.com/quarantine-dev/quarantine/replay"
 	"github.com/quarantine-dev/quarantine/worker"
 )
@@ -24,11 +25,11 @@ func TestWorkerOverKafkaQuarantineEditReplay(t *testing.T) {
 	e := newWorkEnv(t)
 	ctx := context.Background()
 	d := e.driver()
-	x := newRuns()
+	x := brokertest.NewRuns()
 	var mu sync.Mutex
 	payloads := map[string]string{}
 	job := reportJob(func(_ context.Context, _ *worker.Job, d *worker.Delivery) error {
-		x.ran()
+		x.Ran()
 		var p struct {
 			Poison bool `json:"poison"`
 		}
@@ -38,21 +39,21 @@ func TestWorkerOverKafkaQuarantineEditReplay(t *testing.T) {
 		if p.Poison {
 			return worker.Permanent(errors.New("the report template is poisoned"))
 		}
-		x.effect(d)
+		x.Effect(d)
 		mu.Lock()
 		payloads[d.Header(worker.HeaderIdempotencyKey)] = string(d.Body)
 		mu.Unlock()
 		return nil
 	})
 	claims := worker.NewMemoryClaims(nil)
-	r := startWorker(t, d, claims, job)
+	r := brokertest.StartWorker(t, d, claims, job)
 
 	st := openStore(t)
 	cfg := e.k.config("quarantine", failureTopic)
 	runCollector(t, "kafkaw", cfg, st, 10)
 
-	dispatch(t, d, &job, "report-7", `{"report":"r7","poison":true}`)
-	eventually(t, 10*time.Second, "the dead letter", func() bool { return r.count(worker.DeadLettered) == 1 })
+	brokertest.Dispatch(t, d, &job, "report-7", `{"report":"r7","poison":true}`)
+	eventually(t, 10*time.Second, "the dead letter", func() bool { return r.Count(worker.DeadLettered) == 1 })
 	eventually(t, 10*time.Second, "the quarantine to hold it", func() bool { return len(allMessages(t, st, "kafkaw")) == 1 })
 	m, err := st.GetMessage(ctx, allMessages(t, st, "kafkaw")[0].ID)
 	if err != nil {
@@ -91,7 +92,7 @@ func TestWorkerOverKafkaQuarantineEditReplay(t *testing.T) {
 		got, err := st.GetReplay(ctx, b.ID)
 		return err == nil && got.State == quarantine.ReplayCompleted && got.Counts[quarantine.ItemPublished] == 1
 	})
-	eventually(t, 10*time.Second, "the replayed job to complete", func() bool { return r.count(worker.Completed) == 1 })
+	eventually(t, 10*time.Second, "the replayed job to complete", func() bool { return r.Count(worker.Completed) == 1 })
 	mu.Lock()
 	if payloads["report-7"] != string(fixed) {
 		t.Fatalf("the worker ran payload %s, want the edited %s", payloads["report-7"], fixed)
@@ -106,9 +107,9 @@ func TestWorkerOverKafkaQuarantineEditReplay(t *testing.T) {
 		t.Fatalf("replayed record key %q headers %v", again.Key, again.Headers)
 	}
 	e.k.produce(again)
-	eventually(t, 10*time.Second, "the duplicate to be absorbed", func() bool { return r.count(worker.Duplicate) == 1 })
+	eventually(t, 10*time.Second, "the duplicate to be absorbed", func() bool { return r.Count(worker.Duplicate) == 1 })
 	eventually(t, 10*time.Second, "offsets committed", e.drained)
-	if n, runs := x.effects("report-7"), x.count(); n != 1 || runs != 2 {
+	if n, runs := x.Effects("report-7"), x.Count(); n != 1 || runs != 2 {
 		t.Fatalf("%d effects and %d runs, want 1 and 2 (the poisoned run, the replay)", n, runs)
 	}
 	if len(allMessages(t, st, "kafkaw")) != 1 {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/brokertest"
 	"github.com/quarantine-dev/quarantine/worker"
 )
 
@@ -64,88 +64,9 @@ func (e *workEnv) failures(n int) []*quarantine.Message {
 	return out
 }
 
-type runningWorker struct {
-	w      *worker.Worker
-	cancel context.CancelFunc
-	done   chan error
-	once   sync.Once
-
-	mu       sync.Mutex
-	outcomes []worker.Outcome
-}
-
-func startWorker(t *testing.T, d worker.Driver, claims worker.Claims, jobs ...worker.Job) *runningWorker {
-	t.Helper()
-	r := &runningWorker{done: make(chan error, 1)}
-	cfg := worker.Config{Driver: d, Claims: claims, Logger: quietLogger(), ClaimLease: 30 * time.Second,
-		DrainTimeout: time.Second, SettleTimeout: 5 * time.Second}
-	cfg.OnOutcome = func(o worker.Outcome) { r.mu.Lock(); r.outcomes = append(r.outcomes, o); r.mu.Unlock() }
-	w, err := worker.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, j := range jobs {
-		if err := w.Register(j); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.w, r.cancel = w, cancel
-	go func() { r.done <- w.Run(ctx) }()
-	t.Cleanup(r.stop)
-	return r
-}
-
-func (r *runningWorker) stop() { r.once.Do(func() { r.cancel(); <-r.done }) }
-
-func (r *runningWorker) count(res worker.Result) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, o := range r.outcomes {
-		if o.Result == res {
-			n++
-		}
-	}
-	return n
-}
-
-// runs records a handler's runs and effects per key.
-type runs struct {
-	mu   sync.Mutex
-	at   []time.Time
-	done map[string]int
-}
-
-func newRuns() *runs { return &runs{done: map[string]int{}} }
-
-func (x *runs) ran() int {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.at = append(x.at, time.Now())
-	return len(x.at)
-}
-
-func (x *runs) effect(d *worker.Delivery) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.done[d.Header(worker.HeaderIdempotencyKey)]++
-}
-
-func (x *runs) count() int { x.mu.Lock(); defer x.mu.Unlock(); return len(x.at) }
-
-func (x *runs) effects(key string) int { x.mu.Lock(); defer x.mu.Unlock(); return x.done[key] }
-
 func reportJob(h worker.Handler) worker.Job {
 	return worker.Job{Name: "build-report", Queue: workTopic, SchemaVersion: "1", Concurrency: 2,
 		Backoff: worker.BackoffFunc(func(int) time.Duration { return 100 * time.Millisecond }), Handler: h}
-}
-
-func dispatch(t *testing.T, s worker.Sender, j *worker.Job, key, payload string) {
-	t.Helper()
-	if err := worker.Dispatch(context.Background(), s, j, key, []byte(payload), nil); err != nil {
-		t.Fatalf("Dispatch %s: %v", key, err)
-	}
 }
 
 // A job completes once, its claim is done, and the offsets are committed.
@@ -153,19 +74,19 @@ func TestWorkerOverKafkaCompletes(t *testing.T) {
 	t.Parallel()
 	e := newWorkEnv(t)
 	d := e.driver()
-	x := newRuns()
+	x := brokertest.NewRuns()
 	job := reportJob(func(_ context.Context, _ *worker.Job, d *worker.Delivery) error {
-		x.ran()
-		x.effect(d)
+		x.Ran()
+		x.Effect(d)
 		return nil
 	})
 	claims := worker.NewMemoryClaims(nil)
-	r := startWorker(t, d, claims, job)
-	dispatch(t, d, &job, "report-1", `{"n":1}`)
-	eventually(t, 10*time.Second, "completion", func() bool { return r.count(worker.Completed) == 1 })
+	r := brokertest.StartWorker(t, d, claims, job)
+	brokertest.Dispatch(t, d, &job, "report-1", `{"n":1}`)
+	eventually(t, 10*time.Second, "completion", func() bool { return r.Count(worker.Completed) == 1 })
 	eventually(t, 10*time.Second, "offsets committed", e.drained)
-	if x.effects("report-1") != 1 || !claims.Done("report-1") {
-		t.Fatalf("effects %d, claim done %v", x.effects("report-1"), claims.Done("report-1"))
+	if x.Effects("report-1") != 1 || !claims.Done("report-1") {
+		t.Fatalf("effects %d, claim done %v", x.Effects("report-1"), claims.Done("report-1"))
 	}
 }
 
@@ -175,30 +96,30 @@ func TestWorkerOverKafkaRetriesAfterDelay(t *testing.T) {
 	t.Parallel()
 	e := newWorkEnv(t)
 	d := e.driver()
-	x := newRuns()
+	x := brokertest.NewRuns()
 	const wait = 1500 * time.Millisecond
 	var attempts []string
 	job := reportJob(func(_ context.Context, _ *worker.Job, d *worker.Delivery) error {
-		x.mu.Lock()
+		x.Mu.Lock()
 		attempts = append(attempts, d.Header(worker.HeaderAttempts))
-		x.mu.Unlock()
-		if x.ran() == 1 {
+		x.Mu.Unlock()
+		if x.Ran() == 1 {
 			return worker.RetryAfter(errors.New("429 from the renderer"), wait)
 		}
-		x.effect(d)
+		x.Effect(d)
 		return nil
 	})
-	r := startWorker(t, d, worker.NewMemoryClaims(nil), job)
-	dispatch(t, d, &job, "report-1", `{}`)
-	eventually(t, 15*time.Second, "completion", func() bool { return r.count(worker.Completed) == 1 })
+	r := brokertest.StartWorker(t, d, worker.NewMemoryClaims(nil), job)
+	brokertest.Dispatch(t, d, &job, "report-1", `{}`)
+	eventually(t, 15*time.Second, "completion", func() bool { return r.Count(worker.Completed) == 1 })
 	eventually(t, 10*time.Second, "offsets committed", e.drained)
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if len(x.at) != 2 || x.at[1].Sub(x.at[0]) < wait {
-		t.Fatalf("runs at %v, want two, %s apart at least", x.at, wait)
+	x.Mu.Lock()
+	defer x.Mu.Unlock()
+	if len(x.At) != 2 || x.At[1].Sub(x.At[0]) < wait {
+		t.Fatalf("runs at %v, want two, %s apart at least", x.At, wait)
 	}
-	if attempts[1] != "1" || r.count(worker.Retried) != 1 || x.done["report-1"] != 1 {
-		t.Fatalf("attempt headers %q, %d retries, %d effects", attempts, r.count(worker.Retried), x.done["report-1"])
+	if attempts[1] != "1" || r.Count(worker.Retried) != 1 || x.Done["report-1"] != 1 {
+		t.Fatalf("attempt headers %q, %d retries, %d effects", attempts, r.Count(worker.Retried), x.Done["report-1"])
 	}
 }
 
@@ -208,16 +129,16 @@ func TestWorkerOverKafkaPermanentDeadLettersOnce(t *testing.T) {
 	t.Parallel()
 	e := newWorkEnv(t)
 	d := e.driver()
-	x := newRuns()
+	x := brokertest.NewRuns()
 	job := reportJob(func(context.Context, *worker.Job, *worker.Delivery) error {
-		x.ran()
+		x.Ran()
 		return worker.Permanent(errors.New("the report template does not exist"))
 	})
-	r := startWorker(t, d, worker.NewMemoryClaims(nil), job)
-	dispatch(t, d, &job, "report-1", `{"template":"nope"}`)
-	eventually(t, 10*time.Second, "a dead letter", func() bool { return r.count(worker.DeadLettered) == 1 })
+	r := brokertest.StartWorker(t, d, worker.NewMemoryClaims(nil), job)
+	brokertest.Dispatch(t, d, &job, "report-1", `{"template":"nope"}`)
+	eventually(t, 10*time.Second, "a dead letter", func() bool { return r.Count(worker.DeadLettered) == 1 })
 	eventually(t, 10*time.Second, "offsets committed", e.drained)
-	if n := x.count(); n != 1 {
+	if n := x.Count(); n != 1 {
 		t.Fatalf("the handler ran %d times, want 1", n)
 	}
 	m := e.failures(1)[0]
@@ -239,18 +160,18 @@ func TestWorkerOverKafkaAttemptCap(t *testing.T) {
 	t.Parallel()
 	e := newWorkEnv(t)
 	d := e.driver()
-	x := newRuns()
+	x := brokertest.NewRuns()
 	job := reportJob(func(context.Context, *worker.Job, *worker.Delivery) error {
-		x.ran()
+		x.Ran()
 		return errors.New("renderer down")
 	})
 	job.MaxAttempts = 3
-	r := startWorker(t, d, worker.NewMemoryClaims(nil), job)
-	dispatch(t, d, &job, "report-1", `{}`)
-	eventually(t, 15*time.Second, "a dead letter", func() bool { return r.count(worker.DeadLettered) == 1 })
+	r := brokertest.StartWorker(t, d, worker.NewMemoryClaims(nil), job)
+	brokertest.Dispatch(t, d, &job, "report-1", `{}`)
+	eventually(t, 15*time.Second, "a dead letter", func() bool { return r.Count(worker.DeadLettered) == 1 })
 	eventually(t, 10*time.Second, "offsets committed", e.drained)
-	if n := x.count(); n != 3 || r.count(worker.Retried) != 2 {
-		t.Fatalf("the handler ran %d times (%d retries), want 3 (2)", n, r.count(worker.Retried))
+	if n := x.Count(); n != 3 || r.Count(worker.Retried) != 2 {
+		t.Fatalf("the handler ran %d times (%d retries), want 3 (2)", n, r.Count(worker.Retried))
 	}
 	fs := e.failures(1)
 	if fs[0].FailureClass != quarantine.ClassExhausted || fs[0].Attempts != 3 {
@@ -263,19 +184,19 @@ func TestWorkerOverKafkaDuplicateKeyAcked(t *testing.T) {
 	t.Parallel()
 	e := newWorkEnv(t)
 	d := e.driver()
-	x := newRuns()
+	x := brokertest.NewRuns()
 	job := reportJob(func(_ context.Context, _ *worker.Job, d *worker.Delivery) error {
-		x.ran()
-		x.effect(d)
+		x.Ran()
+		x.Effect(d)
 		return nil
 	})
-	r := startWorker(t, d, worker.NewMemoryClaims(nil), job)
-	dispatch(t, d, &job, "report-1", `{}`)
-	eventually(t, 10*time.Second, "completion", func() bool { return r.count(worker.Completed) == 1 })
-	dispatch(t, d, &job, "report-1", `{}`)
+	r := brokertest.StartWorker(t, d, worker.NewMemoryClaims(nil), job)
+	brokertest.Dispatch(t, d, &job, "report-1", `{}`)
+	eventually(t, 10*time.Second, "completion", func() bool { return r.Count(worker.Completed) == 1 })
+	brokertest.Dispatch(t, d, &job, "report-1", `{}`)
 	eventually(t, 10*time.Second, "offsets committed", func() bool { return e.k.committedLag("worker-"+workTopic, workTopic) == 0 })
-	if x.effects("report-1") != 1 || x.count() != 1 {
-		t.Fatalf("%d effects, %d runs; want 1, 1", x.effects("report-1"), x.count())
+	if x.Effects("report-1") != 1 || x.Count() != 1 {
+		t.Fatalf("%d effects, %d runs; want 1, 1", x.Effects("report-1"), x.Count())
 	}
 }
 
@@ -289,7 +210,7 @@ func TestWorkDriverUnsettledIsDeliveredAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := reportJob(func(context.Context, *worker.Job, *worker.Delivery) error { return nil })
-	dispatch(t, d1, &job, "report-1", `{"n":1}`)
+	brokertest.Dispatch(t, d1, &job, "report-1", `{"n":1}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*patience*time.Second)
 	defer cancel()
 	ds, err := d1.Receive(ctx, 10)
@@ -342,23 +263,23 @@ func TestWorkerOverKafkaWaitingRetryHoldsNothingElse(t *testing.T) {
 	t.Parallel()
 	e := newWorkEnv(t)
 	d := e.driver()
-	x := newRuns()
+	x := brokertest.NewRuns()
 	job := reportJob(func(_ context.Context, _ *worker.Job, d *worker.Delivery) error {
-		x.ran()
+		x.Ran()
 		if d.Header(worker.HeaderIdempotencyKey) == "slow" {
 			return worker.RetryAfter(errors.New("come back in an hour"), time.Hour)
 		}
-		x.effect(d)
+		x.Effect(d)
 		return nil
 	})
-	r := startWorker(t, d, worker.NewMemoryClaims(nil), job)
-	dispatch(t, d, &job, "slow", `{}`)
-	eventually(t, 10*time.Second, "the retry", func() bool { return r.count(worker.Retried) == 1 })
+	r := brokertest.StartWorker(t, d, worker.NewMemoryClaims(nil), job)
+	brokertest.Dispatch(t, d, &job, "slow", `{}`)
+	eventually(t, 10*time.Second, "the retry", func() bool { return r.Count(worker.Retried) == 1 })
 	for _, k := range []string{"a", "b", "c"} {
-		dispatch(t, d, &job, k, `{}`)
+		brokertest.Dispatch(t, d, &job, k, `{}`)
 	}
-	eventually(t, 10*time.Second, "new work done", func() bool { return r.count(worker.Completed) == 3 })
-	if n := x.count(); n != 4 {
+	eventually(t, 10*time.Second, "new work done", func() bool { return r.Count(worker.Completed) == 3 })
+	if n := x.Count(); n != 4 {
 		t.Fatalf("%d runs, want 4 (the retry not run early)", n)
 	}
 	eventually(t, 10*time.Second, "work topic committed", func() bool { return e.k.committedLag("worker-"+workTopic, workTopic) == 0 })
@@ -371,24 +292,24 @@ func TestWorkerOverKafkaWaitingRetryHoldsNothingElse(t *testing.T) {
 func TestWorkerOverKafkaTwoMembers(t *testing.T) {
 	t.Parallel()
 	e := newWorkEnv(t)
-	x := newRuns()
+	x := brokertest.NewRuns()
 	job := reportJob(func(_ context.Context, _ *worker.Job, d *worker.Delivery) error {
-		x.ran()
-		x.effect(d)
+		x.Ran()
+		x.Effect(d)
 		return nil
 	})
 	claims := worker.NewMemoryClaims(nil)
 	d1, d2 := e.driver(), e.driver()
-	r1 := startWorker(t, d1, claims, job)
-	r2 := startWorker(t, d2, claims, job)
+	r1 := brokertest.StartWorker(t, d1, claims, job)
+	r2 := brokertest.StartWorker(t, d2, claims, job)
 	const n = 60
 	for i := range n {
-		dispatch(t, d1, &job, "k"+strconv.Itoa(i), `{}`)
+		brokertest.Dispatch(t, d1, &job, "k"+strconv.Itoa(i), `{}`)
 	}
-	eventually(t, 20*time.Second, "every job done", func() bool { return r1.count(worker.Completed)+r2.count(worker.Completed) == n })
+	eventually(t, 20*time.Second, "every job done", func() bool { return r1.Count(worker.Completed)+r2.Count(worker.Completed) == n })
 	eventually(t, 10*time.Second, "offsets committed", e.drained)
 	for i := range n {
-		if got := x.effects("k" + strconv.Itoa(i)); got != 1 {
+		if got := x.Effects("k" + strconv.Itoa(i)); got != 1 {
 			t.Fatalf("key k%d: %d effects", i, got)
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/quarantine-dev/quarantine/broker/kafka"
 	"github.com/quarantine-dev/quarantine/broker/nats"
+	"github.com/quarantine-dev/quarantine/broker/pubsub"
 	"github.com/quarantine-dev/quarantine/broker/rabbitmq"
 	"github.com/quarantine-dev/quarantine/broker/sqs"
 	"github.com/quarantine-dev/quarantine/collect"
@@ -65,6 +66,18 @@ func init() {
 			source: func(d collectorDeps) (collect.Source, error) { return kafka.NewSource(name, c, d.logger) },
 			publisher: func(d collectorDeps) (replay.Publisher, error) {
 				return kafka.NewPublisher(c, name, d.logger)
+			},
+		}, nil
+	}
+	brokerKinds["pubsub"] = func(name string, raw []byte) (brokerOpeners, error) {
+		c, err := decodeBroker[pubsub.Config](raw)
+		if err != nil {
+			return brokerOpeners{}, err
+		}
+		return brokerOpeners{
+			source: func(d collectorDeps) (collect.Source, error) { return pubsub.NewSource(name, c, d.logger) },
+			publisher: func(d collectorDeps) (replay.Publisher, error) {
+				return pubsub.NewPublisher(c, name, d.logger)
 			},
 		}, nil
 	}

@@ -117,6 +117,9 @@ func TestLoadConfig_Errors(t *testing.T) {
 		{"kafka sasl", "collectors:\n  - name: a\n    kind: kafka\n    brokers: [127.0.0.1:9092]\n    topics: [a.dlq]\n    sasl: {mechanism: GSSAPI, username: u, password: p}\n", "collectors[0].sasl.mechanism", 0, "is not one of PLAIN"},
 		{"kafka session timeout", "collectors:\n  - name: a\n    kind: kafka\n    brokers: [127.0.0.1:9092]\n    topics: [a.dlq]\n    session_timeout: 100ms\n", "collectors[0].session_timeout", 0, "between 1s and 30m"},
 		{"kafka unknown key", "collectors:\n  - name: a\n    kind: kafka\n    brokers: [127.0.0.1:9092]\n    topics: [a.dlq]\n    topic: a\n", "collectors[0].topic", 0, "unknown field"},
+		{"pubsub without subscription", "collectors:\n  - name: a\n    kind: pubsub\n    project: my-project\n", "collectors[0].subscription", 0, "subscription is required"},
+		{"pubsub without project", "collectors:\n  - name: a\n    kind: pubsub\n    subscription: a.dlq-q\n", "collectors[0].project", 0, "project is required"},
+		{"pubsub bad endpoint", "collectors:\n  - name: a\n    kind: pubsub\n    project: my-project\n    subscription: a.dlq-q\n    endpoint: http://x:1\n", "collectors[0].endpoint", 0, "is not host:port"},
 		{"collector batch size", "collectors:\n  - name: a\n    kind: rabbitmq\n    batch_size: 0\n", "collectors[0].batch_size", 0, "between 1 and 10000"},
 		{"collector commits", "collectors:\n  - name: a\n    kind: rabbitmq\n    commits: 17\n", "collectors[0].commits", 0, "between 1 and 16"},
 		{"idempotency without source", "idempotency:\n  - queues: [orders]\n", "idempotency[0].header", 0, "exactly one of header and json_pointer"},
@@ -370,7 +373,7 @@ func TestLoadConfig_ExampleCollectors(t *testing.T) {
 	for _, cc := range c.Collectors {
 		kinds[cc.Kind]++
 	}
-	if len(c.Collectors) != 5 || kinds["rabbitmq"] != 1 || kinds["sqs"] != 1 || kinds["nats"] != 2 || kinds["kafka"] != 1 {
+	if len(c.Collectors) != 6 || kinds["rabbitmq"] != 1 || kinds["sqs"] != 1 || kinds["nats"] != 2 || kinds["kafka"] != 1 || kinds["pubsub"] != 1 {
 		t.Fatalf("collectors %+v", c.Collectors)
 	}
 }

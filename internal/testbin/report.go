@@ -125,3 +125,15 @@ func BenchDatabase(tb testing.TB, store string) string {
 	tb.Fatalf("QUARANTINE_BENCH_STORES: unknown store %q", store)
 	return ""
 }
+
+// BenchMsgs returns QUARANTINE_BENCH_MSGS (default 20000): the messages
+// of each drain of a binary-versus-bare benchmark.
+func BenchMsgs(tb testing.TB) int {
+	n := 20000
+	if s := os.Getenv("QUARANTINE_BENCH_MSGS"); s != "" {
+		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 {
+			tb.Fatalf("QUARANTINE_BENCH_MSGS=%q is not a positive count", s)
+		}
+	}
+	return n
+}

@@ -1,0 +1,121 @@
+package pubsub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	ps "cloud.google.com/go/pubsub/v2"
+
+	"github.com/quarantine-dev/quarantine"
+	bt "github.com/quarantine-dev/quarantine/internal/brokertest"
+	"github.com/quarantine-dev/quarantine/replay"
+	"github.com/quarantine-dev/quarantine/worker"
+)
+
+// The whole loop on Pub/Sub: a job that fails permanently is
+// dead-lettered by the worker to the failure topic, collected into the
+// quarantine, edited, replayed to the work topic by the replay engine
+// (through the pubsub Publisher), and completed by the worker once, with
+// the edited payload and the original idempotency key. The replayed
+// message published once more is absorbed by the claim.
+func TestWorkerOverPubSubQuarantineEditReplay(t *testing.T) {
+	t.Parallel()
+	e := newWorkEnv(t, 0)
+	ctx := context.Background()
+	d := e.driver()
+	x := bt.NewRuns()
+	var mu sync.Mutex
+	payloads := map[string]string{}
+	var replayed *worker.Delivery
+	job := reportJob(func(_ context.Context, _ *worker.Job, d *worker.Delivery) error {
+		x.Ran()
+		var p struct {
+			Poison bool `json:"poison"`
+		}
+		if err := json.Unmarshal(d.Body, &p); err != nil {
+			return worker.Permanent(err)
+		}
+		if p.Poison {
+			return worker.Permanent(errors.New("the report template is poisoned"))
+		}
+		x.Effect(d)
+		mu.Lock()
+		payloads[d.Header(worker.HeaderIdempotencyKey)] = string(d.Body)
+		replayed = d
+		mu.Unlock()
+		return nil
+	})
+	claims := worker.NewMemoryClaims(nil)
+	r := bt.StartWorker(t, d, claims, job)
+
+	st := openStore(t)
+	cfg := e.s.config(failureSub)
+	runCollector(t, "psw", cfg, st, 10)
+
+	bt.Dispatch(t, d, &job, "report-7", `{"report":"r7","poison":true}`)
+	eventually(t, 10*time.Second, "the dead letter", func() bool { return r.Count(worker.DeadLettered) == 1 })
+	eventually(t, 10*time.Second, "the quarantine to hold it", func() bool { return len(allMessages(t, st, "psw")) == 1 })
+	m, err := st.GetMessage(ctx, allMessages(t, st, "psw")[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.JobName != "build-report" || m.Queue != workTopic || m.IdempotencyKey != "report-7" ||
+		m.FailureClass != quarantine.ClassPermanent || m.KeyRule != quarantine.KeyRuleEnvelope {
+		t.Fatalf("quarantined %+v", m)
+	}
+	fixed := []byte(`{"report":"r7","poison":false}`)
+	if _, err := st.EditPayload(ctx, quarantine.PayloadEdit{MessageID: m.ID, IfMatch: m.PayloadSHA256, Payload: fixed,
+		Reason: "remove the poisoned template", Actor: "token:alice"}); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := NewPublisher(cfg, "psw", quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	eng := replay.New(replay.Config{Store: st, Logger: quietLogger(), Poll: 50 * time.Millisecond, Router: &replay.Routes{
+		Brokers: map[string]replay.Broker{"psw": {Name: "psw", Kind: "pubsub", Publisher: pub}}}})
+	ectx, cancel := context.WithCancel(ctx)
+	engDone := make(chan struct{})
+	go func() { defer close(engDone); _ = eng.Run(ectx) }()
+	t.Cleanup(func() { cancel(); <-engDone })
+
+	req := quarantine.ReplayRequest{IDs: []string{m.ID}, Rate: 10, Reason: "template fixed", Actor: "token:alice"}
+	if err := req.Validate(0); err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.CreateReplay(ctx, req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the replay to complete", func() bool {
+		got, err := st.GetReplay(ctx, b.ID)
+		return err == nil && got.State == quarantine.ReplayCompleted && got.Counts[quarantine.ItemPublished] == 1
+	})
+	eventually(t, 10*time.Second, "the replayed job to complete", func() bool { return r.Count(worker.Completed) == 1 })
+	mu.Lock()
+	if payloads["report-7"] != string(fixed) || replayed.Header(replay.HeaderReplayID) != b.ID {
+		t.Fatalf("the worker ran payload %s (replay id %q), want the edited %s", payloads["report-7"], replayed.Header(replay.HeaderReplayID), fixed)
+	}
+	again := &ps.Message{Data: replayed.Body, Attributes: replayed.Headers}
+	mu.Unlock()
+
+	// The replayed message, published once more (a crash between publish
+	// and record), is acked as a duplicate without running.
+	e.s.publish(workTopic, again)
+	eventually(t, 10*time.Second, "the duplicate to be absorbed", func() bool { return r.Count(worker.Duplicate) == 1 })
+	eventually(t, 10*time.Second, "everything acked", e.settled)
+	if n, runs := x.Effects("report-7"), x.Count(); n != 1 || runs != 2 {
+		t.Fatalf("%d effects and %d runs, want 1 and 2 (the poisoned run, the replay)", n, runs)
+	}
+	if len(allMessages(t, st, "psw")) != 1 {
+		t.Fatal("the replay was quarantined again")
+	}
+	if v, err := claims.Violations(ctx); err != nil || len(v) > 0 {
+		t.Fatalf("claims: %v %v", v, err)
+	}
+}
