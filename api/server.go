@@ -190,6 +190,7 @@ func (s *Server) routes() *chi.Mux {
 		read.Get("/api/v1/messages", s.listMessages)
 		read.Post("/api/v1/messages/sample", s.sampleMessages)
 		operate.Post("/api/v1/messages/discard", s.discardMessages)
+		operate.Post("/api/v1/messages/rekey", s.rekeyMessages)
 		read.Get("/api/v1/messages/{id}", s.getMessage)
 		read.Get("/api/v1/messages/{id}/versions", s.listVersions)
 		read.Get("/api/v1/messages/{id}/versions/{version}", s.getVersion)
