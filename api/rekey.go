@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 
@@ -51,7 +52,8 @@ func (s *Server) rekeyMessages(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := RekeyAs(r, s.cfg.Preparer, s.cfg.Store, f, collect.RekeyRequest{DryRun: b.DryRun, ExpectChanged: b.ExpectChanged, Reason: b.Reason})
+	res, err := RekeyAs(r.Context(), tokenFrom(r.Context()), s.cfg.Preparer, s.cfg.Store, f,
+		collect.RekeyRequest{DryRun: b.DryRun, ExpectChanged: b.ExpectChanged, Reason: b.Reason})
 	if err != nil {
 		s.fail(w, r, inBody(err, ""))
 		return
@@ -59,14 +61,13 @@ func (s *Server) rekeyMessages(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, res)
 }
 
-// RekeyAs runs a re-key of the messages of f within the owners of the
-// request's token, as that token's actor (see collect.Preparer.Rekey).
-func RekeyAs(r *http.Request, p *collect.Preparer, st collect.RekeyStore, f quarantine.Filter, req collect.RekeyRequest) (quarantine.RekeyResult, error) {
-	t := tokenFrom(r.Context())
+// RekeyAs runs a re-key of the messages of f within the owners of token
+// t, as t's actor (see collect.Preparer.Rekey).
+func RekeyAs(ctx context.Context, t *quarantine.Token, p *collect.Preparer, st collect.RekeyStore, f quarantine.Filter, req collect.RekeyRequest) (quarantine.RekeyResult, error) {
 	req.Actor = t.Actor()
 	if !scope(t, &f) { // only other teams' owners were asked for: nothing matches
 		return quarantine.RekeyResult{DryRun: req.DryRun, Changes: []quarantine.KeyChange{}}, nil
 	}
 	req.Filter = f
-	return p.Rekey(r.Context(), st, req)
+	return p.Rekey(ctx, st, req)
 }
