@@ -92,6 +92,10 @@ type ReplayDefaults struct {
 	// last IncidentWindow, unless force (IncidentWindow 0: no guard).
 	IncidentWindow time.Duration
 	IncidentRate   float64
+	// Route checks where a message of a batch would be published (the
+	// replay engine's routes), so that a dry run names the undeliverable
+	// messages before Start (nil: only the skipped ones).
+	Route quarantine.RouteCheck
 }
 
 // guard returns the incident guard of d, nil when it has none.

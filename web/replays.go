@@ -127,6 +127,8 @@ type replayContent struct {
 	First     bool // the first page of items
 	// Action and Reason are the action form that failed, shown again.
 	Action, Reason string
+	// Undeliverable is what Start would not publish (drafts only).
+	Undeliverable *quarantine.Undeliverable
 }
 
 // Terminal reports whether the batch can change no more.
@@ -157,6 +159,13 @@ func (h *Handler) replayContent(r *http.Request, s *session, b *quarantine.Repla
 	}
 	rate, eta := api.ReplayProgress(b, h.cfg.Now())
 	c.Rate, c.ETA = showRate(rate), showSeconds(eta)
+	if b.State == quarantine.ReplayDraft {
+		u, err := api.Undeliverable(r.Context(), h.cfg.Store, h.cfg.Replay.Route, b)
+		if err != nil {
+			return nil, err
+		}
+		c.Undeliverable = &u
+	}
 	if canOperate(s.token) && api.ActsOnReplay(s.token, b) {
 		publishes := h.cfg.Replay.DestinationAllowed(s.token, b.Destination) == nil
 		for _, a := range replayActions {

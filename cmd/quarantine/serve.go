@@ -100,6 +100,7 @@ func (m *Main) runServe(ctx context.Context) error {
 			KeyRule: prep.KeyRule, Collectors: m.collectorNames(),
 			MaxReplays: m.Config.Replay.MaxReplays, IncidentWindow: m.Config.Replay.IncidentWindow,
 			IncidentRate: m.Config.Replay.IncidentRate,
+			Route:        m.replays.routeCheck(),
 		},
 	}
 	m.api = api.New(acfg)

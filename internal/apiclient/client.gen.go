@@ -1003,6 +1003,14 @@ type ReplayCreated struct {
 
 	// Replay Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
 	Replay ReplayBatch `json:"replay"`
+
+	// Undeliverable Dry runs only: the items that Start would not publish. Skipped ones
+	// (no idempotency key, a changed key rule, not quarantined) and pending
+	// ones the configured routes refuse (an HTTP-ingested message with no
+	// `destinations:` entry for its queue, an unknown collector, no queue),
+	// each with its reason. `count` counts them all; `items` names the
+	// first 100. A batch whose every item is undeliverable ends `failed`.
+	Undeliverable *Undeliverable `json:"undeliverable,omitempty"`
 }
 
 // ReplayDestination Zero members keep the default, the message's own queue through the broker it came from.
@@ -1193,6 +1201,22 @@ type TokenCreate struct {
 // TokenList defines model for TokenList.
 type TokenList struct {
 	Items []Token `json:"items"`
+}
+
+// Undeliverable Dry runs only: the items that Start would not publish. Skipped ones
+// (no idempotency key, a changed key rule, not quarantined) and pending
+// ones the configured routes refuse (an HTTP-ingested message with no
+// `destinations:` entry for its queue, an unknown collector, no queue),
+// each with its reason. `count` counts them all; `items` names the
+// first 100. A batch whose every item is undeliverable ends `failed`.
+type Undeliverable struct {
+	Count int `json:"count"`
+	Items []struct {
+		// MessageId A ULID.
+		MessageId ID     `json:"message_id"`
+		Queue     string `json:"queue"`
+		Reason    string `json:"reason"`
+	} `json:"items"`
 }
 
 // Violation defines model for Violation.
@@ -2113,8 +2137,10 @@ type ClientInterface interface {
 	// `replay.start`). With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
-	// rest (GET …/items). `estimated_seconds` is pending items / rate,
-	// plus `observe` when there is a canary.
+	// rest (GET …/items), and `undeliverable`: how many items Start would
+	// not publish, each with its reason (skipped, or refused by the
+	// routes: no destination, unknown collector). `estimated_seconds` is
+	// pending items / rate, plus `observe` when there is a canary.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2149,8 +2175,10 @@ type ClientInterface interface {
 	// `replay.start`). With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
-	// rest (GET …/items). `estimated_seconds` is pending items / rate,
-	// plus `observe` when there is a canary.
+	// rest (GET …/items), and `undeliverable`: how many items Start would
+	// not publish, each with its reason (skipped, or refused by the
+	// routes: no destination, unknown collector). `estimated_seconds` is
+	// pending items / rate, plus `observe` when there is a canary.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2949,8 +2977,10 @@ func (c *Client) ListReplays(ctx context.Context, params *ListReplaysParams, req
 // `replay.start`). With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
-// rest (GET …/items). `estimated_seconds` is pending items / rate,
-// plus `observe` when there is a canary.
+// rest (GET …/items), and `undeliverable`: how many items Start would
+// not publish, each with its reason (skipped, or refused by the
+// routes: no destination, unknown collector). `estimated_seconds` is
+// pending items / rate, plus `observe` when there is a canary.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2995,8 +3025,10 @@ func (c *Client) CreateReplayWithBody(ctx context.Context, contentType string, b
 // `replay.start`). With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
-// rest (GET …/items). `estimated_seconds` is pending items / rate,
-// plus `observe` when there is a canary.
+// rest (GET …/items), and `undeliverable`: how many items Start would
+// not publish, each with its reason (skipped, or refused by the
+// routes: no destination, unknown collector). `estimated_seconds` is
+// pending items / rate, plus `observe` when there is a canary.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5841,8 +5873,10 @@ type ClientWithResponsesInterface interface {
 	// `replay.start`). With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
-	// rest (GET …/items). `estimated_seconds` is pending items / rate,
-	// plus `observe` when there is a canary.
+	// rest (GET …/items), and `undeliverable`: how many items Start would
+	// not publish, each with its reason (skipped, or refused by the
+	// routes: no destination, unknown collector). `estimated_seconds` is
+	// pending items / rate, plus `observe` when there is a canary.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5877,8 +5911,10 @@ type ClientWithResponsesInterface interface {
 	// `replay.start`). With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
-	// rest (GET …/items). `estimated_seconds` is pending items / rate,
-	// plus `observe` when there is a canary.
+	// rest (GET …/items), and `undeliverable`: how many items Start would
+	// not publish, each with its reason (skipped, or refused by the
+	// routes: no destination, unknown collector). `estimated_seconds` is
+	// pending items / rate, plus `observe` when there is a canary.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11008,8 +11044,10 @@ func (c *ClientWithResponses) ListReplaysWithResponse(ctx context.Context, param
 // `replay.start`). With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
-// rest (GET …/items). `estimated_seconds` is pending items / rate,
-// plus `observe` when there is a canary.
+// rest (GET …/items), and `undeliverable`: how many items Start would
+// not publish, each with its reason (skipped, or refused by the
+// routes: no destination, unknown collector). `estimated_seconds` is
+// pending items / rate, plus `observe` when there is a canary.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11050,8 +11088,10 @@ func (c *ClientWithResponses) CreateReplayWithBodyWithResponse(ctx context.Conte
 // `replay.start`). With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
-// rest (GET …/items). `estimated_seconds` is pending items / rate,
-// plus `observe` when there is a canary.
+// rest (GET …/items), and `undeliverable`: how many items Start would
+// not publish, each with its reason (skipped, or refused by the
+// routes: no destination, unknown collector). `estimated_seconds` is
+// pending items / rate, plus `observe` when there is a canary.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
