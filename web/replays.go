@@ -157,7 +157,11 @@ func (h *Handler) replayContent(r *http.Request, s *session, b *quarantine.Repla
 	for _, o := range quarantine.ItemOutcomes {
 		c.Counts = append(c.Counts, outcomeCount{o, b.Counts[o]})
 	}
-	rate, eta := api.ReplayProgress(b, h.cfg.Now())
+	_, eta := api.ReplayProgress(b, h.cfg.Now())
+	rate, err := api.ReplayRate(r.Context(), h.cfg.Store, b, h.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
 	c.Rate, c.ETA = showRate(rate), showSeconds(eta)
 	if b.State == quarantine.ReplayDraft {
 		u, err := api.Undeliverable(r.Context(), h.cfg.Store, h.cfg.Replay.Route, b)
@@ -242,7 +246,12 @@ func (h *Handler) replayProgress(w http.ResponseWriter, r *http.Request, s *sess
 	for _, o := range quarantine.ItemOutcomes {
 		p.Counts[o] = b.Counts[o]
 	}
-	p.AchievedRate, p.ETASeconds = api.ReplayProgress(b, h.cfg.Now())
+	_, p.ETASeconds = api.ReplayProgress(b, h.cfg.Now())
+	var err error
+	if p.AchievedRate, err = api.ReplayRate(r.Context(), h.cfg.Store, b, h.cfg.Now()); err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
 	body, err := json.Marshal(p)
 	if err != nil {
 		h.fail(w, r, s, err)

@@ -921,7 +921,11 @@ type RekeyResult struct {
 
 // ReplayBatch Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
 type ReplayBatch struct {
-	// AchievedRate (published + deduplicated) per second since it started, until it finished; null before it starts.
+	// AchievedRate (published + deduplicated) per second while publishing: the time the batch
+	// ran from its start until it finished (or now), without the canary's
+	// observation and (on GET of one batch) without the time it was paused or
+	// halted; that time is at least published / rate, so one message published
+	// in a few milliseconds shows the configured rate. Null before it starts.
 	AchievedRate *float32      `json:"achieved_rate"`
 	Actor        string        `json:"actor"`
 	Burst        int           `json:"burst"`
