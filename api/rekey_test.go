@@ -12,15 +12,7 @@ import (
 	"github.com/quarantine-dev/quarantine/collect"
 )
 
-type rekeyJSON struct {
-	DryRun       bool                   `json:"dry_run"`
-	Matched      int                    `json:"matched"`
-	Changed      int                    `json:"changed"`
-	Unchanged    int                    `json:"unchanged"`
-	StillMissing int                    `json:"still_missing"`
-	Stale        int                    `json:"stale"`
-	Changes      []quarantine.KeyChange `json:"changes"`
-}
+type rekeyJSON = quarantine.RekeyResult
 
 // ingestWithHeaders stores one message of queue without an envelope key,
 // carrying headers, and returns its id.

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/jackc/pgx/v5"
 
@@ -19,23 +18,13 @@ func (s *Store) RekeyMessages(ctx context.Context, r quarantine.Rekey) ([]string
 	err := s.inTx(ctx, "re-key messages", func(tx pgx.Tx) error {
 		var err error
 		done, err = ops.Rekey(r, ops.RekeyTx{
-			Get: func(id string) (row ops.KeyRow, err error) {
+			Get: func(id string) (ops.KeyRow, error) {
 				rows, err := tx.Query(ctx, `SELECT idempotency_key, key_rule, flags FROM messages WHERE id = $1 FOR UPDATE`, id)
 				if err != nil {
-					return row, err
+					return ops.KeyRow{}, err
 				}
 				defer rows.Close()
-				for rows.Next() {
-					var flags string
-					if err := rows.Scan(&row.Key, &row.Rule, &flags); err != nil {
-						return row, err
-					}
-					row.Found = true
-					if err := json.Unmarshal([]byte(flags), &row.Flags); err != nil {
-						return row, err
-					}
-				}
-				return row, rows.Err()
+				return ops.ReadKeyRow(rows)
 			},
 			Set: func(id, key, rule string, flags []string) error {
 				_, err := tx.Exec(ctx, `UPDATE messages SET idempotency_key = $2, key_rule = $3, flags = $4, updated_at = $5 WHERE id = $1`,

@@ -18,23 +18,13 @@ func (s *Store) RekeyMessages(ctx context.Context, r quarantine.Rekey) ([]string
 	err := s.write(ctx, "re-key messages", func(tx *sql.Tx) error {
 		var err error
 		done, err = ops.Rekey(r, ops.RekeyTx{
-			Get: func(id string) (row ops.KeyRow, err error) {
+			Get: func(id string) (ops.KeyRow, error) {
 				rows, err := tx.QueryContext(ctx, `SELECT idempotency_key, key_rule, flags FROM messages WHERE id = ?`, id)
 				if err != nil {
-					return row, err
+					return ops.KeyRow{}, err
 				}
 				defer rows.Close()
-				for rows.Next() {
-					var flags string
-					if err := rows.Scan(&row.Key, &row.Rule, &flags); err != nil {
-						return row, err
-					}
-					row.Found = true
-					if err := json.Unmarshal([]byte(flags), &row.Flags); err != nil {
-						return row, err
-					}
-				}
-				return row, rows.Err()
+				return ops.ReadKeyRow(rows)
 			},
 			Set: func(id, key, rule string, flags []string) error {
 				f, _ := json.Marshal(append([]string{}, flags...)) // strings always marshal

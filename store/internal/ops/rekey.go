@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 
@@ -14,6 +15,31 @@ type KeyRow struct {
 	Key   string
 	Rule  string
 	Flags []string
+}
+
+// Rows is what ReadKeyRow needs of a query's rows (database/sql's and
+// pgx's).
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ReadKeyRow reads the key row of a query selecting idempotency_key,
+// key_rule and flags (JSON text) of at most one message; Found is false
+// when rows is empty.
+func ReadKeyRow(rows Rows) (row KeyRow, err error) {
+	for rows.Next() {
+		var flags string
+		if err := rows.Scan(&row.Key, &row.Rule, &flags); err != nil {
+			return row, err
+		}
+		row.Found = true
+		if err := json.Unmarshal([]byte(flags), &row.Flags); err != nil {
+			return row, err
+		}
+	}
+	return row, rows.Err()
 }
 
 // RekeyTx is what the re-key flow needs of a store's transaction.
