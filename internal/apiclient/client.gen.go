@@ -879,6 +879,7 @@ type QueueStats struct {
 
 // RekeyRequest A reason is required unless `dry_run`.
 type RekeyRequest struct {
+	// DryRun Only count what would change (default false: apply).
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// ExpectChanged The dry run's `changed`; another count is 409.
