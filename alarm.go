@@ -84,6 +84,12 @@ type AlarmEvent struct {
 	InflowPerMinute float64    `json:"inflow_per_minute"`
 	// At is when the evaluation that queued it ran.
 	At time.Time `json:"at"`
+	// URL opens the UI's list of exactly the alarm's messages (its queue,
+	// quarantined, older than the alarm's max_age when the age fired);
+	// RunbookURL the runbook section for it. Empty in events queued
+	// before they existed.
+	URL        string `json:"url,omitempty"`
+	RunbookURL string `json:"runbook_url,omitempty"`
 }
 
 // AlarmNotification is one notification for one receiver in the outbox.

@@ -528,8 +528,26 @@ type ReplayCandidate struct {
 // KeyRuleEnvelope is the KeyRule of a key the message carried itself.
 const KeyRuleEnvelope = "envelope"
 
-// KeyRuleNone is the KeyRule of a message no rule applied to.
+// KeyRuleNone is the KeyRule of a message no rule applied to, collected
+// before the default headers were looked at: it reads as KeyRuleDefault.
 const KeyRuleNone = "none"
+
+// KeyRuleDefault is the KeyRule of a message of a queue no rule matches:
+// its key, if any, came from the usual headers (x-idempotency-key,
+// idempotency-key, idempotency_key, any case).
+const KeyRuleDefault = "default-headers"
+
+// SameKeyRule reports whether two KeyRule descriptions name the same rule
+// (KeyRuleNone and KeyRuleDefault are the same: no rule configured).
+func SameKeyRule(a, b string) bool {
+	norm := func(s string) string {
+		if s == "" || s == KeyRuleNone {
+			return KeyRuleDefault
+		}
+		return s
+	}
+	return norm(a) == norm(b)
+}
 
 // KeyRuleFunc returns the description of the idempotency rule configured
 // now for queue (see Message.KeyRule).
@@ -604,7 +622,7 @@ func (r *ReplayRequest) skipReason(c ReplayCandidate, keyRule KeyRuleFunc) strin
 		return fmt.Sprintf("this job was replayed %d times and came back failing each time: only an admin may replay it again", c.ReplayCount)
 	}
 	if keyRule != nil && !r.AcceptKeyRuleChange && c.KeyRule != "" && c.KeyRule != KeyRuleEnvelope {
-		if now := keyRule(c.Queue); now != c.KeyRule {
+		if now := keyRule(c.Queue); !SameKeyRule(now, c.KeyRule) {
 			return "the idempotency key rule of queue " + c.Queue + " changed since collection (" +
 				describeRule(c.KeyRule) + " then, " + describeRule(now) + " now): restore it, or accept_key_rule_change"
 		}

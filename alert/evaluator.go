@@ -1,6 +1,7 @@
 package alert
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -52,7 +53,18 @@ type Config struct {
 	// outbox before Run purges them (default 7 days).
 	Keep   time.Duration
 	Logger *slog.Logger
+	// PublicURL is the UI's base URL as its users reach it (config
+	// public_url): every notification links to the alarm's messages
+	// there (MessagesURL). Empty: no link.
+	PublicURL string
+	// RunbookURL is the runbook's URL (default DefaultRunbookURL); a
+	// rule's Runbook replaces it.
+	RunbookURL string
 }
+
+// DefaultRunbookURL is the runbook a notification links to when the
+// configuration names none.
+const DefaultRunbookURL = "https://github.com/quarantine-dev/quarantine/blob/main/docs/alarms.md#runbook"
 
 // Evaluator evaluates the rules and delivers the notifications they owe.
 type Evaluator struct {
@@ -209,6 +221,8 @@ func (e *Evaluator) resend(r *Rule) time.Duration {
 func (e *Evaluator) notes(r *Rule, st quarantine.AlarmState, kind quarantine.AlarmKind, now time.Time) []quarantine.AlarmNotification {
 	var out []quarantine.AlarmNotification
 	ev := event(st, kind, now)
+	ev.URL = MessagesURL(e.cfg.PublicURL, r, st, kind)
+	ev.RunbookURL = cmp.Or(r.Runbook, e.cfg.RunbookURL, DefaultRunbookURL)
 	for _, name := range r.Receivers {
 		rc := e.receivers[name]
 		if !rc.takes(kind) {

@@ -126,6 +126,12 @@ func (r *Receiver) body(n quarantine.AlarmNotification, now time.Time, hold time
 		if ev.Reason == "" {
 			a.Annotations["description"] = "resolved"
 		}
+		if ev.URL != "" {
+			a.Annotations["messages_url"], a.GeneratorURL = ev.URL, ev.URL
+		}
+		if ev.RunbookURL != "" {
+			a.Annotations["runbook_url"] = ev.RunbookURL
+		}
 		b, err := json.Marshal([]alertmanagerAlert{a})
 		return strings.TrimRight(r.URL, "/") + "/api/v2/alerts", b, err
 	default:
@@ -144,13 +150,26 @@ func summary(ev quarantine.AlarmEvent) string {
 
 func slackText(n quarantine.AlarmNotification) string {
 	ev := n.Event
+	var text string
 	switch n.Kind {
 	case quarantine.AlarmKindResolved:
-		return fmt.Sprintf(":white_check_mark: RESOLVED %s", summary(ev))
+		text = fmt.Sprintf(":white_check_mark: RESOLVED %s", summary(ev))
 	case quarantine.AlarmKindRepeat:
-		return fmt.Sprintf(":rotating_light: STILL FIRING %s: %s", summary(ev), ev.Reason)
+		text = fmt.Sprintf(":rotating_light: STILL FIRING %s: %s", summary(ev), ev.Reason)
+	default:
+		text = fmt.Sprintf(":rotating_light: FIRING %s: %s", summary(ev), ev.Reason)
 	}
-	return fmt.Sprintf(":rotating_light: FIRING %s: %s", summary(ev), ev.Reason)
+	var links []string
+	if ev.URL != "" {
+		links = append(links, "<"+ev.URL+"|Open the messages>")
+	}
+	if ev.RunbookURL != "" {
+		links = append(links, "<"+ev.RunbookURL+"|Runbook>")
+	}
+	if len(links) > 0 {
+		text += "\n" + strings.Join(links, " · ")
+	}
+	return text
 }
 
 // Notify delivers n: nil on a 2xx answer, a *DeliveryError otherwise.

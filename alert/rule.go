@@ -30,6 +30,9 @@ type Rule struct {
 	Repeat time.Duration
 	// Receivers names the receivers notified.
 	Receivers []string
+	// Runbook is the URL of this alarm's runbook section ("": the
+	// evaluator's RunbookURL).
+	Runbook string
 }
 
 // Validate checks r (EINVALID naming the field).

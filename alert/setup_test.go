@@ -134,8 +134,15 @@ func ageRule() alert.Rule {
 
 func newEvaluator(t *testing.T, s alert.Store, c *clock, rules []alert.Rule, rcv ...alert.Receiver) *alert.Evaluator {
 	t.Helper()
-	e, err := alert.New(alert.Config{Store: s, Rules: rules, Receivers: rcv, Now: c.Now,
-		Owner: func(q string) string { return map[string]string{"orders": "payments"}[q] }})
+	return newEvaluatorWith(t, alert.Config{Store: s, Rules: rules, Receivers: rcv, Now: c.Now})
+}
+
+// newEvaluatorWith is newEvaluator with a configuration of the test's
+// (orders is owned by payments).
+func newEvaluatorWith(t *testing.T, cfg alert.Config) *alert.Evaluator {
+	t.Helper()
+	cfg.Owner = func(q string) string { return map[string]string{"orders": "payments"}[q] }
+	e, err := alert.New(cfg)
 	if err != nil {
 		t.Fatalf("alert.New: %v", err)
 	}

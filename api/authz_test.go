@@ -117,6 +117,9 @@ var authzRoutes = []authzRoute{
 	{"get discard", "read", func(e *env, s string, m target) *resp {
 		return e.get("/api/v1/discards/"+e.matrixDiscard(m), s)
 	}, nil},
+	{"rekey", "filter", func(e *env, s string, m target) *resp {
+		return e.json(http.MethodPost, "/api/v1/messages/rekey", s, map[string]any{"filter": map[string]any{"queue": []string{m.queue}}, "dry_run": true})
+	}, nil},
 	{"ingest", "ingest", func(e *env, s string, m target) *resp {
 		return e.ingest(s, envelopeJSON(m.queue, m.job+"-ingest", 1, baseTime))
 	}, nil},
@@ -191,6 +194,10 @@ func authzExpect(rule string, role quarantine.Role, scoped, foreign bool) (int, 
 			return http.StatusForbidden, true
 		}
 		return http.StatusOK, hidden
+	case "filter": // a filter is narrowed to the token's owners: nothing to deny
+		if !operator {
+			return http.StatusForbidden, true
+		}
 	case "ingest":
 		if !operator || hidden {
 			return http.StatusForbidden, true

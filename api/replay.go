@@ -53,6 +53,9 @@ type replayPreview struct {
 	replayCreated
 	Items      []quarantine.ReplayItem `json:"items"`
 	NextCursor *string                 `json:"next_cursor"`
+	// Undeliverable names the items that would not be published (see
+	// Undeliverable).
+	Undeliverable quarantine.Undeliverable `json:"undeliverable"`
 }
 
 // createReplay pins the messages named by ids, or matching a filter,
@@ -123,7 +126,12 @@ func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	items = nonNilItems(items)
-	s.writeJSON(w, r, http.StatusCreated, replayPreview{replayCreated: out, Items: items, NextCursor: nextItemCursor(items, more)})
+	und, err := Undeliverable(r.Context(), s.cfg.Store, s.cfg.Replay.Route, batch)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	s.writeJSON(w, r, http.StatusCreated, replayPreview{replayCreated: out, Items: items, NextCursor: nextItemCursor(items, more), Undeliverable: und})
 }
 
 // denyDestination records a refused destination as access.denied and

@@ -17,8 +17,8 @@ import (
 type replayJSON struct {
 	*quarantine.ReplayBatch
 	Observe string `json:"observe"`
-	// AchievedRate is (published + deduplicated) per second since the
-	// batch started, until it finished; nil before it starts.
+	// AchievedRate is (published + deduplicated) per second while the
+	// batch was publishing (quarantine.AchievedRate); nil before it starts.
 	AchievedRate *float64 `json:"achieved_rate"`
 	// ETASeconds is how long the pending items still take at the batch's
 	// rate (plus the canary's observation still to come); nil when the
@@ -44,17 +44,7 @@ func newReplayJSON(b *quarantine.ReplayBatch, now time.Time) replayJSON {
 		c.Owners = []string{}
 	}
 	out := replayJSON{ReplayBatch: &c, Observe: c.Observe.String()}
-	if c.StartedAt != nil {
-		end := now
-		if c.FinishedAt != nil {
-			end = *c.FinishedAt
-		}
-		if secs := end.Sub(*c.StartedAt).Seconds(); secs > 0 {
-			rate := float64(counts[quarantine.ItemPublished]+counts[quarantine.ItemDeduplicated]) / secs
-			rate = float64(int64(rate*1000+0.5)) / 1000
-			out.AchievedRate = &rate
-		}
-	}
+	out.AchievedRate = quarantine.AchievedRate(&c, nil, now) // pauses: see replayRate
 	if !c.State.Terminal() {
 		eta := estimateSeconds(&c)
 		if c.CanaryVerdict == quarantine.CanaryObserving && c.CanaryUntil != nil && c.CanaryUntil.After(now) {
@@ -202,7 +192,14 @@ func (s *Server) getReplay(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, newReplayJSON(b, s.cfg.Now()))
+	v := newReplayJSON(b, s.cfg.Now())
+	rate, err := ReplayRate(r.Context(), s.cfg.Store, b, s.cfg.Now())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	v.AchievedRate = rate
+	s.writeJSON(w, r, http.StatusOK, v)
 }
 
 // replayItemPage is the body of GET /api/v1/replays/{id}/items.

@@ -98,6 +98,10 @@ type ReplayDefaults struct {
 	// ConfirmAbove: a replay started at once that selects more messages
 	// needs expect_count (config bulk.confirm_above; 0: never).
 	ConfirmAbove int
+	// Route checks where a message of a batch would be published (the
+	// replay engine's routes), so that a dry run names the undeliverable
+	// messages before Start (nil: only the skipped ones).
+	Route quarantine.RouteCheck
 }
 
 // guard returns the incident guard of d, nil when it has none.
@@ -201,6 +205,7 @@ func (s *Server) routes() *chi.Mux {
 		read.Post("/api/v1/messages/sample", s.sampleMessages)
 		operate.Post("/api/v1/messages/discard", s.discardMessages)
 		read.Get("/api/v1/discards/{id}", s.getDiscard)
+		operate.Post("/api/v1/messages/rekey", s.rekeyMessages)
 		read.Get("/api/v1/messages/{id}", s.getMessage)
 		read.Get("/api/v1/messages/{id}/versions", s.listVersions)
 		read.Get("/api/v1/messages/{id}/versions/{version}", s.getVersion)

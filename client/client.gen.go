@@ -928,9 +928,56 @@ type QueueStats struct {
 	Queue string `json:"queue"`
 }
 
+// RekeyRequest A reason is required unless `dry_run`.
+type RekeyRequest struct {
+	// DryRun Only count what would change (default false: apply).
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// ExpectChanged The dry run's `changed`; another count is 409.
+	ExpectChanged *int `json:"expect_changed,omitempty"`
+
+	// Filter The filters of the message list, as an object; all optional.
+	Filter MessageFilter `json:"filter"`
+	Reason *string       `json:"reason,omitempty"`
+}
+
+// RekeyResult defines model for RekeyResult.
+type RekeyResult struct {
+	// Changed Messages whose key (or key rule) the rules change: would change on a dry run.
+	Changed int `json:"changed"`
+
+	// Changes The first changes.
+	Changes []struct {
+		// Id A ULID.
+		Id      ID     `json:"id"`
+		NewKey  string `json:"new_key"`
+		NewRule string `json:"new_rule"`
+		OldKey  string `json:"old_key"`
+		OldRule string `json:"old_rule"`
+		Queue   string `json:"queue"`
+	} `json:"changes"`
+	DryRun bool `json:"dry_run"`
+
+	// Matched Messages of the filter.
+	Matched int `json:"matched"`
+
+	// Stale Changes not applied because the message changed meanwhile.
+	Stale int `json:"stale"`
+
+	// StillMissing Messages with no key that the rules find none for.
+	StillMissing int `json:"still_missing"`
+
+	// Unchanged Messages that keep their key.
+	Unchanged int `json:"unchanged"`
+}
+
 // ReplayBatch Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"pin_eta_seconds":null,"pin_total":42,"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
 type ReplayBatch struct {
-	// AchievedRate (published + deduplicated) per second since it started, until it finished; null before it starts.
+	// AchievedRate (published + deduplicated) per second while publishing: the time the batch
+	// ran from its start until it finished (or now), without the canary's
+	// observation and (on GET of one batch) without the time it was paused or
+	// halted; that time is at least published / rate, so one message published
+	// in a few milliseconds shows the configured rate. Null before it starts.
 	AchievedRate *float32      `json:"achieved_rate"`
 	Actor        string        `json:"actor"`
 	Burst        int           `json:"burst"`
@@ -1023,6 +1070,14 @@ type ReplayCreated struct {
 
 	// Replay Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"pin_eta_seconds":null,"pin_total":42,"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
 	Replay ReplayBatch `json:"replay"`
+
+	// Undeliverable Dry runs only: the items that Start would not publish. Skipped ones
+	// (no idempotency key, a changed key rule, not quarantined) and pending
+	// ones the configured routes refuse (an HTTP-ingested message with no
+	// `destinations:` entry for its queue, an unknown collector, no queue),
+	// each with its reason. `count` counts them all; `items` names the
+	// first 100. A batch whose every item is undeliverable ends `failed`.
+	Undeliverable *Undeliverable `json:"undeliverable,omitempty"`
 }
 
 // ReplayDestination Zero members keep the default, the message's own queue through the broker it came from.
@@ -1216,6 +1271,22 @@ type TokenCreate struct {
 // TokenList defines model for TokenList.
 type TokenList struct {
 	Items []Token `json:"items"`
+}
+
+// Undeliverable Dry runs only: the items that Start would not publish. Skipped ones
+// (no idempotency key, a changed key rule, not quarantined) and pending
+// ones the configured routes refuse (an HTTP-ingested message with no
+// `destinations:` entry for its queue, an unknown collector, no queue),
+// each with its reason. `count` counts them all; `items` names the
+// first 100. A batch whose every item is undeliverable ends `failed`.
+type Undeliverable struct {
+	Count int `json:"count"`
+	Items []struct {
+		// MessageId A ULID.
+		MessageId ID     `json:"message_id"`
+		Queue     string `json:"queue"`
+		Reason    string `json:"reason"`
+	} `json:"items"`
 }
 
 // Violation defines model for Violation.
@@ -1549,6 +1620,9 @@ type IngestJSONRequestBody = IngestRequest
 
 // DiscardMessagesJSONRequestBody defines body for DiscardMessages for application/json ContentType.
 type DiscardMessagesJSONRequestBody = DiscardRequest
+
+// RekeyMessagesJSONRequestBody defines body for RekeyMessages for application/json ContentType.
+type RekeyMessagesJSONRequestBody = RekeyRequest
 
 // SampleMessagesJSONRequestBody defines body for SampleMessages for application/json ContentType.
 type SampleMessagesJSONRequestBody = SampleRequest
@@ -1977,6 +2051,44 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/messages/discard (the `DiscardMessages` operationId).
 	DiscardMessages(ctx context.Context, body DiscardMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RekeyMessagesWithBody Apply the idempotency rules configured now to stored messages.
+	//
+	// Needs an operator or admin. For every message of the filter (within
+	// the token's owners) the key is derived again as a collector would
+	// now: the first `idempotency:` rule matching the queue, else the
+	// usual headers (`x-idempotency-key`, `idempotency-key`,
+	// `idempotency_key`, any case). A key the message carried itself
+	// (envelope) is kept, and so is one the rules no longer find. With
+	// `dry_run` nothing changes and the answer counts what would; else
+	// each changed message gets one `message.rekey` audit event (old and
+	// new key and rule, reason), all in one transaction. With
+	// `expect_changed` (the dry run's `changed`), another count is 409
+	// and nothing changes; an empty filter needs it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/messages/rekey (the `RekeyMessages` operationId).
+	RekeyMessagesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RekeyMessages Apply the idempotency rules configured now to stored messages.
+	//
+	// Needs an operator or admin. For every message of the filter (within
+	// the token's owners) the key is derived again as a collector would
+	// now: the first `idempotency:` rule matching the queue, else the
+	// usual headers (`x-idempotency-key`, `idempotency-key`,
+	// `idempotency_key`, any case). A key the message carried itself
+	// (envelope) is kept, and so is one the rules no longer find. With
+	// `dry_run` nothing changes and the answer counts what would; else
+	// each changed message gets one `message.rekey` audit event (old and
+	// new key and rule, reason), all in one transaction. With
+	// `expect_changed` (the dry run's `changed`), another count is 409
+	// and nothing changes; an empty filter needs it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/messages/rekey (the `RekeyMessages` operationId).
+	RekeyMessages(ctx context.Context, body RekeyMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// SampleMessagesWithBody A uniformly random sample of the filtered messages.
 	//
 	// Every message matching the filter (within the token's owners) is
@@ -2163,8 +2275,10 @@ type ClientInterface interface {
 	// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
-	// rest (GET …/items). `estimated_seconds` is pending items / rate,
-	// plus `observe` when there is a canary.
+	// rest (GET …/items), and `undeliverable`: how many items Start would
+	// not publish, each with its reason (skipped, or refused by the
+	// routes: no destination, unknown collector). `estimated_seconds` is
+	// pending items / rate, plus `observe` when there is a canary.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2218,8 +2332,10 @@ type ClientInterface interface {
 	// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
-	// rest (GET …/items). `estimated_seconds` is pending items / rate,
-	// plus `observe` when there is a canary.
+	// rest (GET …/items), and `undeliverable`: how many items Start would
+	// not publish, each with its reason (skipped, or refused by the
+	// routes: no destination, unknown collector). `estimated_seconds` is
+	// pending items / rate, plus `observe` when there is a canary.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2739,6 +2855,64 @@ func (c *Client) DiscardMessages(ctx context.Context, body DiscardMessagesJSONRe
 	return c.Client.Do(req)
 }
 
+// RekeyMessagesWithBody Apply the idempotency rules configured now to stored messages.
+//
+// Needs an operator or admin. For every message of the filter (within
+// the token's owners) the key is derived again as a collector would
+// now: the first `idempotency:` rule matching the queue, else the
+// usual headers (`x-idempotency-key`, `idempotency-key`,
+// `idempotency_key`, any case). A key the message carried itself
+// (envelope) is kept, and so is one the rules no longer find. With
+// `dry_run` nothing changes and the answer counts what would; else
+// each changed message gets one `message.rekey` audit event (old and
+// new key and rule, reason), all in one transaction. With
+// `expect_changed` (the dry run's `changed`), another count is 409
+// and nothing changes; an empty filter needs it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/messages/rekey (the `RekeyMessages` operationId).
+func (c *Client) RekeyMessagesWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRekeyMessagesRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RekeyMessages Apply the idempotency rules configured now to stored messages.
+//
+// Needs an operator or admin. For every message of the filter (within
+// the token's owners) the key is derived again as a collector would
+// now: the first `idempotency:` rule matching the queue, else the
+// usual headers (`x-idempotency-key`, `idempotency-key`,
+// `idempotency_key`, any case). A key the message carried itself
+// (envelope) is kept, and so is one the rules no longer find. With
+// `dry_run` nothing changes and the answer counts what would; else
+// each changed message gets one `message.rekey` audit event (old and
+// new key and rule, reason), all in one transaction. With
+// `expect_changed` (the dry run's `changed`), another count is 409
+// and nothing changes; an empty filter needs it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/messages/rekey (the `RekeyMessages` operationId).
+func (c *Client) RekeyMessages(ctx context.Context, body RekeyMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRekeyMessagesRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // SampleMessagesWithBody A uniformly random sample of the filtered messages.
 //
 // Every message matching the filter (within the token's owners) is
@@ -3035,8 +3209,10 @@ func (c *Client) ListReplays(ctx context.Context, params *ListReplaysParams, req
 // message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
-// rest (GET …/items). `estimated_seconds` is pending items / rate,
-// plus `observe` when there is a canary.
+// rest (GET …/items), and `undeliverable`: how many items Start would
+// not publish, each with its reason (skipped, or refused by the
+// routes: no destination, unknown collector). `estimated_seconds` is
+// pending items / rate, plus `observe` when there is a canary.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3100,8 +3276,10 @@ func (c *Client) CreateReplayWithBody(ctx context.Context, contentType string, b
 // message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
-// rest (GET …/items). `estimated_seconds` is pending items / rate,
-// plus `observe` when there is a canary.
+// rest (GET …/items), and `undeliverable`: how many items Start would
+// not publish, each with its reason (skipped, or refused by the
+// routes: no destination, unknown collector). `estimated_seconds` is
+// pending items / rate, plus `observe` when there is a canary.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4372,6 +4550,46 @@ func NewDiscardMessagesRequestWithBody(server string, contentType string, body i
 	}
 
 	operationPath := fmt.Sprintf("/api/v1/messages/discard")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRekeyMessagesRequest calls the generic RekeyMessages builder with application/json body
+func NewRekeyMessagesRequest(server string, body RekeyMessagesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRekeyMessagesRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewRekeyMessagesRequestWithBody constructs an http.Request for the RekeyMessages method, with any body, and a specified content type
+func NewRekeyMessagesRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/messages/rekey")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -5773,6 +5991,44 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/messages/discard (the `DiscardMessages` operationId).
 	DiscardMessagesWithResponse(ctx context.Context, body DiscardMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*DiscardMessagesResponse, error)
 
+	// RekeyMessagesWithBodyWithResponse Apply the idempotency rules configured now to stored messages.
+	//
+	// Needs an operator or admin. For every message of the filter (within
+	// the token's owners) the key is derived again as a collector would
+	// now: the first `idempotency:` rule matching the queue, else the
+	// usual headers (`x-idempotency-key`, `idempotency-key`,
+	// `idempotency_key`, any case). A key the message carried itself
+	// (envelope) is kept, and so is one the rules no longer find. With
+	// `dry_run` nothing changes and the answer counts what would; else
+	// each changed message gets one `message.rekey` audit event (old and
+	// new key and rule, reason), all in one transaction. With
+	// `expect_changed` (the dry run's `changed`), another count is 409
+	// and nothing changes; an empty filter needs it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/messages/rekey (the `RekeyMessages` operationId).
+	RekeyMessagesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RekeyMessagesResponse, error)
+
+	// RekeyMessagesWithResponse Apply the idempotency rules configured now to stored messages.
+	//
+	// Needs an operator or admin. For every message of the filter (within
+	// the token's owners) the key is derived again as a collector would
+	// now: the first `idempotency:` rule matching the queue, else the
+	// usual headers (`x-idempotency-key`, `idempotency-key`,
+	// `idempotency_key`, any case). A key the message carried itself
+	// (envelope) is kept, and so is one the rules no longer find. With
+	// `dry_run` nothing changes and the answer counts what would; else
+	// each changed message gets one `message.rekey` audit event (old and
+	// new key and rule, reason), all in one transaction. With
+	// `expect_changed` (the dry run's `changed`), another count is 409
+	// and nothing changes; an empty filter needs it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/messages/rekey (the `RekeyMessages` operationId).
+	RekeyMessagesWithResponse(ctx context.Context, body RekeyMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*RekeyMessagesResponse, error)
+
 	// SampleMessagesWithBodyWithResponse A uniformly random sample of the filtered messages.
 	//
 	// Every message matching the filter (within the token's owners) is
@@ -5969,8 +6225,10 @@ type ClientWithResponsesInterface interface {
 	// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
-	// rest (GET …/items). `estimated_seconds` is pending items / rate,
-	// plus `observe` when there is a canary.
+	// rest (GET …/items), and `undeliverable`: how many items Start would
+	// not publish, each with its reason (skipped, or refused by the
+	// routes: no destination, unknown collector). `estimated_seconds` is
+	// pending items / rate, plus `observe` when there is a canary.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6024,8 +6282,10 @@ type ClientWithResponsesInterface interface {
 	// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
-	// rest (GET …/items). `estimated_seconds` is pending items / rate,
-	// plus `observe` when there is a canary.
+	// rest (GET …/items), and `undeliverable`: how many items Start would
+	// not publish, each with its reason (skipped, or refused by the
+	// routes: no destination, unknown collector). `estimated_seconds` is
+	// pending items / rate, plus `observe` when there is a canary.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7417,6 +7677,182 @@ func (r DiscardMessagesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r DiscardMessagesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RekeyMessagesResponse200Headers the declared response headers of an HTTP 200 response for RekeyMessages
+type RekeyMessagesResponse200Headers struct {
+	XRequestId string
+}
+
+// RekeyMessagesResponse400Headers the declared response headers of an HTTP 400 response for RekeyMessages
+type RekeyMessagesResponse400Headers struct {
+	XRequestId string
+}
+
+// RekeyMessagesResponse401Headers the declared response headers of an HTTP 401 response for RekeyMessages
+type RekeyMessagesResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// RekeyMessagesResponse403Headers the declared response headers of an HTTP 403 response for RekeyMessages
+type RekeyMessagesResponse403Headers struct {
+	XRequestId string
+}
+
+// RekeyMessagesResponse409Headers the declared response headers of an HTTP 409 response for RekeyMessages
+type RekeyMessagesResponse409Headers struct {
+	XRequestId string
+}
+
+// RekeyMessagesResponse413Headers the declared response headers of an HTTP 413 response for RekeyMessages
+type RekeyMessagesResponse413Headers struct {
+	XRequestId string
+}
+
+// RekeyMessagesResponse415Headers the declared response headers of an HTTP 415 response for RekeyMessages
+type RekeyMessagesResponse415Headers struct {
+	XRequestId string
+}
+
+// RekeyMessagesResponse422Headers the declared response headers of an HTTP 422 response for RekeyMessages
+type RekeyMessagesResponse422Headers struct {
+	XRequestId string
+}
+
+// RekeyMessagesResponse429Headers the declared response headers of an HTTP 429 response for RekeyMessages
+type RekeyMessagesResponse429Headers struct {
+	RetryAfter string
+	XRequestId string
+}
+
+// RekeyMessagesResponseDefaultHeaders the declared response headers of an HTTP default response for RekeyMessages
+type RekeyMessagesResponseDefaultHeaders struct {
+	XRequestId string
+}
+
+type RekeyMessagesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RekeyResult
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *TooLarge
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *UnsupportedMediaType
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Unprocessable
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *RekeyMessagesResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *RekeyMessagesResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RekeyMessagesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *RekeyMessagesResponse403Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *RekeyMessagesResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *RekeyMessagesResponse413Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RekeyMessagesResponse415Headers
+	// Headers422 the parsed response headers for an HTTP 422 response
+	Headers422 *RekeyMessagesResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RekeyMessagesResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *RekeyMessagesResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RekeyMessagesResponse) GetJSON200() *RekeyResult {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RekeyMessagesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RekeyMessagesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RekeyMessagesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RekeyMessagesResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RekeyMessagesResponse) GetApplicationproblemJSON413() *TooLarge {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RekeyMessagesResponse) GetApplicationproblemJSON415() *UnsupportedMediaType {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r RekeyMessagesResponse) GetApplicationproblemJSON422() *Unprocessable {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RekeyMessagesResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RekeyMessagesResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RekeyMessagesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RekeyMessagesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RekeyMessagesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RekeyMessagesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -10890,6 +11326,56 @@ func (c *ClientWithResponses) DiscardMessagesWithResponse(ctx context.Context, b
 	return ParseDiscardMessagesResponse(rsp)
 }
 
+// RekeyMessagesWithBodyWithResponse Apply the idempotency rules configured now to stored messages.
+//
+// Needs an operator or admin. For every message of the filter (within
+// the token's owners) the key is derived again as a collector would
+// now: the first `idempotency:` rule matching the queue, else the
+// usual headers (`x-idempotency-key`, `idempotency-key`,
+// `idempotency_key`, any case). A key the message carried itself
+// (envelope) is kept, and so is one the rules no longer find. With
+// `dry_run` nothing changes and the answer counts what would; else
+// each changed message gets one `message.rekey` audit event (old and
+// new key and rule, reason), all in one transaction. With
+// `expect_changed` (the dry run's `changed`), another count is 409
+// and nothing changes; an empty filter needs it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/messages/rekey (the `RekeyMessages` operationId).
+func (c *ClientWithResponses) RekeyMessagesWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RekeyMessagesResponse, error) {
+	rsp, err := c.RekeyMessagesWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRekeyMessagesResponse(rsp)
+}
+
+// RekeyMessagesWithResponse Apply the idempotency rules configured now to stored messages.
+//
+// Needs an operator or admin. For every message of the filter (within
+// the token's owners) the key is derived again as a collector would
+// now: the first `idempotency:` rule matching the queue, else the
+// usual headers (`x-idempotency-key`, `idempotency-key`,
+// `idempotency_key`, any case). A key the message carried itself
+// (envelope) is kept, and so is one the rules no longer find. With
+// `dry_run` nothing changes and the answer counts what would; else
+// each changed message gets one `message.rekey` audit event (old and
+// new key and rule, reason), all in one transaction. With
+// `expect_changed` (the dry run's `changed`), another count is 409
+// and nothing changes; an empty filter needs it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/messages/rekey (the `RekeyMessages` operationId).
+func (c *ClientWithResponses) RekeyMessagesWithResponse(ctx context.Context, body RekeyMessagesJSONRequestBody, reqEditors ...RequestEditorFn) (*RekeyMessagesResponse, error) {
+	rsp, err := c.RekeyMessages(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRekeyMessagesResponse(rsp)
+}
+
 // SampleMessagesWithBodyWithResponse A uniformly random sample of the filtered messages.
 //
 // Every message matching the filter (within the token's owners) is
@@ -11152,8 +11638,10 @@ func (c *ClientWithResponses) ListReplaysWithResponse(ctx context.Context, param
 // message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
-// rest (GET …/items). `estimated_seconds` is pending items / rate,
-// plus `observe` when there is a canary.
+// rest (GET …/items), and `undeliverable`: how many items Start would
+// not publish, each with its reason (skipped, or refused by the
+// routes: no destination, unknown collector). `estimated_seconds` is
+// pending items / rate, plus `observe` when there is a canary.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -11213,8 +11701,10 @@ func (c *ClientWithResponses) CreateReplayWithBodyWithResponse(ctx context.Conte
 // message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
-// rest (GET …/items). `estimated_seconds` is pending items / rate,
-// plus `observe` when there is a canary.
+// rest (GET …/items), and `undeliverable`: how many items Start would
+// not publish, each with its reason (skipped, or refused by the
+// routes: no destination, unknown collector). `estimated_seconds` is
+// pending items / rate, plus `observe` when there is a canary.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12913,6 +13403,212 @@ func ParseDiscardMessagesResponse(rsp *http.Response) (*DiscardMessagesResponse,
 		response.Headers429 = &headers
 	case true:
 		var headers DiscardMessagesResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRekeyMessagesResponse parses an HTTP response from a RekeyMessagesWithResponse call
+func ParseRekeyMessagesResponse(rsp *http.Response) (*RekeyMessagesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RekeyMessagesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RekeyResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Unprocessable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers RekeyMessagesResponse200Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers RekeyMessagesResponse400Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers RekeyMessagesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers RekeyMessagesResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 409:
+		var headers RekeyMessagesResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers RekeyMessagesResponse413Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 415:
+		var headers RekeyMessagesResponse415Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers415 = &headers
+	case rsp.StatusCode == 422:
+		var headers RekeyMessagesResponse422Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers RekeyMessagesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers RekeyMessagesResponseDefaultHeaders
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

@@ -61,9 +61,15 @@ func (r *IdempotencyRule) Describe() string {
 	return d
 }
 
+// DefaultKeyHeaders are the headers (message attributes on SQS) a
+// collector takes the idempotency key from when no rule matches the
+// queue, compared case-insensitively, first found wins.
+var DefaultKeyHeaders = []string{"x-idempotency-key", "idempotency-key", "idempotency_key"}
+
 // KeyRule describes the rule that applies to queue now (the first that
-// matches), or quarantine.KeyRuleNone. It is a quarantine.KeyRuleFunc: a
-// replay compares it with the rule recorded on each message.
+// matches), or quarantine.KeyRuleDefault (the DefaultKeyHeaders). It is a
+// quarantine.KeyRuleFunc: a replay compares it with the rule recorded on
+// each message.
 func (p *Preparer) KeyRule(queue string) string {
 	if p != nil {
 		for i := range p.Idempotency {
@@ -72,7 +78,7 @@ func (p *Preparer) KeyRule(queue string) string {
 			}
 		}
 	}
-	return quarantine.KeyRuleNone
+	return quarantine.KeyRuleDefault
 }
 
 func (r *IdempotencyRule) matches(queue string) bool {
@@ -99,9 +105,15 @@ type Preparer struct {
 	MaxPayloadBytes int
 }
 
-// Prepare applies the rules to m in place.
+// Prepare applies the rules to m in place. A nil Preparer only takes a
+// missing key from the DefaultKeyHeaders.
 func (p *Preparer) Prepare(m *quarantine.Message) {
 	if p == nil {
+		if m.IdempotencyKey == "" {
+			m.IdempotencyKey, m.KeyRule = defaultHeaderKey(m.Headers), quarantine.KeyRuleDefault
+		} else if m.KeyRule == "" {
+			m.KeyRule = quarantine.KeyRuleEnvelope
+		}
 		return
 	}
 	switch {
@@ -132,23 +144,45 @@ func (p *Preparer) Prepare(m *quarantine.Message) {
 	}
 }
 
-// idempotencyKey finds the key by the first rule matching m's queue, or "".
+// idempotencyKey finds the key by the first rule matching m's queue; with
+// no rule for the queue, in the first of DefaultKeyHeaders m carries; or "".
 func (p *Preparer) idempotencyKey(m *quarantine.Message) string {
+	return p.Key(m.Queue, m.Headers, m.Payload)
+}
+
+// Key derives the idempotency key of a job of queue from its headers and
+// payload as the rules say now: the first rule matching queue, else the
+// DefaultKeyHeaders. "" when none gives a key. A re-key applies it to
+// stored messages.
+func (p *Preparer) Key(queue string, headers map[string]string, payload []byte) string {
+	if p == nil {
+		return defaultHeaderKey(headers)
+	}
 	for i := range p.Idempotency {
 		r := &p.Idempotency[i]
-		if !r.matches(m.Queue) {
+		if !r.matches(queue) {
 			continue
 		}
 		var v string
 		if r.Header != "" {
-			v = headerValue(m.Headers, r.Header)
+			v = headerValue(headers, r.Header)
 		} else {
-			v = pointerValue(m.Payload, r.JSONPointer)
+			v = pointerValue(payload, r.JSONPointer)
 		}
 		if v == "" {
 			return ""
 		}
 		return r.Prefix + v
+	}
+	return defaultHeaderKey(headers)
+}
+
+// defaultHeaderKey is the value of the first of DefaultKeyHeaders in h, or "".
+func defaultHeaderKey(h map[string]string) string {
+	for _, name := range DefaultKeyHeaders {
+		if v := headerValue(h, name); v != "" {
+			return v
+		}
 	}
 	return ""
 }

@@ -37,7 +37,14 @@ func TestPreparer(t *testing.T) {
 		{"array index", "lines", "", `{"items":[{"id":"a"},{"id":"b"}]}`, nil, "b", "", "pointer:/items/1/id"},
 		// RFC 6901: "01" is no array index; redaction reads it the same way.
 		{"leading zero names nothing", "zero", "", `{"items":[{"id":"a"},{"id":"b"}]}`, nil, "", "", "pointer:/items/01/id"},
-		{"no rule", "other", "", `{"order":{"id":"A7"}}`, nil, "", "", quarantine.KeyRuleNone},
+		{"no rule, no usual header", "other", "", `{"order":{"id":"A7"}}`, map[string]string{"x-key": "k"}, "", "", quarantine.KeyRuleDefault},
+		{"no rule: x-idempotency-key", "other", "", ``, map[string]string{"X-IDEMPOTENCY-KEY": "d-1"}, "d-1", "", quarantine.KeyRuleDefault},
+		{"no rule: idempotency-key", "other", "", ``, map[string]string{"Idempotency-Key": "d-2"}, "d-2", "", quarantine.KeyRuleDefault},
+		{"no rule: idempotency_key", "other", "", ``, map[string]string{"IDEMPOTENCY_KEY": "d-3"}, "d-3", "", quarantine.KeyRuleDefault},
+		{"no rule: x-idempotency-key first", "other", "", ``, map[string]string{"idempotency_key": "late", "x-idempotency-key": "first"}, "first", "", quarantine.KeyRuleDefault},
+		{"no rule: an empty header is no key", "other", "", ``, map[string]string{"x-idempotency-key": "", "idempotency-key": "d-4"}, "d-4", "", quarantine.KeyRuleDefault},
+		{"a rule overrides the usual headers", "orders", "", `{"order":{"id":"A7"}}`, map[string]string{"x-idempotency-key": "hdr"}, "order:A7", "payments", "pointer:/order/id prefix:order:"},
+		{"a rule that finds nothing does not fall back", "orders", "", `{}`, map[string]string{"x-idempotency-key": "hdr"}, "", "payments", "pointer:/order/id prefix:order:"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,5 +129,28 @@ func TestPreparerFlagsLargePayloads(t *testing.T) {
 	p.Prepare(large)
 	if small.HasFlag(quarantine.FlagPayloadTooLarge) || !large.HasFlag(quarantine.FlagPayloadTooLarge) || string(large.Payload) != "12345" {
 		t.Fatalf("small %v, large %v %q", small.Flags, large.Flags, large.Payload)
+	}
+}
+
+func TestNilPreparerTakesTheUsualHeaders(t *testing.T) {
+	t.Parallel()
+	var p *collect.Preparer
+	m := &quarantine.Message{Queue: "q", Headers: map[string]string{"Idempotency-Key": "k1"}}
+	p.Prepare(m)
+	if m.IdempotencyKey != "k1" || m.KeyRule != quarantine.KeyRuleDefault || p.KeyRule("q") != quarantine.KeyRuleDefault {
+		t.Fatalf("key %q rule %q", m.IdempotencyKey, m.KeyRule)
+	}
+	if got := p.Key("q", map[string]string{"x-idempotency-key": "k2"}, nil); got != "k2" {
+		t.Fatalf("Key = %q", got)
+	}
+}
+
+func TestSameKeyRule(t *testing.T) {
+	t.Parallel()
+	if !quarantine.SameKeyRule(quarantine.KeyRuleNone, quarantine.KeyRuleDefault) || !quarantine.SameKeyRule("", quarantine.KeyRuleDefault) {
+		t.Fatal("a message collected before the default headers reads as collected under them")
+	}
+	if quarantine.SameKeyRule("header:x-id", quarantine.KeyRuleDefault) {
+		t.Fatal("a configured rule is not the default")
 	}
 }

@@ -97,6 +97,14 @@ type Store interface {
 	// unknown IDs are skipped with reason "not found".
 	Discard(ctx context.Context, d quarantine.Discard) (quarantine.BulkResult, error)
 
+	// RekeyMessages applies the key changes of r whose message still has
+	// the old key and rule (the others are stale): key, key rule, the
+	// missing_idempotency_key flag dropped, and one message.rekey audit
+	// event each (details: old_key, new_key, old_rule, new_rule, reason),
+	// all in one transaction. It returns the ids changed. EUNPROCESSABLE
+	// without a reason; EINVALID for a change removing a key.
+	RekeyMessages(ctx context.Context, r quarantine.Rekey) ([]string, error)
+
 	// Sample returns a random sample of the messages matching r.Filter,
 	// without payload bytes. Uniform: every matching message is equally
 	// likely to be in it; reproducible: the same seed over the same set

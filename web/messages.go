@@ -25,6 +25,8 @@ func (h *Handler) messageRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /messages/bulk", h.authed(h.bulkForm))
 	m.HandleFunc("POST /messages/discard", h.authed(h.bulkDiscard))
 	m.HandleFunc("GET /discards/{id}", h.authed(h.discardProgress))
+	m.HandleFunc("GET /messages/rekey", h.authed(h.rekeyForm))
+	m.HandleFunc("POST /messages/rekey", h.authed(h.rekeyApply))
 	m.HandleFunc("GET /messages/{id}", h.authed(h.showMessage))
 	m.HandleFunc("POST /messages/{id}/discard", h.authed(h.discardOne))
 	m.HandleFunc("GET /groups", h.authed(h.listGroups))
@@ -205,6 +207,7 @@ type messagesContent struct {
 	Messages   []*quarantine.Message
 	Next       string // URL of the next page, "" on the last
 	CanChange  bool   // the token may discard and replay: the selection is shown
+	RekeyURL   string // the re-key page of the filter ("" on a sample)
 	AllURL     string // the bulk page for every message matching the filter
 	SampleURL  string
 	GroupsURL  string
@@ -255,6 +258,7 @@ func (h *Handler) listMessages(w http.ResponseWriter, r *http.Request, s *sessio
 	c.AllURL = "/messages/bulk?" + fv.with("all", "1")
 	c.SampleURL = "/messages/sample"
 	c.GroupsURL = "/groups?" + fv.Query
+	c.RekeyURL = "/messages/rekey?" + fv.Query
 	c.Curl = curlGet(r, "/api/v1/messages", fv.Values)
 	if api.Scope(s.token, &f) {
 		res, err := h.cfg.Store.ListMessages(r.Context(), f)

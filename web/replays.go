@@ -128,6 +128,8 @@ type replayContent struct {
 	First     bool // the first page of items
 	// Action and Reason are the action form that failed, shown again.
 	Action, Reason string
+	// Undeliverable is what Start would not publish (drafts only).
+	Undeliverable *quarantine.Undeliverable
 }
 
 // Terminal reports whether the batch can change no more.
@@ -156,9 +158,20 @@ func (h *Handler) replayContent(r *http.Request, s *session, b *quarantine.Repla
 	for _, o := range quarantine.ItemOutcomes {
 		c.Counts = append(c.Counts, outcomeCount{o, b.Counts[o]})
 	}
-	rate, eta := api.ReplayProgress(b, h.cfg.Now())
+	_, eta := api.ReplayProgress(b, h.cfg.Now())
+	rate, err := api.ReplayRate(r.Context(), h.cfg.Store, b, h.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
 	c.Rate, c.ETA = showRate(rate), showSeconds(eta)
 	c.PinETA = showSeconds(pinETA(b, h.cfg.Now()))
+	if b.State == quarantine.ReplayDraft {
+		u, err := api.Undeliverable(r.Context(), h.cfg.Store, h.cfg.Replay.Route, b)
+		if err != nil {
+			return nil, err
+		}
+		c.Undeliverable = &u
+	}
 	if canOperate(s.token) && api.ActsOnReplay(s.token, b) {
 		publishes := h.cfg.Replay.DestinationAllowed(s.token, b.Destination) == nil
 		for _, a := range replayActions {
@@ -249,7 +262,12 @@ func (h *Handler) replayProgress(w http.ResponseWriter, r *http.Request, s *sess
 	for _, o := range quarantine.ItemOutcomes {
 		p.Counts[o] = b.Counts[o]
 	}
-	p.AchievedRate, p.ETASeconds = api.ReplayProgress(b, h.cfg.Now())
+	_, p.ETASeconds = api.ReplayProgress(b, h.cfg.Now())
+	var err error
+	if p.AchievedRate, err = api.ReplayRate(r.Context(), h.cfg.Store, b, h.cfg.Now()); err != nil {
+		h.fail(w, r, s, err)
+		return
+	}
 	body, err := json.Marshal(p)
 	if err != nil {
 		h.fail(w, r, s, err)

@@ -200,6 +200,14 @@ func quietLogger() *slog.Logger {
 // runCollector starts a collector named name over a new Source.
 func runCollector(tb testing.TB, name string, cfg Config, st collect.Inserter, audit AuditFunc, batch int) *running {
 	tb.Helper()
+	return runCollectorWith(tb, name, cfg, st, audit, batch, &collect.Preparer{
+		Idempotency: []collect.IdempotencyRule{{Queues: []string{"*"}, Header: "X-Idempotency-Key"}},
+	})
+}
+
+// runCollectorWith is runCollector with the collector's Preparer.
+func runCollectorWith(tb testing.TB, name string, cfg Config, st collect.Inserter, audit AuditFunc, batch int, prep *collect.Preparer) *running {
+	tb.Helper()
 	src, err := NewSource(name, cfg, quietLogger())
 	if err != nil {
 		tb.Fatal(err)
@@ -210,9 +218,7 @@ func runCollector(tb testing.TB, name string, cfg Config, st collect.Inserter, a
 	}
 	acks := collecttest.NewAcks(src)
 	col := collect.New(collect.Config{Name: name, Source: acks, Store: st, BatchSize: batch, Linger: 20 * time.Millisecond,
-		MaxBackoff: 500 * time.Millisecond, Logger: quietLogger(), Preparer: &collect.Preparer{
-			Idempotency: []collect.IdempotencyRule{{Queues: []string{"*"}, Header: "X-Idempotency-Key"}},
-		}})
+		MaxBackoff: 500 * time.Millisecond, Logger: quietLogger(), Preparer: prep})
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{src: src, acks: acks, col: col, cancel: cancel, done: make(chan struct{})}
 	go func() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,7 @@ func (m *Main) startAlarms(reg prometheus.Registerer) error {
 		e, err = alert.New(alert.Config{
 			Store: m.store, Rules: m.Config.Alarms.Rules, Receivers: m.Config.Alarms.Receivers,
 			Owner: owner, Interval: m.Config.Alarms.Interval, Logger: m.logger,
+			PublicURL: cmp.Or(m.Config.PublicURL, m.URL()), RunbookURL: m.Config.RunbookURL,
 		})
 		if err != nil {
 			return err

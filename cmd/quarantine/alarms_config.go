@@ -32,6 +32,7 @@ type fileAlarm struct {
 	Repeat    any            `yaml:"repeat"`
 	Interval  any            `yaml:"interval"`
 	Receivers []fileReceiver `yaml:"receivers"`
+	Runbook   string         `yaml:"runbook"`
 }
 
 // fileReceiver is one receiver of an alarm: exactly one of webhook, slack
@@ -55,7 +56,7 @@ func (s *configSource) decodeAlarms(fa []fileAlarm, a *AlarmsConfig) error {
 	a.Rules, a.Interval = nil, 0
 	for i, f := range fa {
 		key := fmt.Sprintf("alarms[%d]", i)
-		r := alert.Rule{Name: strings.TrimSpace(f.Name), Queues: f.Queues, Owner: f.Owner}
+		r := alert.Rule{Name: strings.TrimSpace(f.Name), Queues: f.Queues, Owner: f.Owner, Runbook: f.Runbook}
 		if r.Name == "" {
 			if len(fa) > 1 {
 				return s.errorf(key+".name", "give each alarm a name when there are several")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	neturl "net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -24,9 +25,10 @@ import (
 
 // Environment variables read by the configuration.
 const (
-	EnvConfig   = "QUARANTINE_CONFIG"       // path of the YAML file
-	EnvDatabase = "QUARANTINE_DATABASE_URL" // overrides database
-	EnvListen   = "QUARANTINE_LISTEN"       // overrides listen
+	EnvConfig    = "QUARANTINE_CONFIG"       // path of the YAML file
+	EnvDatabase  = "QUARANTINE_DATABASE_URL" // overrides database
+	EnvListen    = "QUARANTINE_LISTEN"       // overrides listen
+	EnvPublicURL = "QUARANTINE_PUBLIC_URL"   // overrides public_url
 
 	EnvTLSCertFile = "QUARANTINE_TLS_CERT_FILE"         // overrides tls.cert_file
 	EnvTLSKeyFile  = "QUARANTINE_TLS_KEY_FILE"          // overrides tls.key_file
@@ -51,6 +53,12 @@ const (
 type Config struct {
 	Listen   string      // host:port to serve HTTP on
 	Database DatabaseURL // sqlite:PATH or postgres://…
+	// PublicURL is the UI's base URL as its users reach it (config
+	// public_url): alarm notifications link there ("": the listen
+	// address's URL). RunbookURL is the runbook they link to ("":
+	// alert.DefaultRunbookURL).
+	PublicURL  string
+	RunbookURL string
 	// DatabaseRuntimeRole is the PostgreSQL role serve runs as, apart
 	// from the owner of the tables that runs migrate: migrate grants it
 	// exactly what serve needs (config database_runtime_role).
@@ -177,6 +185,7 @@ func ResolveConfig(path string, env func(string) string, o Overrides) (Config, e
 		"tls.cert_file":         func(v string) { c.TLS.CertFile = v },
 		"tls.key_file":          func(v string) { c.TLS.KeyFile = v },
 		"database_runtime_role": func(v string) { c.DatabaseRuntimeRole = v },
+		"public_url":            func(v string) { c.PublicURL = v },
 	}
 	for _, s := range []struct{ key, value, origin string }{
 		{"listen", env(EnvListen), EnvListen},
@@ -184,6 +193,7 @@ func ResolveConfig(path string, env func(string) string, o Overrides) (Config, e
 		{"tls.cert_file", env(EnvTLSCertFile), EnvTLSCertFile},
 		{"tls.key_file", env(EnvTLSKeyFile), EnvTLSKeyFile},
 		{"database_runtime_role", env(EnvRuntimeRole), EnvRuntimeRole},
+		{"public_url", env(EnvPublicURL), EnvPublicURL},
 		{"listen", o.Listen, "--listen"},
 		{"database", o.Database, "--database"},
 		{"tls.cert_file", o.TLSCertFile, "--tls-cert-file"},
@@ -208,9 +218,11 @@ func ResolveConfig(path string, env func(string) string, o Overrides) (Config, e
 // fileConfig is the YAML file's shape. Every key the service supports is
 // here; decoding is strict, so any other key is an error.
 type fileConfig struct {
-	Listen   string      `yaml:"listen"`
-	Database string      `yaml:"database"`
-	Owners   []fileOwner `yaml:"owners"`
+	Listen     string      `yaml:"listen"`
+	Database   string      `yaml:"database"`
+	PublicURL  string      `yaml:"public_url"`
+	RunbookURL string      `yaml:"runbook_url"`
+	Owners     []fileOwner `yaml:"owners"`
 
 	DatabaseRuntimeRole string     `yaml:"database_runtime_role"`
 	TLS                 fileTLS    `yaml:"tls"`
@@ -277,6 +289,7 @@ func (s *configSource) decode(file string, data []byte, c *Config) error {
 	if f.Database != "" {
 		c.Database = DatabaseURL(f.Database)
 	}
+	c.PublicURL, c.RunbookURL = f.PublicURL, f.RunbookURL
 	if f.DatabaseRuntimeRole != "" {
 		c.DatabaseRuntimeRole = f.DatabaseRuntimeRole
 	}
@@ -381,6 +394,11 @@ func (c *Config) validate(src *configSource) error {
 	if problem := checkListen(c.Listen); problem != "" {
 		return src.errorf("listen", "%s", problem)
 	}
+	for _, u := range []struct{ key, v string }{{"public_url", c.PublicURL}, {"runbook_url", c.RunbookURL}} {
+		if problem := checkHTTPURL(u.v); problem != "" {
+			return src.errorf(u.key, "%s", problem)
+		}
+	}
 	if err := storeopen.CheckURL(c.Database.Reveal()); err != nil {
 		return src.errorf("database", "%s", quarantine.ErrorMessage(err))
 	}
@@ -447,6 +465,19 @@ func (c *Config) validate(src *configSource) error {
 		return src.errorf("log.format", "%q is not a format (text or json)", c.Log.Format)
 	}
 	return nil
+}
+
+// checkHTTPURL returns a problem text when s is neither empty nor an
+// absolute http(s) URL.
+func checkHTTPURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	u, err := neturl.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Sprintf("%q is not an absolute http(s) URL, like https://quarantine.example.com", s)
+	}
+	return ""
 }
 
 // checkListen returns a problem text when s is not host:port.

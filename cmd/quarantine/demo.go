@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -106,7 +107,11 @@ func (m *Main) runDemo(ctx context.Context) error {
 		if err := d.produce(ctx); err != nil {
 			return err
 		}
-		m.printDemoGuide()
+		secret, err := m.demoLogin(ctx)
+		if err != nil {
+			return err
+		}
+		m.printDemoGuide(secret)
 		return nil
 	}
 	err := m.tour(ctx, d)
@@ -240,23 +245,57 @@ func (d *demo) stop() error {
 	return err
 }
 
-// printDemoGuide tells what the demo did and what to try.
-func (m *Main) printDemoGuide() {
+// demoLoginName names the admin token each demo run logs in with.
+const demoLoginName = "demo-login"
+
+// demoLogin creates a fresh admin token for this run of the demo (the
+// previous run's is revoked: its secret was only printed) and returns its
+// secret. Every run can so print a login URL that works, the first as
+// well as the next ones.
+func (m *Main) demoLogin(ctx context.Context) (Secret, error) {
+	toks, err := m.store.ListTokens(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, t := range toks {
+		if t.Name == demoLoginName && t.RevokedAt == nil {
+			if err := m.store.RevokeToken(ctx, t.ID, systemActor); err != nil && quarantine.ErrorCode(err) != quarantine.ENOTFOUND {
+				return "", err
+			}
+		}
+	}
+	secret, hash := quarantine.NewTokenSecret()
+	t := &quarantine.Token{Name: demoLoginName, Role: quarantine.RoleAdmin, Owners: []string{}, CreatedBy: systemActor, SecretHash: hash}
+	if err := m.store.CreateToken(ctx, t, systemActor); err != nil {
+		return "", err
+	}
+	return Secret(secret), nil
+}
+
+// printDemoGuide tells what the demo did, the one login URL that works
+// (secret's), and what to try.
+func (m *Main) printDemoGuide(secret Secret) {
 	base := m.URL()
 	fmt.Fprintf(m.Stderr, `
     The demo is running: %d build-report jobs went to the in-memory queue
     %q. The worker completes the good ones, retries the flaky one after
     its 429, and dead-letters the two with an unknown format; the
-    collector %q stores those in the quarantine. With the admin token
-    printed above (first start) or one of yours:
+    collector %q stores those in the quarantine.
 
-        curl -H "Authorization: Bearer $TOKEN" '%s/api/v1/messages?queue=%s'
+    To open quarantine, visit this URL (a fresh admin login at every
+    start of the demo; the previous one no longer works):
 
-    fix one (PUT /api/v1/messages/{id}/payload with If-Match and a reason),
+        %s/?token=%s
+
+    or call the API with the same token:
+
+        curl -H 'Authorization: Bearer %s' '%s/api/v1/messages?queue=%s'
+
+    Fix one (PUT /api/v1/messages/{id}/payload with If-Match and a reason),
     then replay it (POST /api/v1/replays). Or let 'quarantine demo --tour'
     do it all and explain each step. Ctrl-C stops the demo.
 
-`, len(demoJobs), demoQueue, demoCollector, base, demoQueue)
+`, len(demoJobs), demoQueue, demoCollector, base, url.QueryEscape(secret.Reveal()), secret.Reveal(), base, demoQueue)
 }
 
 // effectsTable renders the effects per key, sorted.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,7 +26,54 @@ func TestDemoTour(t *testing.T) {
 			t.Errorf("the tour does not say %q:\n%s", want, out)
 		}
 	}
+	// Its server stops with it: it prints no login URL, which would not work.
+	if reLoginURL.MatchString(out+errOut) || strings.Contains(out+errOut, "?token=") {
+		t.Errorf("the tour printed a login URL that dies with it:\n%s\n%s", out, errOut)
+	}
 }
+
+// Every start of the demo prints exactly one login URL, and it works: the
+// first start on a fresh database as well as the next ones, whose earlier
+// URL no longer logs in.
+func TestDemoPrintsOneWorkingLoginEveryStart(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "demo.db")
+	var previous string
+	for run := range 2 {
+		m, _, stderr := newTestMain()
+		ctx := context.Background()
+		if err := m.ParseFlags(ctx, []string{"demo", "--listen", "127.0.0.1:0", "--database", db}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Run(ctx); err != nil {
+			t.Fatalf("run %d: %v\n%s", run, err, stderr)
+		}
+		urls := reLoginURL.FindAllStringSubmatch(stderr.String(), -1)
+		if len(urls) != 1 {
+			_ = m.Close()
+			t.Fatalf("run %d printed %d login URLs:\n%s", run, len(urls), stderr)
+		}
+		res, err := noRedirect.Get(urls[0][0])
+		if err != nil || res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/overview" {
+			_ = m.Close()
+			t.Fatalf("run %d: the login URL answers %v %v", run, res, err)
+		}
+		_ = res.Body.Close()
+		if previous != "" {
+			c := client{t: t, base: "http://" + m.Addr(), token: previous}
+			if code, _, _ := c.do("GET", "/api/v1/messages", nil); code != http.StatusUnauthorized {
+				t.Errorf("run %d: the previous run's token still answers %d", run, code)
+			}
+		}
+		previous = urls[0][1]
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// noRedirect is a client that shows redirects instead of following them.
+var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // The interactive demo serves, prints its login URL and quarantines the
 // worker's two poison jobs by itself.

@@ -21,6 +21,19 @@ type runningReplays struct {
 	done       chan struct{}
 	publishers []replay.Publisher
 	engine     *replay.Engine
+	routes     *replay.Routes
+}
+
+// routeCheck asks the engine's routes where a message would go, for the
+// undeliverable messages of a dry run (nil when no engine runs).
+func (rr *runningReplays) routeCheck() quarantine.RouteCheck {
+	if rr == nil || rr.routes == nil {
+		return nil
+	}
+	return func(b *quarantine.ReplayBatch, m *quarantine.Message) error {
+		_, err := rr.routes.Route(b, m)
+		return err
+	}
 }
 
 // wakingStore is the store as the API and the UI use it: a batch they
@@ -111,7 +124,7 @@ func (m *Main) collectorNames() []string {
 // startReplays starts the replay engine in the background.
 func (m *Main) startReplays(reg prometheus.Registerer, deps collectorDeps) error {
 	routes, pubs, err := m.routes(deps)
-	rr := &runningReplays{publishers: pubs, done: make(chan struct{})}
+	rr := &runningReplays{publishers: pubs, done: make(chan struct{}), routes: routes}
 	m.replays = rr
 	if err != nil {
 		close(rr.done)

@@ -100,6 +100,7 @@ func (m *Main) runServe(ctx context.Context) error {
 			KeyRule: prep.KeyRule, Collectors: m.collectorNames(),
 			MaxReplays: m.Config.Replay.MaxReplays, IncidentWindow: m.Config.Replay.IncidentWindow,
 			IncidentRate: m.Config.Replay.IncidentRate, ConfirmAbove: m.Config.Bulk.ConfirmAbove,
+			Route:        m.replays.routeCheck(),
 		},
 	}
 	// Discards by filter left running by a stopped or dead process go on.
@@ -154,6 +155,9 @@ func (m *Main) runServe(ctx context.Context) error {
 // one and prints it once: its secret is not stored. Another instance
 // creating it at the same time is not an error; that one prints it.
 func (m *Main) bootstrapToken(ctx context.Context) error {
+	if m.demoRun != nil {
+		return nil // the demo prints a login of its own (demoLogin); the tour uses its own token
+	}
 	n, err := m.store.CountActiveTokens(ctx)
 	if err != nil || n > 0 {
 		return err

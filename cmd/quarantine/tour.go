@@ -226,7 +226,7 @@ func (m *Main) tour(ctx context.Context, d *demo) error {
 		actions = append(actions, e.Action)
 	}
 	say("7. The audit log holds %d hash-chained events (%s) and verifies.", v.Checked, strings.Join(actions, ", "))
-	say("\nThe tour is over. 'quarantine demo' runs the same loop and keeps serving, for you to try by hand.")
+	say("\nThe tour is over and its server stopped. 'quarantine demo' runs the same loop and keeps serving, for you to try by hand:\nit prints the URL to log in with.")
 	return nil
 }
 

@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		{"Schema", testSchema},
 		{"EditPayload", testEditPayload},
 		{"Discard", testDiscard},
+		{"Rekey", testRekey},
 		{"RefailLink", testRefailLink},
 		{"Sample", testSample},
 		{"Groups", testGroups},
