@@ -29,6 +29,7 @@ type ReplayState string
 // The states of a replay batch.
 const (
 	ReplayDraft     ReplayState = "draft"     // previewed: the set is pinned, nothing is published; it expires
+	ReplayScheduled ReplayState = "scheduled" // pinned, nothing published until StartAt, when an engine starts it
 	ReplayRunning   ReplayState = "running"   // the engine publishes its items
 	ReplayPaused    ReplayState = "paused"    // by an operator, or by the breaker (StateReason says)
 	ReplayHalted    ReplayState = "halted"    // the canary failed (StateReason says); resume overrides
@@ -39,14 +40,14 @@ const (
 )
 
 // ReplayStates lists every state.
-var ReplayStates = []ReplayState{ReplayDraft, ReplayRunning, ReplayPaused, ReplayHalted, ReplayCompleted, ReplayFailed, ReplayCancelled, ReplayExpired}
+var ReplayStates = []ReplayState{ReplayDraft, ReplayScheduled, ReplayRunning, ReplayPaused, ReplayHalted, ReplayCompleted, ReplayFailed, ReplayCancelled, ReplayExpired}
 
 // Replay actions: what moves a batch from one state to another.
 const (
-	ReplayActStart    = "start"    // draft -> running
+	ReplayActStart    = "start"    // draft | scheduled -> running
 	ReplayActPause    = "pause"    // running -> paused
 	ReplayActResume   = "resume"   // paused | halted -> running
-	ReplayActCancel   = "cancel"   // draft | running | paused | halted -> cancelled
+	ReplayActCancel   = "cancel"   // draft | scheduled | running | paused | halted -> cancelled
 	ReplayActHalt     = "halt"     // running -> halted (the engine's canary)
 	ReplayActComplete = "complete" // running -> completed or failed (the store, when no item is left: DoneState)
 	ReplayActExpire   = "expire"   // draft -> expired
@@ -59,10 +60,10 @@ var replayTransitions = map[string]struct {
 	to   ReplayState
 	act  string // audit action
 }{
-	ReplayActStart:    {[]ReplayState{ReplayDraft}, ReplayRunning, ActionReplayStart},
+	ReplayActStart:    {[]ReplayState{ReplayDraft, ReplayScheduled}, ReplayRunning, ActionReplayStart},
 	ReplayActPause:    {[]ReplayState{ReplayRunning}, ReplayPaused, ActionReplayPause},
 	ReplayActResume:   {[]ReplayState{ReplayPaused, ReplayHalted}, ReplayRunning, ActionReplayResume},
-	ReplayActCancel:   {[]ReplayState{ReplayDraft, ReplayRunning, ReplayPaused, ReplayHalted}, ReplayCancelled, ActionReplayCancel},
+	ReplayActCancel:   {[]ReplayState{ReplayDraft, ReplayScheduled, ReplayRunning, ReplayPaused, ReplayHalted}, ReplayCancelled, ActionReplayCancel},
 	ReplayActHalt:     {[]ReplayState{ReplayRunning}, ReplayHalted, ActionReplayHalt},
 	ReplayActComplete: {[]ReplayState{ReplayRunning}, ReplayCompleted, ActionReplayDone},
 	ReplayActExpire:   {[]ReplayState{ReplayDraft}, ReplayExpired, ActionReplayExpire},
@@ -228,7 +229,15 @@ type ReplayRequest struct {
 	// Guard, when set, is the incident guard checked when the batch
 	// starts (unless Force).
 	Guard *IncidentGuard
+	// StartAt, when set, schedules the batch: it is created pinned in
+	// state scheduled, nothing is published, and an engine starts it at
+	// StartAt (checking the incident guard then, with Force as given
+	// here). Not with DryRun; at most MaxReplayDelay ahead.
+	StartAt *time.Time
 }
+
+// MaxReplayDelay is how far ahead a replay may be scheduled.
+const MaxReplayDelay = 30 * 24 * time.Hour
 
 // MinBreakerSamples is how many published items the breaker waits for
 // before it judges a batch's re-failure ratio.
@@ -291,6 +300,25 @@ func (r *ReplayRequest) Validate(maxRate float64) error {
 	if r.DraftTTL == 0 {
 		r.DraftTTL = DefaultDraftTTL
 	}
+	if r.StartAt != nil && r.DryRun {
+		return FieldErrorf(EINVALID, "start_at", "a dry run is started by hand: give start_at or dry_run, not both")
+	}
+	return nil
+}
+
+// CheckStartAt checks r's StartAt at now: after now (to the microsecond,
+// as stores keep it), at most MaxReplayDelay later (EUNPROCESSABLE naming
+// start_at otherwise).
+func (r *ReplayRequest) CheckStartAt(now time.Time) error {
+	if r.StartAt == nil {
+		return nil
+	}
+	if !r.StartAt.Truncate(time.Microsecond).After(now) {
+		return FieldErrorf(EUNPROCESSABLE, "start_at", "start_at %s is not in the future", r.StartAt.UTC().Format(time.RFC3339))
+	}
+	if r.StartAt.Sub(now) > MaxReplayDelay {
+		return FieldErrorf(EUNPROCESSABLE, "start_at", "start_at may be at most %s ahead", MaxReplayDelay)
+	}
 	return nil
 }
 
@@ -320,6 +348,12 @@ type ReplayBatch struct {
 	StartedAt       *time.Time          `json:"started_at"`
 	FinishedAt      *time.Time          `json:"finished_at"`
 	ExpiresAt       *time.Time          `json:"expires_at"` // drafts only
+	// StartAt is when a scheduled batch starts (nil: not scheduled); it
+	// stays once the batch started. StartForce: the request that
+	// scheduled it overrode the incident guard (audited then), so its
+	// start does too.
+	StartAt    *time.Time `json:"start_at"`
+	StartForce bool       `json:"-"`
 }
 
 // Done counts the items that have an outcome.

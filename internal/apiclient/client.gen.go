@@ -237,6 +237,7 @@ const (
 	ReplayStateHalted    ReplayState = "halted"
 	ReplayStatePaused    ReplayState = "paused"
 	ReplayStateRunning   ReplayState = "running"
+	ReplayStateScheduled ReplayState = "scheduled"
 )
 
 // Valid indicates whether the value is a known member of the ReplayState enum.
@@ -257,6 +258,8 @@ func (e ReplayState) Valid() bool {
 	case ReplayStatePaused:
 		return true
 	case ReplayStateRunning:
+		return true
+	case ReplayStateScheduled:
 		return true
 	default:
 		return false
@@ -877,7 +880,7 @@ type QueueStats struct {
 	Queue string `json:"queue"`
 }
 
-// ReplayBatch Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
+// ReplayBatch Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","start_at":null,"started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
 type ReplayBatch struct {
 	// AchievedRate (published + deduplicated) per second since it started, until it finished; null before it starts.
 	AchievedRate *float32      `json:"achieved_rate"`
@@ -913,12 +916,16 @@ type ReplayBatch struct {
 	Owners []string `json:"owners"`
 
 	// Queues The distinct queues of its messages.
-	Queues    []string      `json:"queues"`
-	Rate      float32       `json:"rate"`
-	Reason    string        `json:"reason"`
+	Queues []string `json:"queues"`
+	Rate   float32  `json:"rate"`
+	Reason string   `json:"reason"`
+
+	// StartAt When a scheduled batch starts (kept once it started); null when it was not scheduled.
+	StartAt   *NullableTime `json:"start_at"`
 	StartedAt *NullableTime `json:"started_at"`
 
-	// State draft (previewed, nothing published; expires), running, paused (by
+	// State draft (previewed, nothing published; expires), scheduled (pinned,
+	// nothing published; an engine starts it at start_at), running, paused (by
 	// an operator or the breaker), halted (the canary failed: one of its
 	// messages came back failing or could not be published), completed
 	// (every item has an outcome; state_reason says how many failed, if
@@ -959,7 +966,7 @@ type ReplayCreated struct {
 	// NextCursor Dry runs only; pass it to GET /api/v1/replays/{id}/items for the rest (null when there is none).
 	NextCursor *string `json:"next_cursor,omitempty"`
 
-	// Replay Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
+	// Replay Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","start_at":null,"started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
 	Replay ReplayBatch `json:"replay"`
 }
 
@@ -1068,6 +1075,11 @@ type ReplayRequest struct {
 	// Rate Messages per second; above the configured maximum is 422.
 	Rate   *float32 `json:"rate,omitempty"`
 	Reason string   `json:"reason"`
+
+	// StartAt Schedule the batch (RFC 3339): it is created `scheduled` and started by an engine at this time, the incident guard checked then. In the future, at most 30 days ahead; not with dry_run. Absent: started at once (or a draft with dry_run).
+	//
+	// Examples: 2026-12-03T02:00:00Z
+	StartAt *time.Time `json:"start_at,omitempty"`
 }
 
 // ReplayStart defines model for ReplayStart.
@@ -1080,7 +1092,8 @@ type ReplayStart struct {
 	Reason string `json:"reason"`
 }
 
-// ReplayState draft (previewed, nothing published; expires), running, paused (by
+// ReplayState draft (previewed, nothing published; expires), scheduled (pinned,
+// nothing published; an engine starts it at start_at), running, paused (by
 // an operator or the breaker), halted (the canary failed: one of its
 // messages came back failing or could not be published), completed
 // (every item has an outcome; state_reason says how many failed, if
@@ -2033,6 +2046,16 @@ type ClientInterface interface {
 	// rest (GET …/items). `estimated_seconds` is pending items / rate,
 	// plus `observe` when there is a canary.
 	//
+	// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+	// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+	// `scheduled`: pinned, nothing changes and nothing is published until
+	// `start_at`, when one engine starts it (`replay.start` by
+	// `system:replay`). The incident guard is checked then, not at
+	// creation: a start it refuses cancels the batch (`replay.cancel`,
+	// the guard's reason in `state_reason`), unless the request gave
+	// `force`. A scheduled batch can be cancelled, or started earlier by
+	// hand (POST …/start), like a draft.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/replays (the `CreateReplay` operationId).
@@ -2068,6 +2091,16 @@ type ClientInterface interface {
 	// holds the first page of its items (50) and `next_cursor` for the
 	// rest (GET …/items). `estimated_seconds` is pending items / rate,
 	// plus `observe` when there is a canary.
+	//
+	// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+	// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+	// `scheduled`: pinned, nothing changes and nothing is published until
+	// `start_at`, when one engine starts it (`replay.start` by
+	// `system:replay`). The incident guard is checked then, not at
+	// creation: a start it refuses cancels the batch (`replay.cancel`,
+	// the guard's reason in `state_reason`), unless the request gave
+	// `force`. A scheduled batch can be cancelled, or started earlier by
+	// hand (POST …/start), like a draft.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2811,6 +2844,16 @@ func (c *Client) ListReplays(ctx context.Context, params *ListReplaysParams, req
 // rest (GET …/items). `estimated_seconds` is pending items / rate,
 // plus `observe` when there is a canary.
 //
+// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+// `scheduled`: pinned, nothing changes and nothing is published until
+// `start_at`, when one engine starts it (`replay.start` by
+// `system:replay`). The incident guard is checked then, not at
+// creation: a start it refuses cancels the batch (`replay.cancel`,
+// the guard's reason in `state_reason`), unless the request gave
+// `force`. A scheduled batch can be cancelled, or started earlier by
+// hand (POST …/start), like a draft.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/replays (the `CreateReplay` operationId).
@@ -2856,6 +2899,16 @@ func (c *Client) CreateReplayWithBody(ctx context.Context, contentType string, b
 // holds the first page of its items (50) and `next_cursor` for the
 // rest (GET …/items). `estimated_seconds` is pending items / rate,
 // plus `observe` when there is a canary.
+//
+// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+// `scheduled`: pinned, nothing changes and nothing is published until
+// `start_at`, when one engine starts it (`replay.start` by
+// `system:replay`). The incident guard is checked then, not at
+// creation: a start it refuses cancels the batch (`replay.cancel`,
+// the guard's reason in `state_reason`), unless the request gave
+// `force`. A scheduled batch can be cancelled, or started earlier by
+// hand (POST …/start), like a draft.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5625,6 +5678,16 @@ type ClientWithResponsesInterface interface {
 	// rest (GET …/items). `estimated_seconds` is pending items / rate,
 	// plus `observe` when there is a canary.
 	//
+	// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+	// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+	// `scheduled`: pinned, nothing changes and nothing is published until
+	// `start_at`, when one engine starts it (`replay.start` by
+	// `system:replay`). The incident guard is checked then, not at
+	// creation: a start it refuses cancels the batch (`replay.cancel`,
+	// the guard's reason in `state_reason`), unless the request gave
+	// `force`. A scheduled batch can be cancelled, or started earlier by
+	// hand (POST …/start), like a draft.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/replays (the `CreateReplay` operationId).
@@ -5660,6 +5723,16 @@ type ClientWithResponsesInterface interface {
 	// holds the first page of its items (50) and `next_cursor` for the
 	// rest (GET …/items). `estimated_seconds` is pending items / rate,
 	// plus `observe` when there is a canary.
+	//
+	// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+	// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+	// `scheduled`: pinned, nothing changes and nothing is published until
+	// `start_at`, when one engine starts it (`replay.start` by
+	// `system:replay`). The incident guard is checked then, not at
+	// creation: a start it refuses cancels the batch (`replay.cancel`,
+	// the guard's reason in `state_reason`), unless the request gave
+	// `force`. A scheduled batch can be cancelled, or started earlier by
+	// hand (POST …/start), like a draft.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10566,6 +10639,16 @@ func (c *ClientWithResponses) ListReplaysWithResponse(ctx context.Context, param
 // rest (GET …/items). `estimated_seconds` is pending items / rate,
 // plus `observe` when there is a canary.
 //
+// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+// `scheduled`: pinned, nothing changes and nothing is published until
+// `start_at`, when one engine starts it (`replay.start` by
+// `system:replay`). The incident guard is checked then, not at
+// creation: a start it refuses cancels the batch (`replay.cancel`,
+// the guard's reason in `state_reason`), unless the request gave
+// `force`. A scheduled batch can be cancelled, or started earlier by
+// hand (POST …/start), like a draft.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/replays (the `CreateReplay` operationId).
@@ -10607,6 +10690,16 @@ func (c *ClientWithResponses) CreateReplayWithBodyWithResponse(ctx context.Conte
 // holds the first page of its items (50) and `next_cursor` for the
 // rest (GET …/items). `estimated_seconds` is pending items / rate,
 // plus `observe` when there is a canary.
+//
+// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+// `scheduled`: pinned, nothing changes and nothing is published until
+// `start_at`, when one engine starts it (`replay.start` by
+// `system:replay`). The incident guard is checked then, not at
+// creation: a start it refuses cancels the batch (`replay.cancel`,
+// the guard's reason in `state_reason`), unless the request gave
+// `force`. A scheduled batch can be cancelled, or started earlier by
+// hand (POST …/start), like a draft.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -20,7 +20,7 @@ import (
 const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
 	b.rate, b.burst, b.canary, (extract(epoch FROM b.observe) * 1000000)::bigint, b.halt_refail_ratio,
 	b.force_without_key, b.queues, b.owners, b.total, b.canary_verdict, b.canary_until, b.created_at,
-	b.updated_at, b.started_at, b.finished_at, b.expires_at`
+	b.updated_at, b.started_at, b.finished_at, b.expires_at, b.start_at, b.start_force`
 
 const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
 	i.idempotency_key, i.payload_version, i.payload_sha256, i.dropped_headers, i.attempts, i.refail_id,
@@ -137,13 +137,14 @@ func setReplaying(ctx context.Context, tx pgx.Tx, ids []string, now time.Time) e
 func insertReplay(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch, items []quarantine.ReplayItem) error {
 	if _, err := tx.Exec(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
 		dest_queue, dest_collector, rate, burst, canary, observe, halt_refail_ratio, force_without_key, queues,
-		owners, total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at)
+		owners, total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at,
+		start_at, start_force)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::bigint * interval '1 microsecond', $12, $13, $14,
-		$15, $16, $17, $18, $19, $20, $21, $22, $23)`,
+		$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`,
 		b.ID, string(b.State), b.StateReason, b.Reason, b.Actor, b.Destination.Queue, b.Destination.Collector,
 		b.Rate, b.Burst, b.Canary, b.Observe.Microseconds(), b.HaltRefailRatio, b.ForceWithoutKey, b.Queues,
 		b.Owners, b.Total, b.CanaryVerdict, b.CanaryUntil, b.CreatedAt, b.UpdatedAt,
-		b.StartedAt, b.FinishedAt, b.ExpiresAt); err != nil {
+		b.StartedAt, b.FinishedAt, b.ExpiresAt, b.StartAt, b.StartForce); err != nil {
 		return err
 	}
 	if len(items) == 0 {
@@ -182,13 +183,14 @@ func (r *batchRow) dest() []any {
 	return []any{&b.ID, &b.State, &b.StateReason, &b.Reason, &b.Actor, &b.Destination.Queue,
 		&b.Destination.Collector, &b.Rate, &b.Burst, &b.Canary, &r.observe, &b.HaltRefailRatio,
 		&b.ForceWithoutKey, &b.Queues, &b.Owners, &b.Total, &b.CanaryVerdict, &b.CanaryUntil, &b.CreatedAt,
-		&b.UpdatedAt, &b.StartedAt, &b.FinishedAt, &b.ExpiresAt}
+		&b.UpdatedAt, &b.StartedAt, &b.FinishedAt, &b.ExpiresAt, &b.StartAt, &b.StartForce}
 }
 
 func (r *batchRow) batch() *quarantine.ReplayBatch {
 	b := r.b
 	b.Observe = time.Duration(r.observe) * time.Microsecond
 	b.CanaryUntil, b.StartedAt, b.FinishedAt, b.ExpiresAt = utcPtr(b.CanaryUntil), utcPtr(b.StartedAt), utcPtr(b.FinishedAt), utcPtr(b.ExpiresAt)
+	b.StartAt = utcPtr(b.StartAt)
 	b.CreatedAt, b.UpdatedAt = b.CreatedAt.UTC(), b.UpdatedAt.UTC()
 	if b.Queues == nil {
 		b.Queues = []string{}
@@ -324,14 +326,15 @@ func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*
 	return out, next, nil
 }
 
-// RunnableReplays returns the running batches and the drafts expired at
-// now, oldest first; see store.Replays.
+// RunnableReplays returns the running batches, the drafts expired at now
+// and the scheduled batches due at now, oldest first; see store.Replays.
 func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
 	var out []*quarantine.ReplayBatch
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := s.inTxOpts(ctx, opts, "list runnable replays", func(tx pgx.Tx) (err error) {
 		out, err = scanBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
-			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < $1) ORDER BY b.id`, now)
+			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < $1)
+				OR (b.state = 'scheduled' AND b.start_at <= $1) ORDER BY b.id`, now)
 		return err
 	})
 	if err != nil {

@@ -246,6 +246,7 @@ func TestMigrateExistingDatabaseToForwardHead(t *testing.T) {
 	for _, q := range []string{"DROP TRIGGER audit_head_keep ON audit_head", "DROP TRIGGER audit_head_forward_only ON audit_head",
 		"DROP FUNCTION audit_head_forward_only()", "DROP TABLE sessions", "DROP TABLE inflow_minutes",
 		"DROP TRIGGER messages_waiting_update ON messages", "DROP FUNCTION messages_waiting_update()", "DROP TABLE waiting_minutes",
+		"ALTER TABLE replay_batches DROP COLUMN start_at, DROP COLUMN start_force",
 		"DELETE FROM schema_migrations WHERE version >= 14"} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

@@ -48,7 +48,16 @@ func Create(ctx context.Context, tx Tx, r *quarantine.ReplayRequest, keyRule qua
 	if err != nil {
 		return nil, err
 	}
+	if err := r.CheckStartAt(now); err != nil {
+		return nil, err
+	}
 	b := NewBatch(r, items, sel, now)
+	if r.StartAt != nil {
+		// Scheduled: pinned as a draft is, started by an engine at
+		// StartAt (the incident guard is checked then).
+		Schedule(b, *r.StartAt, r.Force)
+		return b, insertThenAudit(ctx, tx, b, items, CreateEvents(r, b))
+	}
 	events := CreateEvents(r, b)
 	if !r.DryRun {
 		// Started at once: the start of the draft it is, as a start of a
@@ -131,7 +140,7 @@ func Change(ctx context.Context, tx Tx, c quarantine.ReplayChange, now time.Time
 			events = append(events, f)
 		}
 	case quarantine.ReplayActCancel:
-		if err := tx.CancelItems(ctx, b.ID, from != quarantine.ReplayDraft, now); err != nil {
+		if err := tx.CancelItems(ctx, b.ID, from != quarantine.ReplayDraft && from != quarantine.ReplayScheduled, now); err != nil {
 			return nil, false, err
 		}
 	case quarantine.ReplayActComplete:
@@ -167,4 +176,13 @@ func Change(ctx context.Context, tx Tx, c quarantine.ReplayChange, now time.Time
 		return nil, false, err
 	}
 	return b, false, tx.AppendAudits(ctx, events)
+}
+
+// insertThenAudit stores a new batch that does not start (its items as
+// planned) and appends its events.
+func insertThenAudit(ctx context.Context, tx Tx, b *quarantine.ReplayBatch, items []quarantine.ReplayItem, events []*quarantine.AuditEvent) error {
+	if err := tx.InsertReplay(ctx, b, items); err != nil {
+		return err
+	}
+	return tx.AppendAudits(ctx, events)
 }
