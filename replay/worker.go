@@ -6,17 +6,25 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
 )
 
 // worker runs one batch in one engine until it is no longer running here.
+// Its pace is the store's shared rate buckets alone (every engine's
+// workers take from them), never a limiter of its own: a local limiter
+// could only hold a chunk back past the time its tokens are due, and a
+// chunk published late lands in the same second as the ones due after
+// it.
 type worker struct {
-	e   *Engine
-	id  string
-	lim *rate.Limiter
+	e  *Engine
+	id string
+	// recs hands what was published to the worker's recorder, which
+	// records it while the worker leases and publishes the next chunk
+	// (unbuffered: at most one chunk is being recorded while another is
+	// published); recDone is closed once the recorder stopped.
+	recs    chan recordJob
+	recDone chan struct{}
 
 	// The breaker judges what was published since this worker started (a
 	// resume after a breaker pause starts a new worker, so the operator's
@@ -39,6 +47,8 @@ func buckets(b *quarantine.ReplayBatch, label string) []quarantine.RateBucket {
 }
 
 func (w *worker) run(ctx context.Context) {
+	w.startRecorder(ctx)
+	defer w.stopRecorder()
 	st := w.e.cfg.Store
 	var b *quarantine.ReplayBatch
 	var readAt time.Time
@@ -63,9 +73,6 @@ func (w *worker) run(ctx context.Context) {
 		}
 		if b.State != quarantine.ReplayRunning {
 			return
-		}
-		if w.lim == nil || w.lim.Limit() != rate.Limit(b.Rate) || w.lim.Burst() != max(b.Burst, 1) {
-			w.lim = newLimiter(b)
 		}
 		if fresh && w.breaker(ctx, b) {
 			return
@@ -315,8 +322,8 @@ type pending struct {
 }
 
 // publish publishes leased items, destination by destination, within
-// the rate, recording after each broker answer so that a crash repeats
-// at most one chunk. The lease reserved the tokens of the items going to
+// the rate, handing each broker answer to the recorder so that a crash
+// repeats at most two chunks (one being recorded, one published). The lease reserved the tokens of the items going to
 // destination paid ("": none), due at due: those are published then. It
 // returns how long to wait before the next lease (after a broker outage
 // or a destination asking to slow down).
@@ -383,9 +390,6 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 			if n == 0 {
 				sleep(ctx, min(max(tokWait, time.Millisecond), w.e.cfg.Poll))
 				continue
-			}
-			if err := w.lim.WaitN(ctx, min(n, w.lim.Burst())); err != nil {
-				continue // ctx ended: the loop gives the rest back
 			}
 			part := rest[:n]
 			rest = rest[n:]
@@ -484,16 +488,53 @@ func (w *worker) result(b *quarantine.ReplayBatch, p pending, o quarantine.ItemO
 	}
 }
 
-// record stores results. After a publish it must not be lost to a
+// recordJob is one record the recorder makes: results of items leased
+// until until.
+type recordJob struct {
+	results []quarantine.ReplayResult
+	until   time.Time
+}
+
+// startRecorder starts the goroutine that records what the worker
+// published, in order.
+func (w *worker) startRecorder(ctx context.Context) {
+	w.recs, w.recDone = make(chan recordJob), make(chan struct{})
+	go func() {
+		defer close(w.recDone)
+		for j := range w.recs {
+			w.recordNow(ctx, j.results, j.until)
+		}
+	}()
+}
+
+// stopRecorder waits until everything handed to the recorder is recorded
+// (or given up on, as recordNow says).
+func (w *worker) stopRecorder() {
+	close(w.recs)
+	<-w.recDone
+}
+
+// record hands results to the recorder (waiting while it records the
+// chunk before): the worker goes on with the next chunk meanwhile. A
+// worker without recorder records them itself.
+func (w *worker) record(ctx context.Context, results []quarantine.ReplayResult, until time.Time) {
+	if len(results) == 0 {
+		return
+	}
+	if w.recs == nil {
+		w.recordNow(ctx, results, until)
+		return
+	}
+	w.recs <- recordJob{results, until}
+}
+
+// recordNow stores results. After a publish it must not be lost to a
 // shutdown, so it has a context of its own. A store busy or away
 // (EUNAVAILABLE) is tried again, backing off, until until (the end of the
 // items' lease) while the engine runs; a failure that stays leaves the
 // leases to expire, and the items are published again (same idempotency
 // key).
-func (w *worker) record(ctx context.Context, results []quarantine.ReplayResult, until time.Time) {
-	if len(results) == 0 {
-		return
-	}
+func (w *worker) recordNow(ctx context.Context, results []quarantine.ReplayResult, until time.Time) {
 	var stale []int
 	var err error
 	for attempt := 1; ; attempt++ {
