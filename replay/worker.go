@@ -112,8 +112,15 @@ func (w *worker) run(ctx context.Context) {
 		if ok && paid != "" && w.e.heldFor(paid) == 0 {
 			leases, due, tokWait, err = tl.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, paid), ahead(b))
 		} else {
+			n := chunk(b)
+			if ok && paid == "" {
+				// The destination is not known yet: one item tells it
+				// (its token is taken when it is published), and the
+				// next leases reserve theirs ahead, with them.
+				n = 1
+			}
 			paid = ""
-			leases, err = st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq)
+			leases, err = st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, n, w.e.cfg.Lease, maxSeq)
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -175,13 +182,22 @@ func chunk(b *quarantine.ReplayBatch) int {
 const maxAhead = 200 * time.Millisecond
 
 // ahead is how long before its tokens are due a chunk of b may be leased:
-// a chunk's time (a destination's shared bucket goes below empty by at
-// most a chunk), at most maxAhead.
+// maxAhead, whatever the chunk's time. A lease that comes back after its
+// tokens were due is published late, into the second of the chunks due
+// after it (at a consumer, more than rate + burst in that second), and
+// while no worker holds a reservation the buckets fill up to the burst
+// and drop what comes beyond (the batch runs slower than its rate): a
+// lease of a loaded database takes tens of milliseconds, more than a
+// chunk's time at a few hundred messages a second. Leased that far
+// ahead, every worker keeps a reservation while the others publish, and
+// the buckets stay drawn below empty (by at most the engines' workers'
+// chunks): the chunks go out on their due times, the burst spent once,
+// at the start.
 func ahead(b *quarantine.ReplayBatch) time.Duration {
 	if b.Rate <= 0 {
 		return 0
 	}
-	return min(time.Duration(float64(chunk(b))/b.Rate*float64(time.Second)), maxAhead)
+	return maxAhead
 }
 
 // chunkTime is how long the rate of b takes to grant a chunk's tokens
