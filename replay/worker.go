@@ -108,19 +108,20 @@ func (w *worker) run(ctx context.Context) {
 		var tokWait time.Duration
 		var err error
 		paid := w.dest
+		batchPaid := false // the lease reserved the batch's tokens alone
 		tl, ok := st.(TokenLeaser)
-		if ok && paid != "" && w.e.heldFor(paid) == 0 {
+		switch {
+		case ok && paid != "" && w.e.heldFor(paid) == 0:
 			leases, due, tokWait, err = tl.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, paid), ahead(b))
-		} else {
-			n := chunk(b)
-			if ok && paid == "" {
-				// The destination is not known yet: one item tells it
-				// (its token is taken when it is published), and the
-				// next leases reserve theirs ahead, with them.
-				n = 1
-			}
+		case ok && paid == "":
+			// The destination is not known yet (the first chunk): the
+			// lease reserves the batch's tokens ahead, the destination's
+			// are taken when the chunk is published.
+			batchPaid = true
+			leases, due, tokWait, err = tl.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, "")[:1], ahead(b))
+		default:
 			paid = ""
-			leases, err = st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, n, w.e.cfg.Lease, maxSeq)
+			leases, err = st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq)
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -149,7 +150,7 @@ func (w *worker) run(ctx context.Context) {
 			b = nil
 			continue
 		}
-		if retry := w.publish(ctx, b, leases, paid, due); retry > 0 {
+		if retry := w.publish(ctx, b, leases, paid, batchPaid, due); retry > 0 {
 			sleep(ctx, retry)
 			b = nil
 		}
@@ -340,10 +341,12 @@ type pending struct {
 // publish publishes leased items, destination by destination, within
 // the rate, handing each broker answer to the recorder so that a crash
 // repeats at most two chunks (one being recorded, one published). The lease reserved the tokens of the items going to
-// destination paid ("": none), due at due: those are published then. It
+// destination paid ("": none), due at due: those are published then;
+// with batchPaid it reserved the batch's tokens alone, due at due, and
+// the destinations' are taken at the publish. It
 // returns how long to wait before the next lease (after a broker outage
 // or a destination asking to slow down).
-func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases []quarantine.ReplayLease, paid string, due time.Time) time.Duration {
+func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases []quarantine.ReplayLease, paid string, batchPaid bool, due time.Time) time.Duration {
 	st := w.e.cfg.Store
 	leasedAt := time.Now()
 	var failed []quarantine.ReplayResult
@@ -371,7 +374,7 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 	var wait time.Duration
 	for gi, label := range order {
 		rest := groups[label]
-		if label == paid {
+		if label == paid || batchPaid {
 			// Not before the reserved tokens are due; a shutdown
 			// meanwhile gives the items back (below).
 			sleep(ctx, time.Until(due))
@@ -394,7 +397,11 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 			if label == paid {
 				n, paid = len(rest), "" // taken with the lease
 			} else {
-				n, tokWait, err = st.TakeReplayTokens(ctx, buckets(b, label), len(rest))
+				bs := buckets(b, label)
+				if batchPaid {
+					bs = bs[1:] // the batch's came with the lease
+				}
+				n, tokWait, err = st.TakeReplayTokens(ctx, bs, len(rest))
 			}
 			if err != nil {
 				if ctx.Err() == nil {
