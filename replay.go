@@ -33,6 +33,7 @@ const (
 	// nothing can act on it before (see docs/replays-at-scale.md).
 	ReplayPinning   ReplayState = "pinning"
 	ReplayDraft     ReplayState = "draft"     // previewed: the set is pinned, nothing is published; it expires
+	ReplayScheduled ReplayState = "scheduled" // pinned, nothing published until StartAt, when an engine starts it
 	ReplayRunning   ReplayState = "running"   // the engine publishes its items
 	ReplayPaused    ReplayState = "paused"    // by an operator, or by the breaker (StateReason says)
 	ReplayHalted    ReplayState = "halted"    // the canary failed (StateReason says); resume overrides
@@ -43,14 +44,14 @@ const (
 )
 
 // ReplayStates lists every state.
-var ReplayStates = []ReplayState{ReplayPinning, ReplayDraft, ReplayRunning, ReplayPaused, ReplayHalted, ReplayCompleted, ReplayFailed, ReplayCancelled, ReplayExpired}
+var ReplayStates = []ReplayState{ReplayPinning, ReplayDraft, ReplayScheduled, ReplayRunning, ReplayPaused, ReplayHalted, ReplayCompleted, ReplayFailed, ReplayCancelled, ReplayExpired}
 
 // Replay actions: what moves a batch from one state to another.
 const (
-	ReplayActStart    = "start"    // draft -> running
+	ReplayActStart    = "start"    // draft | scheduled -> running
 	ReplayActPause    = "pause"    // running -> paused
 	ReplayActResume   = "resume"   // paused | halted -> running
-	ReplayActCancel   = "cancel"   // draft | running | paused | halted -> cancelled
+	ReplayActCancel   = "cancel"   // draft | scheduled | running | paused | halted -> cancelled
 	ReplayActHalt     = "halt"     // running -> halted (the engine's canary)
 	ReplayActComplete = "complete" // running -> completed or failed (the store, when no item is left: DoneState)
 	ReplayActExpire   = "expire"   // draft -> expired
@@ -63,10 +64,10 @@ var replayTransitions = map[string]struct {
 	to   ReplayState
 	act  string // audit action
 }{
-	ReplayActStart:    {[]ReplayState{ReplayDraft}, ReplayRunning, ActionReplayStart},
+	ReplayActStart:    {[]ReplayState{ReplayDraft, ReplayScheduled}, ReplayRunning, ActionReplayStart},
 	ReplayActPause:    {[]ReplayState{ReplayRunning}, ReplayPaused, ActionReplayPause},
 	ReplayActResume:   {[]ReplayState{ReplayPaused, ReplayHalted}, ReplayRunning, ActionReplayResume},
-	ReplayActCancel:   {[]ReplayState{ReplayDraft, ReplayRunning, ReplayPaused, ReplayHalted}, ReplayCancelled, ActionReplayCancel},
+	ReplayActCancel:   {[]ReplayState{ReplayDraft, ReplayScheduled, ReplayRunning, ReplayPaused, ReplayHalted}, ReplayCancelled, ActionReplayCancel},
 	ReplayActHalt:     {[]ReplayState{ReplayRunning}, ReplayHalted, ActionReplayHalt},
 	ReplayActComplete: {[]ReplayState{ReplayRunning}, ReplayCompleted, ActionReplayDone},
 	ReplayActExpire:   {[]ReplayState{ReplayDraft}, ReplayExpired, ActionReplayExpire},
@@ -241,11 +242,19 @@ type ReplayRequest struct {
 	// before its chunks: a caller may answer with it while the pin goes
 	// on (see store.PinAsync).
 	OnPinning func(b *ReplayBatch)
+	// StartAt, when set, schedules the batch: it is created pinned in
+	// state scheduled, nothing is published, and an engine starts it at
+	// StartAt (checking the incident guard then, with Force as given
+	// here). Not with DryRun; at most MaxReplayDelay ahead.
+	StartAt *time.Time
 }
 
 // DefaultConfirmAbove is the default of ReplayRequest.ConfirmAbove (and
 // of the configuration key bulk.confirm_above).
 const DefaultConfirmAbove = 10000
+
+// MaxReplayDelay is how far ahead a replay may be scheduled.
+const MaxReplayDelay = 30 * 24 * time.Hour
 
 // MinBreakerSamples is how many published items the breaker waits for
 // before it judges a batch's re-failure ratio.
@@ -308,6 +317,25 @@ func (r *ReplayRequest) Validate(maxRate float64) error {
 	if r.DraftTTL == 0 {
 		r.DraftTTL = DefaultDraftTTL
 	}
+	if r.StartAt != nil && r.DryRun {
+		return FieldErrorf(EINVALID, "start_at", "a dry run is started by hand: give start_at or dry_run, not both")
+	}
+	return nil
+}
+
+// CheckStartAt checks r's StartAt at now: after now (to the microsecond,
+// as stores keep it), at most MaxReplayDelay later (EUNPROCESSABLE naming
+// start_at otherwise).
+func (r *ReplayRequest) CheckStartAt(now time.Time) error {
+	if r.StartAt == nil {
+		return nil
+	}
+	if !r.StartAt.Truncate(time.Microsecond).After(now) {
+		return FieldErrorf(EUNPROCESSABLE, "start_at", "start_at %s is not in the future", r.StartAt.UTC().Format(time.RFC3339))
+	}
+	if r.StartAt.Sub(now) > MaxReplayDelay {
+		return FieldErrorf(EUNPROCESSABLE, "start_at", "start_at may be at most %s ahead", MaxReplayDelay)
+	}
 	return nil
 }
 
@@ -341,6 +369,12 @@ type ReplayBatch struct {
 	StartedAt     *time.Time          `json:"started_at"`
 	FinishedAt    *time.Time          `json:"finished_at"`
 	ExpiresAt     *time.Time          `json:"expires_at"` // drafts only
+	// StartAt is when a scheduled batch starts (nil: not scheduled); it
+	// stays once the batch started. StartForce: the request that
+	// scheduled it overrode the incident guard (audited then), so its
+	// start does too.
+	StartAt    *time.Time `json:"start_at"`
+	StartForce bool       `json:"-"`
 }
 
 // PinETA is how long the rest of b's pin takes at the pace so far (the

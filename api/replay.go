@@ -33,6 +33,7 @@ type replayBody struct {
 	ForceWithoutKey     bool            `json:"force_without_key"`
 	Force               bool            `json:"force"`
 	AcceptKeyRuleChange bool            `json:"accept_key_rule_change"`
+	StartAt             *string         `json:"start_at"`
 }
 
 // replayDestinationBody is the "destination" member of a replay body.
@@ -172,6 +173,14 @@ func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.R
 			return quarantine.ReplayRequest{}, err
 		}
 		in.Destination = quarantine.ReplayDestination{Queue: dst.Queue, Collector: dst.Collector}
+	}
+	if b.StartAt != nil {
+		at, err := time.Parse(time.RFC3339, *b.StartAt)
+		if err != nil {
+			return quarantine.ReplayRequest{}, quarantine.FieldErrorf(quarantine.EINVALID, "/start_at",
+				"start_at must be an RFC 3339 time like 2026-12-03T02:00:00Z, not %q", clip(*b.StartAt))
+		}
+		in.StartAt = &at
 	}
 	if b.Observe != nil {
 		o, err := time.ParseDuration(*b.Observe)

@@ -25,6 +25,7 @@ type ReplayInput struct {
 	ForceWithoutKey     bool
 	Force               bool
 	AcceptKeyRuleChange bool
+	StartAt             *time.Time // schedules the batch (nil: started at once, or a draft)
 }
 
 // WithDefaults returns d with its zero rate, maximum rate and draft TTL
@@ -61,7 +62,7 @@ func (d ReplayDefaults) Request(in ReplayInput, t *quarantine.Token) (quarantine
 		Observe: d.Observe, HaltRefailRatio: d.HaltRefailRatio, DryRun: in.DryRun, ForceWithoutKey: in.ForceWithoutKey,
 		Force: in.Force, AcceptKeyRuleChange: in.AcceptKeyRuleChange, Reason: in.Reason,
 		Actor: t.Actor(), Owners: tokenOwners(t), DraftTTL: d.DraftTTL,
-		MaxReplays: d.MaxReplays, Admin: t.Role == quarantine.RoleAdmin, Guard: d.guard(),
+		MaxReplays: d.MaxReplays, Admin: t.Role == quarantine.RoleAdmin, Guard: d.guard(), StartAt: in.StartAt,
 		ConfirmAbove: d.ConfirmAbove,
 	}
 	if in.Rate != nil {

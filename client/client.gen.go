@@ -262,6 +262,7 @@ const (
 	ReplayStatePaused    ReplayState = "paused"
 	ReplayStatePinning   ReplayState = "pinning"
 	ReplayStateRunning   ReplayState = "running"
+	ReplayStateScheduled ReplayState = "scheduled"
 )
 
 // Valid indicates whether the value is a known member of the ReplayState enum.
@@ -284,6 +285,8 @@ func (e ReplayState) Valid() bool {
 	case ReplayStatePinning:
 		return true
 	case ReplayStateRunning:
+		return true
+	case ReplayStateScheduled:
 		return true
 	default:
 		return false
@@ -971,7 +974,7 @@ type RekeyResult struct {
 	Unchanged int `json:"unchanged"`
 }
 
-// ReplayBatch Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"pin_eta_seconds":null,"pin_total":42,"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
+// ReplayBatch Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"pin_eta_seconds":null,"pin_total":42,"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","start_at":null,"started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
 type ReplayBatch struct {
 	// AchievedRate (published + deduplicated) per second while publishing: the time the batch
 	// ran from its start until it finished (or now), without the canary's
@@ -1017,15 +1020,19 @@ type ReplayBatch struct {
 	PinTotal int `json:"pin_total"`
 
 	// Queues The distinct queues of its messages.
-	Queues    []string      `json:"queues"`
-	Rate      float32       `json:"rate"`
-	Reason    string        `json:"reason"`
+	Queues []string `json:"queues"`
+	Rate   float32  `json:"rate"`
+	Reason string   `json:"reason"`
+
+	// StartAt When a scheduled batch starts (kept once it started); null when it was not scheduled.
+	StartAt   *NullableTime `json:"start_at"`
 	StartedAt *NullableTime `json:"started_at"`
 
 	// State pinning (a large selection is being written, chunk by chunk:
-	// `total` of `pin_total` so far; it becomes draft or running when
+	// `total` of `pin_total` so far; it becomes draft, scheduled or running when
 	// every chunk is written, and nothing can act on it before), draft
-	// (previewed, nothing published; expires), running, paused (by
+	// (previewed, nothing published; expires), scheduled (pinned,
+	// nothing published; an engine starts it at start_at), running, paused (by
 	// an operator or the breaker), halted (the canary failed: one of its
 	// messages came back failing or could not be published), completed
 	// (every item has an outcome; state_reason says how many failed, if
@@ -1068,7 +1075,7 @@ type ReplayCreated struct {
 	// NextCursor Dry runs only; pass it to GET /api/v1/replays/{id}/items for the rest (null when there is none).
 	NextCursor *string `json:"next_cursor,omitempty"`
 
-	// Replay Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"pin_eta_seconds":null,"pin_total":42,"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
+	// Replay Examples: {"achieved_rate":0.29,"actor":"token:alice","burst":2,"canary":5,"canary_until":"2026-11-29T12:00:40Z","canary_verdict":"passed","counts":{"deduplicated":0,"failed":0,"pending":30,"published":12,"refailed":0,"skipped":0},"created_at":"2026-11-29T12:00:00Z","destination":{},"eta_seconds":1.5,"expires_at":null,"finished_at":null,"force_without_key":false,"halt_refail_ratio":0.2,"id":"01JDQ6X7Y8Z9A0B1C2D3E4F5G6","observe":"30s","owners":["payments"],"pin_eta_seconds":null,"pin_total":42,"queues":["billing"],"rate":20,"reason":"INC-1234: the charge API is back","start_at":null,"started_at":"2026-11-29T12:00:00Z","state":"running","state_reason":"","total":42,"updated_at":"2026-11-29T12:00:41Z"}
 	Replay ReplayBatch `json:"replay"`
 
 	// Undeliverable Dry runs only: the items that Start would not publish. Skipped ones
@@ -1185,6 +1192,11 @@ type ReplayRequest struct {
 	// Rate Messages per second; above the configured maximum is 422.
 	Rate   *float32 `json:"rate,omitempty"`
 	Reason string   `json:"reason"`
+
+	// StartAt Schedule the batch (RFC 3339): it is created `scheduled` and started by an engine at this time, the incident guard checked then. In the future, at most 30 days ahead; not with dry_run. Absent: started at once (or a draft with dry_run).
+	//
+	// Examples: 2026-12-03T02:00:00Z
+	StartAt *time.Time `json:"start_at,omitempty"`
 }
 
 // ReplayStart defines model for ReplayStart.
@@ -1198,9 +1210,10 @@ type ReplayStart struct {
 }
 
 // ReplayState pinning (a large selection is being written, chunk by chunk:
-// `total` of `pin_total` so far; it becomes draft or running when
+// `total` of `pin_total` so far; it becomes draft, scheduled or running when
 // every chunk is written, and nothing can act on it before), draft
-// (previewed, nothing published; expires), running, paused (by
+// (previewed, nothing published; expires), scheduled (pinned,
+// nothing published; an engine starts it at start_at), running, paused (by
 // an operator or the breaker), halted (the canary failed: one of its
 // messages came back failing or could not be published), completed
 // (every item has an outcome; state_reason says how many failed, if
@@ -2280,6 +2293,16 @@ type ClientInterface interface {
 	// routes: no destination, unknown collector). `estimated_seconds` is
 	// pending items / rate, plus `observe` when there is a canary.
 	//
+	// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+	// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+	// `scheduled`: pinned, nothing changes and nothing is published until
+	// `start_at`, when one engine starts it (`replay.start` by
+	// `system:replay`). The incident guard is checked then, not at
+	// creation: a start it refuses cancels the batch (`replay.cancel`,
+	// the guard's reason in `state_reason`), unless the request gave
+	// `force`. A scheduled batch can be cancelled, or started earlier by
+	// hand (POST …/start), like a draft.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/replays (the `CreateReplay` operationId).
@@ -2336,6 +2359,16 @@ type ClientInterface interface {
 	// not publish, each with its reason (skipped, or refused by the
 	// routes: no destination, unknown collector). `estimated_seconds` is
 	// pending items / rate, plus `observe` when there is a canary.
+	//
+	// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+	// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+	// `scheduled`: pinned, nothing changes and nothing is published until
+	// `start_at`, when one engine starts it (`replay.start` by
+	// `system:replay`). The incident guard is checked then, not at
+	// creation: a start it refuses cancels the batch (`replay.cancel`,
+	// the guard's reason in `state_reason`), unless the request gave
+	// `force`. A scheduled batch can be cancelled, or started earlier by
+	// hand (POST …/start), like a draft.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3214,6 +3247,16 @@ func (c *Client) ListReplays(ctx context.Context, params *ListReplaysParams, req
 // routes: no destination, unknown collector). `estimated_seconds` is
 // pending items / rate, plus `observe` when there is a canary.
 //
+// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+// `scheduled`: pinned, nothing changes and nothing is published until
+// `start_at`, when one engine starts it (`replay.start` by
+// `system:replay`). The incident guard is checked then, not at
+// creation: a start it refuses cancels the batch (`replay.cancel`,
+// the guard's reason in `state_reason`), unless the request gave
+// `force`. A scheduled batch can be cancelled, or started earlier by
+// hand (POST …/start), like a draft.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/replays (the `CreateReplay` operationId).
@@ -3280,6 +3323,16 @@ func (c *Client) CreateReplayWithBody(ctx context.Context, contentType string, b
 // not publish, each with its reason (skipped, or refused by the
 // routes: no destination, unknown collector). `estimated_seconds` is
 // pending items / rate, plus `observe` when there is a canary.
+//
+// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+// `scheduled`: pinned, nothing changes and nothing is published until
+// `start_at`, when one engine starts it (`replay.start` by
+// `system:replay`). The incident guard is checked then, not at
+// creation: a start it refuses cancels the batch (`replay.cancel`,
+// the guard's reason in `state_reason`), unless the request gave
+// `force`. A scheduled batch can be cancelled, or started earlier by
+// hand (POST …/start), like a draft.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6230,6 +6283,16 @@ type ClientWithResponsesInterface interface {
 	// routes: no destination, unknown collector). `estimated_seconds` is
 	// pending items / rate, plus `observe` when there is a canary.
 	//
+	// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+	// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+	// `scheduled`: pinned, nothing changes and nothing is published until
+	// `start_at`, when one engine starts it (`replay.start` by
+	// `system:replay`). The incident guard is checked then, not at
+	// creation: a start it refuses cancels the batch (`replay.cancel`,
+	// the guard's reason in `state_reason`), unless the request gave
+	// `force`. A scheduled batch can be cancelled, or started earlier by
+	// hand (POST …/start), like a draft.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/replays (the `CreateReplay` operationId).
@@ -6286,6 +6349,16 @@ type ClientWithResponsesInterface interface {
 	// not publish, each with its reason (skipped, or refused by the
 	// routes: no destination, unknown collector). `estimated_seconds` is
 	// pending items / rate, plus `observe` when there is a canary.
+	//
+	// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+	// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+	// `scheduled`: pinned, nothing changes and nothing is published until
+	// `start_at`, when one engine starts it (`replay.start` by
+	// `system:replay`). The incident guard is checked then, not at
+	// creation: a start it refuses cancels the batch (`replay.cancel`,
+	// the guard's reason in `state_reason`), unless the request gave
+	// `force`. A scheduled batch can be cancelled, or started earlier by
+	// hand (POST …/start), like a draft.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11643,6 +11716,16 @@ func (c *ClientWithResponses) ListReplaysWithResponse(ctx context.Context, param
 // routes: no destination, unknown collector). `estimated_seconds` is
 // pending items / rate, plus `observe` when there is a canary.
 //
+// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+// `scheduled`: pinned, nothing changes and nothing is published until
+// `start_at`, when one engine starts it (`replay.start` by
+// `system:replay`). The incident guard is checked then, not at
+// creation: a start it refuses cancels the batch (`replay.cancel`,
+// the guard's reason in `state_reason`), unless the request gave
+// `force`. A scheduled batch can be cancelled, or started earlier by
+// hand (POST …/start), like a draft.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/replays (the `CreateReplay` operationId).
@@ -11705,6 +11788,16 @@ func (c *ClientWithResponses) CreateReplayWithBodyWithResponse(ctx context.Conte
 // not publish, each with its reason (skipped, or refused by the
 // routes: no destination, unknown collector). `estimated_seconds` is
 // pending items / rate, plus `observe` when there is a canary.
+//
+// With `start_at` (RFC 3339, in the future, at most 30 days ahead:
+// 422 naming `/start_at` otherwise; not with `dry_run`) the batch is
+// `scheduled`: pinned, nothing changes and nothing is published until
+// `start_at`, when one engine starts it (`replay.start` by
+// `system:replay`). The incident guard is checked then, not at
+// creation: a start it refuses cancels the batch (`replay.cancel`,
+// the guard's reason in `state_reason`), unless the request gave
+// `force`. A scheduled batch can be cancelled, or started earlier by
+// hand (POST …/start), like a draft.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

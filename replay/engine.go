@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/quarantine-dev/quarantine"
 )
 
@@ -97,6 +95,10 @@ type Config struct {
 	Logger             *slog.Logger
 	Metrics            *Metrics // nil: none
 	Now                func() time.Time
+	// Guard is the incident guard checked when the engine starts a
+	// scheduled batch (nil: none). A batch its guard refuses then is
+	// cancelled, with the guard's reason.
+	Guard *quarantine.IncidentGuard
 }
 
 // Engine runs replay batches. Several engines (processes) may share one
@@ -235,6 +237,8 @@ func (e *Engine) scan(ctx context.Context) {
 		switch b.State {
 		case quarantine.ReplayDraft:
 			e.system(ctx, b.ID, quarantine.ReplayActExpire, "the draft was not started before it expired")
+		case quarantine.ReplayScheduled:
+			e.startScheduled(ctx, b)
 		case quarantine.ReplayRunning:
 			e.mu.Lock()
 			busy := e.running[b.ID]
@@ -264,6 +268,28 @@ func (e *Engine) scan(ctx context.Context) {
 	}
 }
 
+// startScheduled starts the scheduled batch b, due: one engine's start
+// wins (the others' are ECONFLICT, as the batch runs already). When the
+// incident guard refuses the start, the batch is cancelled with the
+// guard's reason: an operator schedules it again, or with force.
+func (e *Engine) startScheduled(ctx context.Context, b *quarantine.ReplayBatch) {
+	at := "now"
+	if b.StartAt != nil {
+		at = b.StartAt.UTC().Format(time.RFC3339)
+	}
+	_, err := e.cfg.Store.ChangeReplay(ctx, quarantine.ReplayChange{BatchID: b.ID, Action: quarantine.ReplayActStart,
+		Actor: SystemActor, Reason: "scheduled start at " + at, Guard: e.cfg.Guard, Force: b.StartForce})
+	switch {
+	case err == nil:
+		e.log.Info("replay started as scheduled", "replay", b.ID, "start_at", at)
+		e.Wake()
+	case quarantine.ErrorCode(err) == quarantine.ECONFLICT && quarantine.ErrorField(err) == "force":
+		e.system(ctx, b.ID, quarantine.ReplayActCancel, "the incident guard refused the scheduled start: "+quarantine.ErrorMessage(err))
+	case quarantine.ErrorCode(err) != quarantine.ECONFLICT && ctx.Err() == nil:
+		e.log.Warn("cannot start a scheduled replay; trying again at the next poll", "replay", b.ID, "err", err)
+	}
+}
+
 // system applies an action of the engine's own, tolerating that another
 // engine or an operator got there first.
 func (e *Engine) system(ctx context.Context, id, action, reason string) {
@@ -290,13 +316,4 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// newLimiter returns the local pacer of a batch.
-func newLimiter(b *quarantine.ReplayBatch) *rate.Limiter {
-	burst := b.Burst
-	if burst < 1 {
-		burst = 1
-	}
-	return rate.NewLimiter(rate.Limit(b.Rate), burst)
 }

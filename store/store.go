@@ -218,8 +218,13 @@ type Replays interface {
 	// replay.create (details: reason, dry_run, total, skipped,
 	// destination, rate, and the force flags given) in the transaction
 	// that settles the batch, and replay.start too when it started.
-	// ECONFLICT when ExpectCount does not hold, EUNPROCESSABLE naming
-	// expect_count without it above r.ConfirmAbove (not a dry run).
+	// With r.StartAt the batch is scheduled once pinned (state scheduled,
+	// StartAt set, the incident guard not checked yet: the start checks
+	// it), and replay.create names start_at; EUNPROCESSABLE naming
+	// start_at when it is not in the future or too far ahead
+	// (quarantine.ReplayRequest.CheckStartAt). ECONFLICT when ExpectCount
+	// does not hold, EUNPROCESSABLE naming expect_count without it above
+	// r.ConfirmAbove (not a dry run).
 	// Returns the batch with its counts.
 	CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error)
 
@@ -241,8 +246,11 @@ type Replays interface {
 	//   start: each pending item whose message is no longer quarantined is
 	//     skipped (quarantine.StartSkipReason); the others' messages become
 	//     replaying. A draft past its expiry is ECONFLICT (and expires).
+	//     A scheduled batch starts as a draft does (before its StartAt
+	//     too: an operator's start now).
 	//   cancel: pending items are skipped ("cancelled"), their messages
-	//     (replaying) become quarantined again. An item whose lease is live
+	//     (replaying) become quarantined again (a draft's and a scheduled
+	//     batch's messages never left quarantined). An item whose lease is live
 	//     keeps it: a publish its engine records afterwards is recorded
 	//     (the message was published), a failure is refused as stale; an
 	//     expired lease's result is refused.
@@ -252,8 +260,10 @@ type Replays interface {
 	ChangeReplay(ctx context.Context, c quarantine.ReplayChange) (*quarantine.ReplayBatch, error)
 
 	// RunnableReplays returns every batch in state running, oldest first,
-	// and every draft whose expiry is before now (so that the engine
-	// expires them), without their counts (Counts nil: GetReplay has them).
+	// every draft whose expiry is before now (so that the engine expires
+	// them) and every scheduled batch whose StartAt is at or before now
+	// (so that the engine starts them), without their counts (Counts nil:
+	// GetReplay has them).
 	RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error)
 
 	// LeaseReplayItems leases up to n items of a running batch to owner

@@ -122,8 +122,8 @@ func nonEmpty(vs []string) []string {
 
 // replayForm is the replay form's values, as text.
 type replayForm struct {
-	DestQueue, DestCollector, Rate, Burst, Canary, Observe, HaltRatio, Reason string
-	ForceWithoutKey, Force, AcceptKeyRuleChange                               bool
+	DestQueue, DestCollector, Rate, Burst, Canary, Observe, HaltRatio, Reason, StartAt string
+	ForceWithoutKey, Force, AcceptKeyRuleChange                                        bool
 }
 
 type replayNewContent struct {
@@ -190,7 +190,7 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 		ConfirmAbove: h.cfg.Replay.ConfirmAbove, Errors: map[string]string{},
 		Form: replayForm{DestQueue: f.Get("dest_queue"), DestCollector: f.Get("dest_collector"), Rate: f.Get("rate"),
 			Burst: f.Get("burst"), Canary: f.Get("canary"), Observe: f.Get("observe"), HaltRatio: f.Get("halt_refail_ratio"),
-			Reason: f.Get("reason"), ForceWithoutKey: f.Get("force_without_key") != "", Force: f.Get("force") != "",
+			Reason: f.Get("reason"), StartAt: f.Get("start_at"), ForceWithoutKey: f.Get("force_without_key") != "", Force: f.Get("force") != "",
 			AcceptKeyRuleChange: f.Get("accept_key_rule_change") != ""}}
 	in := api.ReplayInput{IDs: sel.IDs, Filter: sel.Filter, Reason: c.Form.Reason, DryRun: true,
 		Destination:     quarantine.ReplayDestination{Queue: c.Form.DestQueue, Collector: c.Form.DestCollector},
@@ -215,6 +215,13 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 		}
 		in.Observe = &d
 	}
+	if at := strings.TrimSpace(c.Form.StartAt); at != "" {
+		t, err := parseStartAt(at)
+		if err != nil {
+			c.Errors["start_at"] = fmt.Sprintf("A time like 2026-12-03T02:00:00Z or 2026-12-03T02:00 (UTC), not %q.", truncate(40, at))
+		}
+		in.StartAt, in.DryRun = &t, false // scheduled: pinned now, started then
+	}
 	if len(c.Errors) > 0 {
 		h.replayFormAgain(w, r, s, c, http.StatusBadRequest, "Not created: correct the fields marked below.")
 		return
@@ -234,7 +241,7 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 		field := strings.ReplaceAll(strings.TrimPrefix(quarantine.ErrorField(err), "/"), "/", "_")
 		field = strings.Replace(field, "destination_", "dest_", 1)
 		switch field {
-		case "reason", "rate", "burst", "canary", "observe", "halt_refail_ratio", "dest_queue", "dest_collector":
+		case "reason", "rate", "burst", "canary", "observe", "halt_refail_ratio", "dest_queue", "dest_collector", "start_at":
 			c.Errors[field] = quarantine.ErrorMessage(err)
 			h.replayFormAgain(w, r, s, c, api.ErrorStatus(quarantine.ErrorCode(err)), "Not created: correct the fields marked below.")
 		default:
@@ -260,6 +267,9 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 		h.replayFormAgain(w, r, s, c, http.StatusConflict, fmt.Sprintf(
 			"Not created: the selection matched %d messages when the form was shown and matches %d now. Check the count below and submit again.",
 			expect, sel.Count))
+	case quarantine.ErrorField(err) == "start_at":
+		c.Errors["start_at"] = quarantine.ErrorMessage(err)
+		h.replayFormAgain(w, r, s, c, api.ErrorStatus(code), "Not created: correct the fields marked below.")
 	case code == quarantine.EINVALID || code == quarantine.EUNPROCESSABLE:
 		h.replayFormAgain(w, r, s, c, api.ErrorStatus(code), quarantine.ErrorMessage(err))
 	default:
@@ -285,6 +295,18 @@ func (h *Handler) auditDestination(w http.ResponseWriter, r *http.Request, s *se
 // replayFormAgain shows the replay form with the posted values and errors.
 func (h *Handler) replayFormAgain(w http.ResponseWriter, r *http.Request, s *session, c *replayNewContent, status int, msg string) {
 	h.render(w, r, status, "replay_new", page{Title: "New replay", Token: s.token, CSRF: s.csrf, Error: msg, Content: c})
+}
+
+// parseStartAt reads the form's start time: RFC 3339, or a
+// datetime-local value (2026-12-03T02:00, seconds optional) taken as UTC.
+func parseStartAt(v string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse("2006-01-02T15:04:05", v); err == nil {
+		return t, nil
+	}
+	return time.Parse("2006-01-02T15:04", v)
 }
 
 // formFloat parses an optional number of the form; a malformed one is

@@ -156,10 +156,11 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 	h := &Handler{cfg: cfg, log: cfg.Logger.With("component", "web"), static: st,
 		refusals: newRefusalLog(), views: map[string]*template.Template{}}
 	funcs := template.FuncMap{
-		"static": st.url,
-		"ago":    func(t time.Time) string { return ago(cfg.Now(), t) },
-		"utc":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-		"trunc":  truncate,
+		"static":  st.url,
+		"ago":     func(t time.Time) string { return ago(cfg.Now(), t) },
+		"utc":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+		"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"trunc":   truncate,
 	}
 	names, err := viewNames(tfs)
 	if err != nil {

@@ -102,7 +102,7 @@ func lockSelected(ctx context.Context, tx pgx.Tx, query string, args ...any) ([]
 // operation is the messages matching its filter that were committed when
 // it started: its mark is the text of the pg_snapshot taken then, and a
 // message belongs to the set when its insert_xid (the transaction that
-// stored it, migration 0020) is visible in that snapshot. Each chunk
+// stored it, migration 0019) is visible in that snapshot. Each chunk
 // locks the operation row first, so two processes resuming the same
 // operation apply its chunks one after the other, never twice.
 

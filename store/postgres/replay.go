@@ -19,7 +19,7 @@ import (
 const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
 	b.rate, b.burst, b.canary, (extract(epoch FROM b.observe) * 1000000)::bigint, b.halt_refail_ratio,
 	b.force_without_key, b.queues, b.owners, b.total, b.pin_total, b.canary_verdict, b.canary_until, b.created_at,
-	b.updated_at, b.started_at, b.finished_at, b.expires_at`
+	b.updated_at, b.started_at, b.finished_at, b.expires_at, b.start_at, b.start_force`
 
 const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
 	i.idempotency_key, i.payload_version, i.payload_sha256, i.dropped_headers, i.attempts, i.refail_id,
@@ -103,13 +103,14 @@ func (q selector) FilterChunk(ctx context.Context, f quarantine.Filter, after st
 func insertReplayBatch(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch) error {
 	_, err := tx.Exec(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
 		dest_queue, dest_collector, rate, burst, canary, observe, halt_refail_ratio, force_without_key, queues,
-		owners, total, pin_total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at)
+		owners, total, pin_total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at,
+		start_at, start_force)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::bigint * interval '1 microsecond', $12, $13, $14,
-		$15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`,
+		$15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)`,
 		b.ID, string(b.State), b.StateReason, b.Reason, b.Actor, b.Destination.Queue, b.Destination.Collector,
 		b.Rate, b.Burst, b.Canary, b.Observe.Microseconds(), b.HaltRefailRatio, b.ForceWithoutKey, b.Queues,
 		b.Owners, b.Total, b.PinTotal, b.CanaryVerdict, b.CanaryUntil, b.CreatedAt, b.UpdatedAt,
-		b.StartedAt, b.FinishedAt, b.ExpiresAt)
+		b.StartedAt, b.FinishedAt, b.ExpiresAt, b.StartAt, b.StartForce)
 	return err
 }
 
@@ -149,9 +150,9 @@ func deleteBatch(ctx context.Context, tx pgx.Tx, id string) error {
 func saveBatch(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch) error {
 	_, err := tx.Exec(ctx, `UPDATE replay_batches SET state = $2, state_reason = $3, updated_at = $4,
 		started_at = $5, finished_at = $6, expires_at = $7, canary_verdict = $8, canary_until = $9,
-		total = $10, queues = $11, owners = $12 WHERE id = $1`,
+		total = $10, queues = $11, owners = $12, start_at = $13, start_force = $14 WHERE id = $1`,
 		b.ID, string(b.State), b.StateReason, b.UpdatedAt, b.StartedAt, b.FinishedAt, b.ExpiresAt,
-		b.CanaryVerdict, b.CanaryUntil, b.Total, b.Queues, b.Owners)
+		b.CanaryVerdict, b.CanaryUntil, b.Total, b.Queues, b.Owners, b.StartAt, b.StartForce)
 	return err
 }
 
@@ -166,13 +167,14 @@ func (r *batchRow) dest() []any {
 	return []any{&b.ID, &b.State, &b.StateReason, &b.Reason, &b.Actor, &b.Destination.Queue,
 		&b.Destination.Collector, &b.Rate, &b.Burst, &b.Canary, &r.observe, &b.HaltRefailRatio,
 		&b.ForceWithoutKey, &b.Queues, &b.Owners, &b.Total, &b.PinTotal, &b.CanaryVerdict, &b.CanaryUntil, &b.CreatedAt,
-		&b.UpdatedAt, &b.StartedAt, &b.FinishedAt, &b.ExpiresAt}
+		&b.UpdatedAt, &b.StartedAt, &b.FinishedAt, &b.ExpiresAt, &b.StartAt, &b.StartForce}
 }
 
 func (r *batchRow) batch() *quarantine.ReplayBatch {
 	b := r.b
 	b.Observe = time.Duration(r.observe) * time.Microsecond
 	b.CanaryUntil, b.StartedAt, b.FinishedAt, b.ExpiresAt = utcPtr(b.CanaryUntil), utcPtr(b.StartedAt), utcPtr(b.FinishedAt), utcPtr(b.ExpiresAt)
+	b.StartAt = utcPtr(b.StartAt)
 	b.CreatedAt, b.UpdatedAt = b.CreatedAt.UTC(), b.UpdatedAt.UTC()
 	if b.Queues == nil {
 		b.Queues = []string{}
@@ -308,8 +310,8 @@ func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*
 	return out, next, nil
 }
 
-// RunnableReplays returns the running batches and the drafts expired at
-// now, oldest first; see store.Replays.
+// RunnableReplays returns the running batches, the drafts expired at now
+// and the scheduled batches due at now, oldest first; see store.Replays.
 // A pinning batch nothing wrote to for replays.PinStale (its server
 // stopped mid-pin) is removed first.
 func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
@@ -320,7 +322,8 @@ func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quaranti
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	err := s.inTxOpts(ctx, opts, "list runnable replays", func(tx pgx.Tx) (err error) {
 		out, err = scanBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
-			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < $1) ORDER BY b.id`, now)
+			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < $1)
+				OR (b.state = 'scheduled' AND b.start_at <= $1) ORDER BY b.id`, now)
 		return err
 	})
 	if err != nil {

@@ -248,6 +248,7 @@ func TestMigrateExistingDatabaseToForwardHead(t *testing.T) {
 		"DROP TRIGGER messages_waiting_update ON messages", "DROP FUNCTION messages_waiting_update()", "DROP TABLE waiting_minutes",
 		"ALTER TABLE replay_batches DROP COLUMN pin_total",
 		"DROP TABLE discard_operations", "ALTER TABLE messages DROP COLUMN insert_xid",
+		"ALTER TABLE replay_batches DROP COLUMN start_at, DROP COLUMN start_force",
 		"DELETE FROM schema_migrations WHERE version >= 14"} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

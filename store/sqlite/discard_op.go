@@ -12,7 +12,7 @@ import (
 
 // The discard operations (quarantine.DiscardOperation). The set of an
 // operation is the messages matching its filter with a rowid at most its
-// mark, the largest rowid when it started (migration 0020). Each chunk is
+// mark, the largest rowid when it started (migration 0019). Each chunk is
 // one write transaction: the single writer is free between chunks, so
 // collectors store their batches while a large discard runs.
 

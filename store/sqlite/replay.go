@@ -19,7 +19,8 @@ import (
 
 const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
 	b.rate, b.burst, b.canary, b.observe, b.halt_refail_ratio, b.force_without_key, b.queues, b.owners,
-	b.total, b.pin_total, b.canary_verdict, b.canary_until, b.created_at, b.updated_at, b.started_at, b.finished_at, b.expires_at`
+	b.total, b.pin_total, b.canary_verdict, b.canary_until, b.created_at, b.updated_at, b.started_at, b.finished_at, b.expires_at,
+	b.start_at, b.start_force`
 
 const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
 	i.idempotency_key, i.payload_version, i.payload_sha256, i.dropped_headers, i.attempts, i.refail_id,
@@ -104,12 +105,13 @@ func (q selector) FilterChunk(ctx context.Context, f quarantine.Filter, after st
 func insertReplayBatch(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
 		dest_queue, dest_collector, rate, burst, canary, observe, halt_refail_ratio, force_without_key, queues,
-		owners, total, pin_total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		owners, total, pin_total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at,
+		start_at, start_force)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.ID, string(b.State), b.StateReason, b.Reason, b.Actor, b.Destination.Queue, b.Destination.Collector,
 		b.Rate, b.Burst, b.Canary, b.Observe.Microseconds(), b.HaltRefailRatio, b.ForceWithoutKey, jsonArray(b.Queues),
 		jsonArray(b.Owners), b.Total, b.PinTotal, b.CanaryVerdict, microsPtr(b.CanaryUntil), micros(b.CreatedAt), micros(b.UpdatedAt),
-		microsPtr(b.StartedAt), microsPtr(b.FinishedAt), microsPtr(b.ExpiresAt))
+		microsPtr(b.StartedAt), microsPtr(b.FinishedAt), microsPtr(b.ExpiresAt), microsPtr(b.StartAt), b.StartForce)
 	return err
 }
 
@@ -168,9 +170,10 @@ func deleteBatch(ctx context.Context, tx *sql.Tx, id string) error {
 func saveBatch(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch) error {
 	_, err := tx.ExecContext(ctx, `UPDATE replay_batches SET state = ?, state_reason = ?, updated_at = ?,
 		started_at = ?, finished_at = ?, expires_at = ?, canary_verdict = ?, canary_until = ?,
-		total = ?, queues = ?, owners = ? WHERE id = ?`,
+		total = ?, queues = ?, owners = ?, start_at = ?, start_force = ? WHERE id = ?`,
 		string(b.State), b.StateReason, micros(b.UpdatedAt), microsPtr(b.StartedAt), microsPtr(b.FinishedAt),
-		microsPtr(b.ExpiresAt), b.CanaryVerdict, microsPtr(b.CanaryUntil), b.Total, jsonArray(b.Queues), jsonArray(b.Owners), b.ID)
+		microsPtr(b.ExpiresAt), b.CanaryVerdict, microsPtr(b.CanaryUntil), b.Total, jsonArray(b.Queues), jsonArray(b.Owners),
+		microsPtr(b.StartAt), b.StartForce, b.ID)
 	return err
 }
 
@@ -180,11 +183,12 @@ func scanBatch(r scanner) (*quarantine.ReplayBatch, error) {
 		state, queues, owners   string
 		observe, created, upd   int64
 		until, started, fin, ex sql.NullInt64
+		startAt                 sql.NullInt64
 	)
 	if err := r.Scan(&b.ID, &state, &b.StateReason, &b.Reason, &b.Actor, &b.Destination.Queue,
 		&b.Destination.Collector, &b.Rate, &b.Burst, &b.Canary, &observe, &b.HaltRefailRatio,
 		&b.ForceWithoutKey, &queues, &owners, &b.Total, &b.PinTotal, &b.CanaryVerdict, &until, &created, &upd,
-		&started, &fin, &ex); err != nil {
+		&started, &fin, &ex, &startAt, &b.StartForce); err != nil {
 		return nil, err
 	}
 	b.State, b.Observe = quarantine.ReplayState(state), time.Duration(observe)*time.Microsecond
@@ -195,6 +199,7 @@ func scanBatch(r scanner) (*quarantine.ReplayBatch, error) {
 		return nil, err
 	}
 	b.CanaryUntil, b.StartedAt, b.FinishedAt, b.ExpiresAt = fromMicrosPtr(until), fromMicrosPtr(started), fromMicrosPtr(fin), fromMicrosPtr(ex)
+	b.StartAt = fromMicrosPtr(startAt)
 	b.CreatedAt, b.UpdatedAt = fromMicros(created), fromMicros(upd)
 	b.Counts = replays.ZeroCounts()
 	return &b, nil
@@ -331,8 +336,8 @@ func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*
 	return out, next, nil
 }
 
-// RunnableReplays returns the running batches and the drafts expired at
-// now, oldest first; see store.Replays.
+// RunnableReplays returns the running batches, the drafts expired at now
+// and the scheduled batches due at now, oldest first; see store.Replays.
 // A pinning batch nothing wrote to for replays.PinStale (its server
 // stopped mid-pin) is removed first.
 func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
@@ -342,7 +347,8 @@ func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quaranti
 	var out []*quarantine.ReplayBatch
 	err := s.read(ctx, "list runnable replays", func(tx *sql.Tx) (err error) {
 		out, err = scanBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
-			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < ?) ORDER BY b.id`, micros(now))
+			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < ?1)
+				OR (b.state = 'scheduled' AND b.start_at <= ?1) ORDER BY b.id`, micros(now))
 		return err
 	})
 	if err != nil {

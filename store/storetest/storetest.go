@@ -71,6 +71,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReplayLease", testReplayLease},
 		{"ReplayTokens", testReplayTokens},
 		{"ReplayGuards", testReplayGuards},
+		{"ReplaySchedule", testReplaySchedule},
 		{"Alarms", testAlarms},
 		{"Sessions", testSessions},
 	}

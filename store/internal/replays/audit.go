@@ -20,11 +20,12 @@ func CreateEvents(r *quarantine.ReplayRequest, b *quarantine.ReplayBatch) []*qua
 		ForceWithoutKey     bool                         `json:"force_without_key,omitempty"`
 		Force               bool                         `json:"force,omitempty"`
 		AcceptKeyRuleChange bool                         `json:"accept_key_rule_change,omitempty"`
+		StartAt             *time.Time                   `json:"start_at,omitempty"`
 	}
 	ev := quarantine.NewAuditEvent(r.Actor, quarantine.ActionReplayCreate, b.ID, create{
 		Reason: r.Reason, DryRun: r.DryRun, Total: b.Total, Skipped: b.Counts[quarantine.ItemSkipped],
 		Destination: r.Destination, Rate: r.Rate, ForceWithoutKey: r.ForceWithoutKey, Force: r.Force,
-		AcceptKeyRuleChange: r.AcceptKeyRuleChange,
+		AcceptKeyRuleChange: r.AcceptKeyRuleChange, StartAt: b.StartAt,
 	})
 	out := []*quarantine.AuditEvent{&ev}
 	if f := ForceEvent(r.Actor, b.ID, r.Reason, r.ForceWithoutKey, r.Force, r.AcceptKeyRuleChange); f != nil {

@@ -104,7 +104,7 @@ func Pending(items []quarantine.ReplayItem) []string {
 // Move sets b's state to `to` at now with reason, stamping finished_at for
 // a terminal state and clearing the expiry of a draft that leaves it.
 func Move(b *quarantine.ReplayBatch, to quarantine.ReplayState, reason string, now time.Time) {
-	if b.State == quarantine.ReplayDraft && to == quarantine.ReplayRunning {
+	if (b.State == quarantine.ReplayDraft || b.State == quarantine.ReplayScheduled) && to == quarantine.ReplayRunning {
 		b.StartedAt = &now
 	}
 	if to != quarantine.ReplayDraft {
@@ -114,6 +114,13 @@ func Move(b *quarantine.ReplayBatch, to quarantine.ReplayState, reason string, n
 	if to.Terminal() {
 		b.FinishedAt = &now
 	}
+}
+
+// Schedule makes the new batch b (a draft) a scheduled one, started at
+// at; force: its start overrides the incident guard.
+func Schedule(b *quarantine.ReplayBatch, at time.Time, force bool) {
+	at = at.UTC().Truncate(time.Microsecond)
+	b.State, b.StartAt, b.StartForce, b.ExpiresAt = quarantine.ReplayScheduled, &at, force, nil
 }
 
 // Expired reports whether b is a draft past its expiry at now.

@@ -88,6 +88,9 @@ func Pin(ctx context.Context, p Pinner, r *quarantine.ReplayRequest, keyRule qua
 			if err != nil {
 				return err
 			}
+			if err := r.CheckStartAt(now); err != nil {
+				return err
+			}
 			b, err = pinOnce(ctx, p, r, cs, keyRule, now)
 			return err
 		}
@@ -102,6 +105,9 @@ func Pin(ctx context.Context, p Pinner, r *quarantine.ReplayRequest, keyRule qua
 			}
 		}
 		if err := r.CheckCount(n); err != nil {
+			return err
+		}
+		if err := r.CheckStartAt(now); err != nil {
 			return err
 		}
 		if n <= ops.Chunk {
@@ -213,12 +219,18 @@ func pinChunks(ctx context.Context, p Pinner, sel Selector, f quarantine.Filter,
 	return b, nil
 }
 
-// settle ends the creation of b (a draft, its items written): it starts
-// it unless r is a dry run (checking the incident guard, completing it
-// at once when nothing is pending), saves it, and appends its events.
+// settle ends the creation of b (a draft, its items written): it
+// schedules it when r has StartAt, else starts it unless r is a dry run
+// (checking the incident guard, completing it at once when nothing is
+// pending), saves it, and appends its events.
 func settle(ctx context.Context, tx Tx, r *quarantine.ReplayRequest, b *quarantine.ReplayBatch, now time.Time) error {
+	if r.StartAt != nil {
+		// Scheduled: pinned as a draft is, started by an engine at
+		// StartAt (the incident guard is checked then).
+		Schedule(b, *r.StartAt, r.Force)
+	}
 	events := CreateEvents(r, b)
-	if !r.DryRun {
+	if !r.DryRun && r.StartAt == nil {
 		// Started at once: the start of the draft it is, as a start of a
 		// dry run's draft would be, in the same transaction.
 		from := b.State
@@ -297,7 +309,7 @@ func Change(ctx context.Context, tx Tx, c quarantine.ReplayChange, now time.Time
 			events = append(events, f)
 		}
 	case quarantine.ReplayActCancel:
-		if err := tx.CancelItems(ctx, b.ID, from != quarantine.ReplayDraft, now); err != nil {
+		if err := tx.CancelItems(ctx, b.ID, from != quarantine.ReplayDraft && from != quarantine.ReplayScheduled, now); err != nil {
 			return nil, false, err
 		}
 	case quarantine.ReplayActComplete:
