@@ -1,4 +1,4 @@
--- 0020: discard operations, a discard by filter of any size applied in
+-- 0019: discard operations, a discard by filter of any size applied in
 -- chunks (store/postgres/discard.go). The set of an operation is the
 -- messages matching its filter that its snapshot (mark, the text of a
 -- pg_snapshot taken when it started) sees as committed: insert_xid is

@@ -1,4 +1,4 @@
--- 0022_replay_start_at: a replay batch may be scheduled. start_at is when
+-- 0020_replay_start_at: a replay batch may be scheduled. start_at is when
 -- an engine starts a batch in state 'scheduled' (kept once it started);
 -- start_force says the request that scheduled it overrode the incident
 -- guard (audited then), so that its start overrides it too.

@@ -1,4 +1,4 @@
--- 0020: discard operations, a discard by filter of any size applied in
+-- 0019: discard operations, a discard by filter of any size applied in
 -- chunks (store/sqlite/discard_op.go). The set of an operation is the
 -- messages matching its filter with a rowid at most mark, the largest
 -- rowid when it started: SQLite has one writer and messages are never
