@@ -25,8 +25,14 @@ func TestAlarmLifecycle(t *testing.T) {
 			}
 		},
 		"replay": func(t *testing.T, s store.Store, id string) {
-			if _, err := s.CreateReplay(t.Context(), quarantine.ReplayRequest{IDs: []string{id}, Rate: 10, Reason: "fixed", Actor: "alice"}, nil); err != nil {
+			b, err := s.CreateReplay(t.Context(), quarantine.ReplayRequest{IDs: []string{id}, Rate: 10, Reason: "fixed", Actor: "alice"}, nil)
+			if err != nil {
 				t.Fatalf("CreateReplay: %v", err)
+			}
+			// The message leaves the waiting dead letters when an engine
+			// leases its item (a pin moves no message).
+			if ls, err := s.LeaseReplayItems(t.Context(), b.ID, "engine", 1, time.Minute, 0); err != nil || len(ls) != 1 {
+				t.Fatalf("LeaseReplayItems = %d leases, %v", len(ls), err)
 			}
 		},
 	}
