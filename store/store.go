@@ -195,6 +195,10 @@ type Store interface {
 
 	// SchemaVersion returns the applied and the latest migration numbers.
 	SchemaVersion(ctx context.Context) (current, latest int, err error)
+	// ContractsAbove returns the contract migrations (files with a
+	// "-- contract:" line) applied above version, in order: none means a
+	// binary whose latest migration is version can serve on the schema.
+	ContractsAbove(ctx context.Context, version int) ([]int, error)
 
 	// Close releases the connections.
 	Close() error

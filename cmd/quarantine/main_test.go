@@ -239,3 +239,37 @@ func TestServe_PostgresSchemaBehind(t *testing.T) {
 		t.Fatalf("audit verify after migrate: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// A rolling upgrade migrates first: the previous release's binary keeps
+// serving (and restarting) on a schema whose newer migrations only
+// expand it, and refuses one where a newer migration contracts it (a
+// file with a "-- contract:" line, recorded in schema_contracts).
+func TestServe_PostgresSchemaAhead(t *testing.T) {
+	t.Parallel()
+	db := pgtest.URL(t)
+	if code, out, errOut := execute(t, "migrate", "--database", db); code != 0 {
+		t.Fatalf("migrate: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	serve := func() error {
+		m, _, _ := newTestMain()
+		if err := m.ParseFlags(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--database", db}); err != nil {
+			t.Fatal(err)
+		}
+		err := m.Run(context.Background())
+		_ = m.Close()
+		return err
+	}
+	// A newer release added an expanding migration.
+	pgtest.Exec(t, db, "INSERT INTO schema_migrations (version, applied_at) SELECT max(version) + 1, now() FROM schema_migrations")
+	if err := serve(); err != nil {
+		t.Fatalf("serve on a schema one expanding migration ahead: %v", err)
+	}
+	// And then one that contracts.
+	pgtest.Exec(t, db, "INSERT INTO schema_migrations (version, applied_at) SELECT max(version) + 1, now() FROM schema_migrations")
+	pgtest.Exec(t, db, "CREATE TABLE schema_contracts (version integer PRIMARY KEY)")
+	pgtest.Exec(t, db, "INSERT INTO schema_contracts SELECT max(version) FROM schema_migrations")
+	err := serve()
+	if err == nil || !strings.Contains(describe(err), "newer than this build") || !strings.Contains(describe(err), "upgrade quarantine") {
+		t.Fatalf("serve on a schema a contract migration ahead: %v", err)
+	}
+}

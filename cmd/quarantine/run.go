@@ -100,8 +100,19 @@ func (m *Main) openStore(ctx context.Context, migrate bool, hint string) error {
 		return quarantine.Errorf(quarantine.ECONFLICT,
 			"the database schema is at version %d but this build needs version %d: %s", current, latest, hint)
 	case current > latest:
-		return quarantine.Errorf(quarantine.ECONFLICT,
-			"the database schema is at version %d, newer than this build knows (%d): upgrade quarantine", current, latest)
+		// A rolling upgrade migrated first: the newer migrations only
+		// expand the schema unless one says it contracts.
+		contracts, err := s.ContractsAbove(ctx, latest)
+		if err != nil {
+			return err
+		}
+		if len(contracts) > 0 {
+			return quarantine.Errorf(quarantine.ECONFLICT,
+				"the database schema is at version %d, newer than this build knows (%d), and migration %d removed what this build uses: upgrade quarantine",
+				current, latest, contracts[0])
+		}
+		m.log.Warn("the database schema is newer than this build: serving on it (its newer migrations only expand it); finish the upgrade",
+			"schema", current, "build", latest)
 	}
 	return nil
 }

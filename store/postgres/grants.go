@@ -15,7 +15,8 @@ import (
 //
 //   - SELECT, INSERT, UPDATE and DELETE on every table (and the identity
 //     sequences behind them), but never TRUNCATE, REFERENCES or TRIGGER;
-//   - schema_migrations is read-only;
+//   - schema_migrations (and schema_contracts, once a contract
+//     migration made it) is read-only;
 //   - audit_log: SELECT and INSERT only;
 //   - audit_head: SELECT and UPDATE of seq and hash, which its trigger
 //     (migration 0014) lets move only forward, to the log's last event.
@@ -30,6 +31,8 @@ var runtimeGrants = []string{
 	`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {{schema}} TO {{role}}`,
 	`GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA {{schema}} TO {{role}}`,
 	`REVOKE INSERT, UPDATE, DELETE ON {{schema}}.schema_migrations FROM {{role}}`,
+	`DO $$ BEGIN IF to_regclass('{{schema}}.schema_contracts') IS NOT NULL THEN
+		EXECUTE 'REVOKE INSERT, UPDATE, DELETE ON {{schema}}.schema_contracts FROM {{role}}'; END IF; END $$`,
 	`REVOKE UPDATE, DELETE ON {{schema}}.audit_log FROM {{role}}`,
 	`REVOKE INSERT, UPDATE, DELETE ON {{schema}}.audit_head FROM {{role}}`,
 	`GRANT UPDATE (seq, hash) ON {{schema}}.audit_head TO {{role}}`,

@@ -78,9 +78,31 @@ func (t migrationTx) Exec(ctx context.Context, sql string) error {
 	return err
 }
 
-func (t migrationTx) Record(ctx context.Context, version int) error {
-	_, err := t.tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, version, t.now())
+func (t migrationTx) Record(ctx context.Context, version int, contract bool) error {
+	if _, err := t.tx.Exec(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, version, t.now()); err != nil || !contract {
+		return err
+	}
+	if _, err := t.tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_contracts (version integer PRIMARY KEY)`); err != nil {
+		return err
+	}
+	_, err := t.tx.Exec(ctx, `INSERT INTO schema_contracts (version) VALUES ($1)`, version)
 	return err
+}
+
+// ContractsAbove returns the contract migrations applied above version
+// (see migrate.Migration.Contract), in order: a binary whose latest
+// migration is version may serve on a newer schema when there are none.
+func (s *Store) ContractsAbove(ctx context.Context, version int) ([]int, error) {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('schema_contracts') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+		return nil, translate(err, "read the schema's contract migrations")
+	}
+	rows, err := s.pool.Query(ctx, `SELECT version FROM schema_contracts WHERE version > $1 ORDER BY version`, version)
+	if err != nil {
+		return nil, translate(err, "read the schema's contract migrations")
+	}
+	vs, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	return vs, translate(err, "read the schema's contract migrations")
 }
 
 // SchemaVersion returns the highest applied migration (0 before the first

@@ -58,9 +58,42 @@ func (t migrationTx) Exec(ctx context.Context, sql string) error {
 	return err
 }
 
-func (t migrationTx) Record(ctx context.Context, version int) error {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version, micros(t.now()))
+func (t migrationTx) Record(ctx context.Context, version int, contract bool) error {
+	if _, err := t.tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version, micros(t.now())); err != nil || !contract {
+		return err
+	}
+	if _, err := t.tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_contracts (version INTEGER NOT NULL PRIMARY KEY)`); err != nil {
+		return err
+	}
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO schema_contracts (version) VALUES (?)`, version)
 	return err
+}
+
+// ContractsAbove returns the contract migrations applied above version
+// (see migrate.Migration.Contract), in order: a binary whose latest
+// migration is version may serve on a newer schema when there are none.
+func (s *Store) ContractsAbove(ctx context.Context, version int) ([]int, error) {
+	var vs []int
+	err := s.read(ctx, "read the schema's contract migrations", func(tx *sql.Tx) error {
+		var exists int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_contracts'`).Scan(&exists); err != nil || exists == 0 {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_contracts WHERE version > ? ORDER BY version`, version)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				return err
+			}
+			vs = append(vs, v)
+		}
+		return rows.Err()
+	})
+	return vs, err
 }
 
 // SchemaVersion returns the highest applied migration (0 before the first

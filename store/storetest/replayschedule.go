@@ -90,6 +90,12 @@ func testReplayScheduleStarts(t *testing.T, h Harness) {
 	if evs := auditOf(t, s, b.ID, quarantine.ActionReplayStart); len(evs) != 1 || evs[0].Actor != "system:replay" {
 		t.Fatalf("start events %v", evs)
 	}
+	wantStatuses(t, s, msgs) // a start moves nothing: a lease does
+	ls, err = s.LeaseReplayItems(t.Context(), b.ID, "engine", 10, time.Minute, 0)
+	wantOK(t, err, "LeaseReplayItems")
+	if len(ls) != len(msgs) {
+		t.Fatalf("the started batch leased %d items, want %d", len(ls), len(msgs))
+	}
 	msgs[0].Status, msgs[1].Status = quarantine.StatusReplaying, quarantine.StatusReplaying
 	wantStatuses(t, s, msgs)
 	wantChain(t, s)
@@ -106,6 +112,9 @@ func testReplayScheduleCancel(t *testing.T, h Harness) {
 	running := createReplay(t, s, replayReq(other.ID), nil) // other is replaying now, by another batch
 	if running.State != quarantine.ReplayRunning {
 		t.Fatalf("running = %+v", running)
+	}
+	if ls, err := s.LeaseReplayItems(t.Context(), running.ID, "engine", 10, time.Minute, 0); err != nil || len(ls) != 1 {
+		t.Fatalf("LeaseReplayItems of the running batch = %d, %v", len(ls), err)
 	}
 	cancelled, err := change(t, s, b.ID, quarantine.ReplayActCancel)
 	wantOK(t, err, "cancel")

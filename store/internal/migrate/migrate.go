@@ -19,6 +19,26 @@ type Migration struct {
 	Version int    // from the file name's NNNN
 	Name    string // the file name
 	SQL     string
+	// Contract: the file has a line starting with ContractMarker. It
+	// removes or changes what an earlier release's code used (drop,
+	// rename, retype, a new NOT NULL), so a binary older than it must not
+	// serve on the schema; every other migration only expands it, and
+	// the previous release's binary keeps serving during a rolling
+	// upgrade.
+	Contract bool
+}
+
+// ContractMarker starts the line that declares a contract migration.
+const ContractMarker = "-- contract:"
+
+// IsContract reports whether sql declares a contract migration.
+func IsContract(sql string) bool {
+	for _, line := range strings.Split(sql, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), ContractMarker) {
+			return true
+		}
+	}
+	return false
 }
 
 // Load reads the migrations in dir of fsys. Every file there is a
@@ -45,7 +65,7 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		ms = append(ms, Migration{Version: v, Name: e.Name(), SQL: string(b)})
+		ms = append(ms, Migration{Version: v, Name: e.Name(), SQL: string(b), Contract: IsContract(string(b))})
 	}
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
 	for i, m := range ms {
@@ -77,8 +97,9 @@ type Tx interface {
 	Applied(ctx context.Context, version int) (bool, error)
 	// Exec runs a migration's SQL.
 	Exec(ctx context.Context, sql string) error
-	// Record adds version to schema_migrations, applied now.
-	Record(ctx context.Context, version int) error
+	// Record adds version to schema_migrations, applied now, and to
+	// schema_contracts (created then if missing) when it is a contract.
+	Record(ctx context.Context, version int, contract bool) error
 }
 
 // Apply applies the migrations of ms that are not applied yet, in order,
@@ -99,7 +120,7 @@ func Apply(ctx context.Context, ms []Migration, inTx func(name string, fn func(T
 			if err := tx.Exec(ctx, m.SQL); err != nil {
 				return fmt.Errorf("migration %s: %w", m.Name, err)
 			}
-			return tx.Record(ctx, m.Version)
+			return tx.Record(ctx, m.Version, m.Contract)
 		})
 		if err != nil {
 			return err

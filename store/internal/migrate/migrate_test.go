@@ -87,7 +87,7 @@ func (t *memTx) Exec(_ context.Context, sql string) error {
 	t.ran = append(t.ran, sql)
 	return nil
 }
-func (t *memTx) Record(_ context.Context, v int) error {
+func (t *memTx) Record(_ context.Context, v int, _ bool) error {
 	t.recorded = append(t.recorded, v)
 	return nil
 }
@@ -107,7 +107,7 @@ func (db *memDB) inTx(_ string, fn func(Tx) error) error {
 
 func TestApply(t *testing.T) {
 	t.Parallel()
-	ms := []Migration{{1, "0001_a.sql", "a"}, {2, "0002_b.sql", "b"}, {3, "0003_c.sql", "c"}}
+	ms := []Migration{{Version: 1, Name: "0001_a.sql", SQL: "a"}, {Version: 2, Name: "0002_b.sql", SQL: "b"}, {Version: 3, Name: "0003_c.sql", SQL: "c"}}
 	db := &memDB{applied: map[int]bool{1: true}, fail: "c"}
 	err := Apply(context.Background(), ms, db.inTx)
 	if err == nil || !strings.Contains(err.Error(), "0003_c.sql") {
@@ -125,5 +125,14 @@ func TestApply(t *testing.T) {
 	}
 	if strings.Join(db.ran, ",") != "b,c" || len(db.applied) != 3 {
 		t.Fatalf("ran %v, applied %v: want each migration once", db.ran, db.applied)
+	}
+}
+
+func TestIsContract(t *testing.T) {
+	if !IsContract("-- 0031: drop the old column\n  -- contract: 0030 stopped reading it\nALTER TABLE t DROP COLUMN c;") {
+		t.Fatal("a -- contract: line is not a contract")
+	}
+	if IsContract("-- 0031: add a column; no contract here\nALTER TABLE t ADD COLUMN c text;") {
+		t.Fatal("an expanding migration counts as a contract")
 	}
 }
