@@ -19,7 +19,6 @@ const (
 	DiscardInterrupted = "interrupted"
 )
 
-
 // DiscardStaleAfter is how long a running discard operation may go
 // without a committed chunk before reads show it interrupted.
 const DiscardStaleAfter = time.Minute

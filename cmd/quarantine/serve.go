@@ -100,7 +100,7 @@ func (m *Main) runServe(ctx context.Context) error {
 			KeyRule: prep.KeyRule, Collectors: m.collectorNames(),
 			MaxReplays: m.Config.Replay.MaxReplays, IncidentWindow: m.Config.Replay.IncidentWindow,
 			IncidentRate: m.Config.Replay.IncidentRate, ConfirmAbove: m.Config.Bulk.ConfirmAbove,
-			Route:        m.replays.routeCheck(),
+			Route: m.replays.routeCheck(),
 		},
 	}
 	// Discards by filter left running by a stopped or dead process go on.
