@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/quarantine-dev/quarantine"
 )
 
@@ -316,4 +318,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// newLimiter returns the local pacer of a batch.
+func newLimiter(b *quarantine.ReplayBatch) *rate.Limiter {
+	burst := b.Burst
+	if burst < 1 {
+		burst = 1
+	}
+	return rate.NewLimiter(rate.Limit(b.Rate), burst)
 }

@@ -6,25 +6,17 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
 )
 
 // worker runs one batch in one engine until it is no longer running here.
-// Its pace is the store's shared rate buckets alone (every engine's
-// workers take from them), never a limiter of its own: a local limiter
-// could only hold a chunk back past the time its tokens are due, and a
-// chunk published late lands in the same second as the ones due after
-// it.
 type worker struct {
-	e  *Engine
-	id string
-	// recs hands what was published to the worker's recorder, which
-	// records it while the worker leases and publishes the next chunk
-	// (unbuffered: at most one chunk is being recorded while another is
-	// published); recDone is closed once the recorder stopped.
-	recs    chan recordJob
-	recDone chan struct{}
+	e   *Engine
+	id  string
+	lim *rate.Limiter
 
 	// The breaker judges what was published since this worker started (a
 	// resume after a breaker pause starts a new worker, so the operator's
@@ -47,8 +39,6 @@ func buckets(b *quarantine.ReplayBatch, label string) []quarantine.RateBucket {
 }
 
 func (w *worker) run(ctx context.Context) {
-	w.startRecorder(ctx)
-	defer w.stopRecorder()
 	st := w.e.cfg.Store
 	var b *quarantine.ReplayBatch
 	var readAt time.Time
@@ -73,6 +63,9 @@ func (w *worker) run(ctx context.Context) {
 		}
 		if b.State != quarantine.ReplayRunning {
 			return
+		}
+		if w.lim == nil || w.lim.Limit() != rate.Limit(b.Rate) || w.lim.Burst() != max(b.Burst, 1) {
+			w.lim = newLimiter(b)
 		}
 		if fresh && w.breaker(ctx, b) {
 			return
@@ -108,18 +101,10 @@ func (w *worker) run(ctx context.Context) {
 		var tokWait time.Duration
 		var err error
 		paid := w.dest
-		batchPaid := false // the lease reserved the batch's tokens alone
 		tl, ok := st.(TokenLeaser)
-		switch {
-		case ok && paid != "" && w.e.heldFor(paid) == 0:
+		if ok && paid != "" && w.e.heldFor(paid) == 0 {
 			leases, due, tokWait, err = tl.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, paid), ahead(b))
-		case ok && paid == "":
-			// The destination is not known yet (the first chunk): the
-			// lease reserves the batch's tokens ahead, the destination's
-			// are taken when the chunk is published.
-			batchPaid = true
-			leases, due, tokWait, err = tl.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, "")[:1], ahead(b))
-		default:
+		} else {
 			paid = ""
 			leases, err = st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq)
 		}
@@ -150,7 +135,7 @@ func (w *worker) run(ctx context.Context) {
 			b = nil
 			continue
 		}
-		if retry := w.publish(ctx, b, leases, paid, batchPaid, due); retry > 0 {
+		if retry := w.publish(ctx, b, leases, paid, due); retry > 0 {
 			sleep(ctx, retry)
 			b = nil
 		}
@@ -183,22 +168,13 @@ func chunk(b *quarantine.ReplayBatch) int {
 const maxAhead = 200 * time.Millisecond
 
 // ahead is how long before its tokens are due a chunk of b may be leased:
-// maxAhead, whatever the chunk's time. A lease that comes back after its
-// tokens were due is published late, into the second of the chunks due
-// after it (at a consumer, more than rate + burst in that second), and
-// while no worker holds a reservation the buckets fill up to the burst
-// and drop what comes beyond (the batch runs slower than its rate): a
-// lease of a loaded database takes tens of milliseconds, more than a
-// chunk's time at a few hundred messages a second. Leased that far
-// ahead, every worker keeps a reservation while the others publish, and
-// the buckets stay drawn below empty (by at most the engines' workers'
-// chunks): the chunks go out on their due times, the burst spent once,
-// at the start.
+// a chunk's time (a destination's shared bucket goes below empty by at
+// most a chunk), at most maxAhead.
 func ahead(b *quarantine.ReplayBatch) time.Duration {
 	if b.Rate <= 0 {
 		return 0
 	}
-	return maxAhead
+	return min(time.Duration(float64(chunk(b))/b.Rate*float64(time.Second)), maxAhead)
 }
 
 // chunkTime is how long the rate of b takes to grant a chunk's tokens
@@ -339,14 +315,12 @@ type pending struct {
 }
 
 // publish publishes leased items, destination by destination, within
-// the rate, handing each broker answer to the recorder so that a crash
-// repeats at most two chunks (one being recorded, one published). The lease reserved the tokens of the items going to
-// destination paid ("": none), due at due: those are published then;
-// with batchPaid it reserved the batch's tokens alone, due at due, and
-// the destinations' are taken at the publish. It
+// the rate, recording after each broker answer so that a crash repeats
+// at most one chunk. The lease reserved the tokens of the items going to
+// destination paid ("": none), due at due: those are published then. It
 // returns how long to wait before the next lease (after a broker outage
 // or a destination asking to slow down).
-func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases []quarantine.ReplayLease, paid string, batchPaid bool, due time.Time) time.Duration {
+func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases []quarantine.ReplayLease, paid string, due time.Time) time.Duration {
 	st := w.e.cfg.Store
 	leasedAt := time.Now()
 	var failed []quarantine.ReplayResult
@@ -374,7 +348,7 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 	var wait time.Duration
 	for gi, label := range order {
 		rest := groups[label]
-		if label == paid || batchPaid {
+		if label == paid {
 			// Not before the reserved tokens are due; a shutdown
 			// meanwhile gives the items back (below).
 			sleep(ctx, time.Until(due))
@@ -397,11 +371,7 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 			if label == paid {
 				n, paid = len(rest), "" // taken with the lease
 			} else {
-				bs := buckets(b, label)
-				if batchPaid {
-					bs = bs[1:] // the batch's came with the lease
-				}
-				n, tokWait, err = st.TakeReplayTokens(ctx, bs, len(rest))
+				n, tokWait, err = st.TakeReplayTokens(ctx, buckets(b, label), len(rest))
 			}
 			if err != nil {
 				if ctx.Err() == nil {
@@ -413,6 +383,9 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 			if n == 0 {
 				sleep(ctx, min(max(tokWait, time.Millisecond), w.e.cfg.Poll))
 				continue
+			}
+			if err := w.lim.WaitN(ctx, min(n, w.lim.Burst())); err != nil {
+				continue // ctx ended: the loop gives the rest back
 			}
 			part := rest[:n]
 			rest = rest[n:]
@@ -511,53 +484,16 @@ func (w *worker) result(b *quarantine.ReplayBatch, p pending, o quarantine.ItemO
 	}
 }
 
-// recordJob is one record the recorder makes: results of items leased
-// until until.
-type recordJob struct {
-	results []quarantine.ReplayResult
-	until   time.Time
-}
-
-// startRecorder starts the goroutine that records what the worker
-// published, in order.
-func (w *worker) startRecorder(ctx context.Context) {
-	w.recs, w.recDone = make(chan recordJob), make(chan struct{})
-	go func() {
-		defer close(w.recDone)
-		for j := range w.recs {
-			w.recordNow(ctx, j.results, j.until)
-		}
-	}()
-}
-
-// stopRecorder waits until everything handed to the recorder is recorded
-// (or given up on, as recordNow says).
-func (w *worker) stopRecorder() {
-	close(w.recs)
-	<-w.recDone
-}
-
-// record hands results to the recorder (waiting while it records the
-// chunk before): the worker goes on with the next chunk meanwhile. A
-// worker without recorder records them itself.
-func (w *worker) record(ctx context.Context, results []quarantine.ReplayResult, until time.Time) {
-	if len(results) == 0 {
-		return
-	}
-	if w.recs == nil {
-		w.recordNow(ctx, results, until)
-		return
-	}
-	w.recs <- recordJob{results, until}
-}
-
-// recordNow stores results. After a publish it must not be lost to a
+// record stores results. After a publish it must not be lost to a
 // shutdown, so it has a context of its own. A store busy or away
 // (EUNAVAILABLE) is tried again, backing off, until until (the end of the
 // items' lease) while the engine runs; a failure that stays leaves the
 // leases to expire, and the items are published again (same idempotency
 // key).
-func (w *worker) recordNow(ctx context.Context, results []quarantine.ReplayResult, until time.Time) {
+func (w *worker) record(ctx context.Context, results []quarantine.ReplayResult, until time.Time) {
+	if len(results) == 0 {
+		return
+	}
 	var stale []int
 	var err error
 	for attempt := 1; ; attempt++ {
