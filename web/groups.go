@@ -31,7 +31,7 @@ type groupRow struct {
 // filtered messages the token may see, largest first, as GET
 // /api/v1/groups; each links to its messages (the fingerprint filter).
 func (h *Handler) listGroups(w http.ResponseWriter, r *http.Request, s *session) {
-	fv, f, err := h.parseFilter(s.token, r.URL.Query())
+	fv, f, err := h.parseListFilter(s.token, r.URL.Query())
 	fv.Action = "/groups"
 	c := &groupsContent{Filter: fv}
 	p := page{Title: "Failure groups", Token: s.token, CSRF: s.csrf, Content: c}

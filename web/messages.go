@@ -72,6 +72,50 @@ type filterView struct {
 	FailedAfter, FailedBefore string   // as the datetime-local inputs show them
 	OlderThan, Q              string
 	Empty                     bool // selects every message (the token's)
+	// Active is the filter as the page summarises it (one entry per
+	// parameter, its values joined); DefaultStatus: the status is the
+	// list's default (every status but replayed), not one asked for.
+	Active        []hidden
+	ActiveCount   int
+	DefaultStatus bool
+	Open          bool // the "more filters" box starts open
+}
+
+// defaultStatuses are the statuses the messages list, the sample and the
+// groups show when none is asked for: every one but replayed (a replayed
+// message is done with; the API's list is the same with these statuses,
+// and the page's curl says so).
+func defaultStatuses() []string {
+	var out []string
+	for _, st := range quarantine.Statuses {
+		if st != quarantine.StatusReplayed {
+			out = append(out, string(st))
+		}
+	}
+	return out
+}
+
+// parseListFilter is parseFilter for the messages list, the sample and
+// the groups: without a status they show defaultStatuses, as an explicit
+// filter (the bulk and replay links and the curl carry it).
+func (h *Handler) parseListFilter(t *quarantine.Token, q url.Values) (filterView, quarantine.Filter, error) {
+	defaulted := !slices.ContainsFunc(q["status"], func(s string) bool { return strings.TrimSpace(s) != "" })
+	if defaulted {
+		q = cloneValues(q)
+		q["status"] = defaultStatuses()
+	}
+	fv, f, err := h.parseFilter(t, q)
+	fv.DefaultStatus = defaulted
+	return fv, f, err
+}
+
+// cloneValues is a deep copy of v.
+func cloneValues(v url.Values) url.Values {
+	out := make(url.Values, len(v))
+	for k, vs := range v {
+		out[k] = slices.Clone(vs)
+	}
+	return out
 }
 
 // parseFilter reads the filter parameters of q as the API does
@@ -110,6 +154,10 @@ func (h *Handler) parseFilter(t *quarantine.Token, q url.Values) (filterView, qu
 		for _, s := range v[k] {
 			fv.Hidden = append(fv.Hidden, hidden{k, s})
 		}
+		fv.Active = append(fv.Active, hidden{k, strings.Join(v[k], ", ")})
+		if k != "q" {
+			fv.ActiveCount++
+		}
 	}
 	for _, p := range listParams {
 		fv.Lists[p] = v[p]
@@ -147,10 +195,7 @@ func (h *Handler) parseFilter(t *quarantine.Token, q url.Values) (filterView, qu
 
 // with returns the filter's query with extra parameters set.
 func (fv filterView) with(kv ...string) string {
-	v := url.Values{}
-	for k, vs := range fv.Values {
-		v[k] = slices.Clone(vs)
-	}
+	v := cloneValues(fv.Values)
 	for i := 0; i+1 < len(kv); i += 2 {
 		v.Set(kv[i], kv[i+1])
 	}
@@ -213,6 +258,7 @@ type messagesContent struct {
 	GroupsURL  string
 	Curl       string
 	Sample     *sampleInfo
+	Count      int64 // the messages matching the filter (the list, not a sample)
 	SampleSize int
 	Strata     []option // the sample form's stratify_by choices
 }
@@ -238,7 +284,7 @@ type sampleInfo struct {
 // within the token's owners, and the link to the next page.
 func (h *Handler) listMessages(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
-	fv, f, err := h.parseFilter(s.token, q)
+	fv, f, err := h.parseListFilter(s.token, q)
 	c := &messagesContent{Filter: fv, CanChange: canOperate(s.token), SampleSize: 10, Strata: strata(quarantine.StratifyNone)}
 	p := page{Title: "Messages", Token: s.token, CSRF: s.csrf, Content: c}
 	if err == nil {
@@ -267,6 +313,12 @@ func (h *Handler) listMessages(w http.ResponseWriter, r *http.Request, s *sessio
 			return
 		}
 		c.Messages = res.Messages
+		count := f
+		count.Limit, count.After = 0, nil
+		if c.Count, err = h.countMatching(r, count); err != nil {
+			h.fail(w, r, s, err)
+			return
+		}
 		if res.Next != nil {
 			c.Next = "/messages?" + fv.with("cursor", res.Next.Encode())
 		}
@@ -279,7 +331,7 @@ func (h *Handler) listMessages(w http.ResponseWriter, r *http.Request, s *sessio
 // /api/v1/messages/sample), reproducible by its seed.
 func (h *Handler) sampleMessages(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
-	fv, f, err := h.parseFilter(s.token, q)
+	fv, f, err := h.parseListFilter(s.token, q)
 	c := &messagesContent{Filter: fv, CanChange: canOperate(s.token)}
 	p := page{Title: "Sample", Token: s.token, CSRF: s.csrf, Content: c}
 	req := quarantine.SampleRequest{Filter: f, StratifyBy: q.Get("stratify_by"), Seed: randomSeed()}
@@ -327,6 +379,20 @@ func (h *Handler) sampleMessages(w http.ResponseWriter, r *http.Request, s *sess
 		c.Messages = msgs
 	}
 	h.render(w, r, http.StatusOK, "messages", p)
+}
+
+// countMatching is the number of messages matching f (scoped), the sum
+// of the store's counts by queue, as the bulk page counts a selection.
+func (h *Handler) countMatching(r *http.Request, f quarantine.Filter) (int64, error) {
+	counts, err := h.cfg.Store.CountByQueue(r.Context(), f)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, qc := range counts {
+		n += qc.Count
+	}
+	return n, nil
 }
 
 // maxRandomSeed bounds the seeds the UI picks, as the API's: 2^53.

@@ -124,9 +124,10 @@ func TestWebMessagesEveryFilter(t *testing.T) {
 			t.Errorf("?%s: %d, want 400 with %q", q, res.StatusCode, want)
 		}
 	}
-	// The equivalent curl of the list carries the filter, not the token.
+	// The equivalent curl of the list carries the filter (with the list's
+	// default statuses, as the page shows them), not the token.
 	_, body = get(t, cl, e.srv.URL+"/messages?queue=orders")
-	if !strings.Contains(html.UnescapeString(body), `curl -H "Authorization: Bearer $QUARANTINE_TOKEN" '`+e.srv.URL+`/api/v1/messages?queue=orders'`) {
+	if !strings.Contains(html.UnescapeString(body), `curl -H "Authorization: Bearer $QUARANTINE_TOKEN" '`+e.srv.URL+`/api/v1/messages?queue=orders&status=quarantined&status=replaying&status=refailed&status=discarded'`) {
 		t.Errorf("no curl of the list in %s", body)
 	}
 }
@@ -387,7 +388,7 @@ func TestWebSample(t *testing.T) {
 			t.Fatalf("sampled %s, not an orders message of team-a (hidden %s)", id, hidden.ID)
 		}
 	}
-	if !strings.Contains(body, `href="/messages?queue=orders" id="back-to-list"`) {
+	if !strings.Contains(body, `href="/messages?queue=orders&amp;status=quarantined&amp;status=replaying&amp;status=refailed&amp;status=discarded" id="back-to-list"`) {
 		t.Errorf("the sample does not lead back to the filtered list: %s", body)
 	}
 	_, again := get(t, c, e.srv.URL+"/messages/sample?queue=orders&size=5&seed=42")
@@ -418,5 +419,61 @@ func TestWebSample(t *testing.T) {
 		if res, _ := get(t, c, e.srv.URL+"/messages/sample?"+q); res.StatusCode != want {
 			t.Errorf("sample ?%s: %d, want %d", q, res.StatusCode, want)
 		}
+	}
+}
+
+// The list, the sample and the groups leave replayed messages out unless
+// a status is asked for, as an explicit filter (the curl, the bulk link
+// and the count say so), and the list counts what matches.
+func TestWebListsLeaveReplayedOutByDefault(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.client()
+	e.login(c, e.token("op", quarantine.RoleOperator))
+	waiting := e.message(quarantine.Message{Queue: "orders", JobName: "charge", IdempotencyKey: "order:1", Reason: "card declined", Payload: []byte(`{}`)})
+	done := e.message(quarantine.Message{Queue: "orders", JobName: "charge", IdempotencyKey: "order:2", Reason: "card declined", Payload: []byte(`{}`)})
+	e.replayed(done, "fixed")
+	if got := e.statusOf(done.ID); got != quarantine.StatusReplayed {
+		t.Fatalf("the replayed message is %s", got)
+	}
+	count := regexp.MustCompile(`<strong class="match-count" id="count">(\d+)</strong>`)
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{waiting.ID}},
+		{"queue=orders", []string{waiting.ID}},
+		{"status=replayed", []string{done.ID}},
+		{"status=replayed&status=quarantined", sortedIDs(waiting, done)},
+	} {
+		res, body := get(t, c, e.srv.URL+"/messages?"+tc.query)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("?%s: %d", tc.query, res.StatusCode)
+		}
+		if got := rowIDs(body); !slices.Equal(got, tc.want) {
+			t.Errorf("?%s lists %v, want %v", tc.query, got, tc.want)
+		}
+		if m := count.FindStringSubmatch(body); m == nil || m[1] != strconv.Itoa(len(tc.want)) {
+			t.Errorf("?%s counts %v, want %d", tc.query, m, len(tc.want))
+		}
+		defaulted := !strings.Contains(tc.query, "status=")
+		if strings.Contains(body, "by default, not the replayed messages") != defaulted {
+			t.Errorf("?%s: the default is said %v, want %v", tc.query, !defaulted, defaulted)
+		}
+		if defaulted && (!strings.Contains(body, `id="select-all"`) || strings.Contains(html.UnescapeString(body), "status=replayed")) {
+			t.Errorf("?%s: the links do not pin the default statuses", tc.query)
+		}
+	}
+	_, body := get(t, c, e.srv.URL+"/messages/sample?size=5&seed=1")
+	if got := rowIDs(body); !slices.Equal(got, []string{waiting.ID}) {
+		t.Errorf("the sample holds %v, want only %s", got, waiting.ID)
+	}
+	_, body = get(t, c, e.srv.URL+"/groups")
+	if m := groupLinkRE.FindStringSubmatch(body); m == nil || m[3] != "1" {
+		t.Errorf("the group counts %v, want 1 message", m)
+	}
+	_, body = get(t, c, e.srv.URL+"/groups?status=replayed&status=quarantined")
+	if m := groupLinkRE.FindStringSubmatch(body); m == nil || m[3] != "2" {
+		t.Errorf("the group with replayed counts %v, want 2 messages", m)
 	}
 }

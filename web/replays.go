@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
@@ -68,7 +69,14 @@ func (h *Handler) listReplays(w http.ResponseWriter, r *http.Request, s *session
 	}
 	now := h.cfg.Now()
 	for _, b := range batches {
-		rate, eta := api.ReplayProgress(b, now)
+		_, eta := api.ReplayProgress(b, now)
+		// The achieved rate as the replay's page shows it: pauses and the
+		// canary's observation excluded (read from its state changes).
+		rate, err := api.ReplayRate(r.Context(), h.cfg.Store, b, now)
+		if err != nil {
+			h.fail(w, r, s, err)
+			return
+		}
 		c.Replays = append(c.Replays, replayRow{B: b, Done: b.Done(), Rate: showRate(rate), ETA: showSeconds(eta)})
 	}
 	if next != "" {
@@ -329,6 +337,10 @@ func (h *Handler) changeReplay(w http.ResponseWriter, r *http.Request, s *sessio
 		}
 	}
 	c := quarantine.ReplayChange{BatchID: b.ID, Action: action, Actor: s.token.Actor(), Reason: r.PostFormValue("reason")}
+	if action == quarantine.ReplayActStart && strings.TrimSpace(c.Reason) == "" {
+		// The reason is asked once, on the replay form: Start records it.
+		c.Reason = b.Reason
+	}
 	if action == quarantine.ReplayActStart {
 		c.Force, c.AcceptKeyRuleChange = r.PostFormValue("force") != "", r.PostFormValue("accept_key_rule_change") != ""
 		c.Guard = h.cfg.Replay.Guard()

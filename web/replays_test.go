@@ -196,8 +196,9 @@ func TestReplayFormErrors(t *testing.T) {
 	}
 }
 
-// Start, pause, resume and cancel, each with its reason, audited; a
-// missing reason or an action the state does not allow changes nothing.
+// Start (with the reason given on the replay form: it is asked once),
+// pause, resume and cancel, each with its reason, audited; a missing
+// reason or an action the state does not allow changes nothing.
 func TestReplayActions(t *testing.T) {
 	t.Parallel()
 	e := newReplayEnv(t)
@@ -221,11 +222,16 @@ func TestReplayActions(t *testing.T) {
 	if body := act("pause", "x", http.StatusConflict); !strings.Contains(body, "Not done: a draft replay cannot be paused") {
 		t.Fatalf("pause of a draft:\n%s", body)
 	}
-	if body := act("start", "", http.StatusUnprocessableEntity); !strings.Contains(body, "a reason is required") {
-		t.Fatalf("start without a reason:\n%s", body)
-	}
 	state(quarantine.ReplayDraft)
-	act("start", "go", http.StatusSeeOther)
+	_, draft := get(t, e.c, e.srv.URL+"/replays/"+b.ID)
+	if strings.Contains(draft, `id="reason-start"`) || !strings.Contains(draft, `id="start-reason"`) {
+		t.Fatalf("the draft's Start asks the reason again:\n%s", draft)
+	}
+	act("start", "", http.StatusSeeOther)
+	state(quarantine.ReplayRunning)
+	if body := act("pause", " ", http.StatusUnprocessableEntity); !strings.Contains(body, "a reason is required") {
+		t.Fatalf("pause without a reason:\n%s", body)
+	}
 	state(quarantine.ReplayRunning)
 	_, page := get(t, e.c, e.srv.URL+"/replays/"+b.ID)
 	if !strings.Contains(page, `id="pause"`) || strings.Contains(page, `id="start"`) || strings.Contains(page, `id="resume"`) {
@@ -247,7 +253,7 @@ func TestReplayActions(t *testing.T) {
 	if res, _ := postForm(t, e.c, e.srv.URL+"/replays/"+b.ID+"/explode", url.Values{"csrf": {csrf(t, page)}, "reason": {"x"}}); res.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown action: %d", res.StatusCode)
 	}
-	for action, reason := range map[string]string{quarantine.ActionReplayStart: "go", quarantine.ActionReplayPause: "downstream slow",
+	for action, reason := range map[string]string{quarantine.ActionReplayStart: b.Reason, quarantine.ActionReplayPause: "downstream slow",
 		quarantine.ActionReplayResume: "better", quarantine.ActionReplayCancel: "enough"} {
 		evs, err := e.store.ListAudit(context.Background(), quarantine.AuditFilter{Action: action, Subject: b.ID, Limit: 10})
 		if err != nil {

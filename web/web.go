@@ -161,6 +161,7 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 		"utc":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 		"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"trunc":   truncate,
+		"shortid": shortID,
 	}
 	names, err := viewNames(tfs)
 	if err != nil {
@@ -331,6 +332,17 @@ func truncate(n int, s string) string {
 		i++
 	}
 	return s
+}
+
+// shortID is an identifier as tables show it: a ULID's last 8
+// characters (its random part, which differs between ids made in the same
+// millisecond, as its time prefix does not) after "…"; anything shorter
+// than 13 characters whole.
+func shortID(id string) string {
+	if len(id) < 13 {
+		return id
+	}
+	return "…" + id[len(id)-8:]
 }
 
 // ago is t relative to now, like "3 h ago".

@@ -9,6 +9,9 @@
 //              keys do the same once a row has the focus
 //   Enter      open the row (its first link has the focus)
 //   Escape     leave the search box
+//
+// Copy buttons (button.copy[data-copy], hidden without this script) copy
+// the whole identifier that a table shows shortened.
 "use strict";
 (function () {
   function typing(el) {
@@ -104,4 +107,42 @@
       current = at;
     }
   });
+
+  // Copy buttons: shown only when the script runs (the id stays in the
+  // title without it).
+  function copied(btn) {
+    btn.classList.add("copied");
+    btn.textContent = "copied";
+    setTimeout(function () { btn.classList.remove("copied"); btn.textContent = "copy"; }, 1500);
+  }
+  function copy(btn) {
+    var text = btn.getAttribute("data-copy");
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(text).then(function () { copied(btn); }, function () { fallback(btn, text); });
+    } else {
+      fallback(btn, text);
+    }
+  }
+  function fallback(btn, text) {
+    var ta = document.createElement("textarea");
+    ta.value = text;
+    ta.setAttribute("readonly", "");
+    ta.className = "visually-hidden";
+    document.body.appendChild(ta);
+    ta.select();
+    try { if (document.execCommand("copy")) copied(btn); } catch (e) { /* the title still shows it */ }
+    document.body.removeChild(ta);
+  }
+  function revealCopies(root) {
+    root.querySelectorAll("button.copy[data-copy]").forEach(function (b) { b.hidden = false; });
+  }
+  revealCopies(document);
+  document.addEventListener("click", function (e) {
+    var btn = e.target.closest && e.target.closest("button.copy[data-copy]");
+    if (btn) {
+      e.preventDefault();
+      copy(btn);
+    }
+  });
+  window.quarantineRevealCopies = revealCopies;
 })();

@@ -1,8 +1,10 @@
 // A replay's live progress: polls the page's progress URL (JSON) and
 // updates the counts, the progress bar, the achieved rate and the ETA in
 // place (and, while the batch is pinning, how many messages are pinned
-// and the pin's ETA); when the state changes it reloads the page (its actions and
-// items follow the state). The page works without this script.
+// and the pin's ETA); when the count of items done changes it fetches the
+// page again and replaces the per-message table's rows; when the state
+// changes it reloads the page (its actions and items follow the state).
+// The page works without this script.
 "use strict";
 (function () {
   var root = document.getElementById("replay");
@@ -17,6 +19,35 @@
     return;
   }
   var INTERVAL = 1000;
+  var doneEl = document.getElementById("replay-done");
+  var lastDone = doneEl ? parseInt(doneEl.textContent, 10) : null;
+
+  // The rows of the per-message table, read from the page itself (the
+  // same page of items, the same escaping): no markup is built here.
+  function refreshItems() {
+    var body = document.querySelector("#replay-items tbody");
+    if (!body) {
+      return;
+    }
+    fetch(location.href, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (res) {
+        if (!res.ok) {
+          throw new Error("HTTP " + res.status);
+        }
+        return res.text();
+      })
+      .then(function (html) {
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        var fresh = doc.querySelector("#replay-items tbody");
+        if (fresh) {
+          body.replaceWith(document.importNode(fresh, true));
+          if (window.quarantineRevealCopies) {
+            window.quarantineRevealCopies(document.getElementById("replay-items"));
+          }
+        }
+      })
+      .catch(function () { /* the counts still update; a reload shows the rows */ });
+  }
 
   function setText(id, text) {
     var el = document.getElementById(id);
@@ -41,6 +72,10 @@
       location.reload();
       return false;
     }
+    if (lastDone !== null && p.done !== lastDone) {
+      refreshItems();
+    }
+    lastDone = p.done;
     setText("replay-done", String(p.done));
     setText("replay-total", String(p.total));
     var bar = document.getElementById("replay-progress");
