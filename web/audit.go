@@ -1,10 +1,13 @@
 package web
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,12 +100,15 @@ func (a *auditView) list(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	for _, e := range events {
-		row := auditRow{AuditEvent: e, Details: string(e.Details)}
+		row := auditRow{AuditEvent: e, Details: indentJSON(e.Details)}
 		if row.Details == "{}" || row.Details == "null" {
 			row.Details = ""
 		}
 		if quarantine.ValidID(e.Subject) {
 			row.SubjectURL = "/messages/" + e.Subject
+			if strings.HasPrefix(e.Action, "replay.") {
+				row.SubjectURL = "/replays/" + e.Subject
+			}
 		}
 		c.Events = append(c.Events, row)
 	}
@@ -189,4 +195,14 @@ func (a *auditView) verify(ctx context.Context) (*chainStatus, error) {
 	}
 	a.last = &chainStatus{AuditVerification: res, At: a.h.cfg.Now(), Took: time.Since(start).Round(time.Millisecond), of: head}
 	return a.last, nil
+}
+
+// indentJSON is raw JSON indented for its scrollable cell (as it is when
+// it is not JSON).
+func indentJSON(raw []byte) string {
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return b.String()
 }

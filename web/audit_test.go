@@ -219,7 +219,8 @@ func TestAuditHostileEventIsText(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"&lt;img src=x onerror=alert(1)&gt;", "&#34;&gt;&lt;script&gt;x()&lt;/script&gt;",
-		`<a href="/messages/` + m.ID + `">` + m.ID + `</a>`, "&lt;/code&gt;&lt;svg onload=alert(2)&gt;"} {
+		`<a href="/messages/` + m.ID + `" class="id-link"><code class="id" title="` + m.ID + `">…` + m.ID[len(m.ID)-8:] + `</code></a>`,
+		`data-copy="` + m.ID + `"`, "&lt;/code&gt;&lt;svg onload=alert(2)&gt;"} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("the page lacks %q", want)
 		}

@@ -139,7 +139,8 @@ type ageRow struct {
 // ageChart draws counts (one per ageBuckets entry) as bars, each split
 // into the part older than its queue's max_age (over) and the rest.
 func ageChart(counts, over []int64) (barChart, []ageRow) {
-	const w, gap, h, top, pad = 50, 8, 120, 16, 8
+	// 78 units a bucket: room for the widest tick label ("30–60 min" at 11px)
+	const w, gap, h, top, pad = 60, 18, 120, 16, 8
 	bs, mx, total := bars(counts, w, gap, h)
 	c := barChart{Width: float64(len(bs))*(w+gap) - gap + 2*pad, Height: top + h, Max: mx, Total: total,
 		TickY: top + h + 14, FullHeight: top + h + 20}

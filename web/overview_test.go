@@ -127,6 +127,15 @@ func TestOverviewCountsAgesAndInflow(t *testing.T) {
 	if !strings.Contains(body, `id="no-alarms"`) {
 		t.Fatal("no alarm state is stored: the page must say none fires")
 	}
+	// Most urgent first: past max_age (the oldest first), over half of
+	// it, within it.
+	var order []string
+	for _, m := range regexp.MustCompile(`<tr data-queue="([^"]+)" data-row>`).FindAllStringSubmatch(body, -1) {
+		order = append(order, m[1])
+	}
+	if want := []string{"billing", "orders", "mail", "reports"}; fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Fatalf("queues in the order %v, want %v", order, want)
+	}
 }
 
 // The charts are numbers only: no stored string inside an <svg> but in

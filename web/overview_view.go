@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -45,6 +46,7 @@ func (h *Handler) overviewView(ctx context.Context, tok *quarantine.Token, now t
 		c.Waiting += row.Waiting
 		ages.add(row, rd.ages[i].Counts)
 	}
+	sortByUrgency(c.Queues, now)
 	if err := h.countStraddled(ctx, ages, f.Owner, ageEdges(now), now); err != nil {
 		return nil, err
 	}
@@ -193,4 +195,45 @@ func (h *Handler) countStraddled(ctx context.Context, t *ageTally, owners []stri
 		}
 	}
 	return nil
+}
+
+// sortByUrgency orders the queue rows most urgent first: a firing alarm,
+// then a pending one, then the oldest dead letter's level against its
+// max_age (past it, over half of it, within it, nothing waiting), then
+// the oldest age, then the most waiting, then the name.
+func sortByUrgency(rows []queueRow, now time.Time) {
+	alarmRank := func(r queueRow) int {
+		rank := 2
+		for _, a := range r.Firing {
+			switch a.State {
+			case quarantine.AlarmFiring:
+				rank = 0
+			case quarantine.AlarmPending:
+				rank = min(rank, 1)
+			}
+		}
+		return rank
+	}
+	levelRank := map[string]int{ageOver: 0, ageWarn: 1, ageOK: 2, ageNone: 3}
+	age := func(r queueRow) time.Duration {
+		if r.Oldest == nil {
+			return -1
+		}
+		return now.Sub(*r.Oldest)
+	}
+	slices.SortStableFunc(rows, func(a, b queueRow) int {
+		if c := cmp.Compare(alarmRank(a), alarmRank(b)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(levelRank[a.AgeLevel], levelRank[b.AgeLevel]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(age(b), age(a)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Waiting, a.Waiting); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Queue, b.Queue)
+	})
 }

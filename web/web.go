@@ -336,10 +336,10 @@ func truncate(n int, s string) string {
 
 // shortID is an identifier as tables show it: a ULID's last 8
 // characters (its random part, which differs between ids made in the same
-// millisecond, as its time prefix does not) after "…"; anything shorter
-// than 13 characters whole.
+// millisecond, as its time prefix does not) after "…"; anything that is
+// not a ULID whole.
 func shortID(id string) string {
-	if len(id) < 13 {
+	if !quarantine.ValidID(id) {
 		return id
 	}
 	return "…" + id[len(id)-8:]
