@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -43,6 +44,11 @@ type editContent struct {
 	Payload string // the editor's text
 	Reason  string
 	IfMatch string // the payload_sha256 the edit is based on
+	// Changes is the structural diff of a JSON edit against the current
+	// version (by JSON Pointer), Structural whether there is one.
+	Changes    []jsonChange
+	ChangesCut bool
+	Structural bool
 	// Diff is the editor's text against the current version (on a POST).
 	Diff       []diffLine
 	DiffCut    bool
@@ -183,8 +189,7 @@ func (h *Handler) editPost(w http.ResponseWriter, r *http.Request, s *session) {
 	if perr != "" {
 		c.PayloadErr = perr
 	}
-	c.Diff, c.DiffCut = lineDiff(c.Current, shown)
-	c.Changed = changed(c.Diff)
+	c.diff(m.Payload, payload, shown, perr == "")
 	edit := quarantine.PayloadEdit{MessageID: m.ID, IfMatch: c.IfMatch, Payload: payload, Reason: c.Reason, Actor: s.token.Actor()}
 	status := http.StatusOK
 	err := edit.Validate()
@@ -192,9 +197,10 @@ func (h *Handler) editPost(w http.ResponseWriter, r *http.Request, s *session) {
 		err = h.cfg.Edit.Check(m, edit)
 	}
 	if err == nil && perr == "" && save {
-		_, err = h.cfg.Store.EditPayload(r.Context(), edit)
+		var saved *quarantine.Message
+		saved, err = h.cfg.Store.EditPayload(r.Context(), edit)
 		if err == nil {
-			http.Redirect(w, r, "/messages/"+m.ID, http.StatusSeeOther)
+			http.Redirect(w, r, "/messages/"+m.ID+"?saved="+strconv.Itoa(saved.PayloadVersion), http.StatusSeeOther)
 			return
 		}
 		if quarantine.ErrorCode(err) == quarantine.EPRECONDITION { // lost a race to a concurrent edit
@@ -216,8 +222,7 @@ func (h *Handler) editPost(w http.ResponseWriter, r *http.Request, s *session) {
 		status = http.StatusConflict
 		fresh := newEditContent(m)
 		c.M, c.Current, c.IfMatch, c.Stale = m, fresh.Current, m.PayloadSHA256, true
-		c.Diff, c.DiffCut = lineDiff(c.Current, shown)
-		c.Changed = changed(c.Diff)
+		c.diff(m.Payload, payload, shown, perr == "")
 		pageErr = fmt.Sprintf("Not saved: the payload changed since you opened the editor (it is now version %d, shown below). Your text is kept: check its diff against the new version, then save again.", m.PayloadVersion)
 	case field == "reason":
 		status, c.ReasonErr = http.StatusUnprocessableEntity, quarantine.ErrorMessage(err)
@@ -234,6 +239,21 @@ func (h *Handler) editPost(w http.ResponseWriter, r *http.Request, s *session) {
 		pageErr = "Not saved: correct the fields marked below."
 	}
 	h.render(w, r, status, "edit", page{Title: "Edit " + m.ID, Token: s.token, CSRF: s.csrf, Error: pageErr, Content: c})
+}
+
+// diff sets the page's diffs of the edit against current: by line
+// (shown against the current version as shown), and by JSON Pointer when
+// both are JSON (valid: the edit parsed).
+func (c *editContent) diff(current, payload []byte, shown string, valid bool) {
+	c.Diff, c.DiffCut = lineDiff(c.Current, shown)
+	c.Changed = changed(c.Diff)
+	c.Changes, c.ChangesCut, c.Structural = nil, false, false
+	if c.JSON && valid {
+		if ch, cut, ok := jsonDiff(current, payload); ok {
+			c.Changes, c.ChangesCut, c.Structural = ch, cut, true
+			c.Changed = len(ch) > 0
+		}
+	}
 }
 
 // editedPayload turns the editor's text into the payload to store and

@@ -89,7 +89,7 @@ func (e *editEnv) audits(action string) []quarantine.AuditEvent {
 
 // The editor shows the payload indented; a save with a reason stores a
 // new version, compact like the one before, audited with the reason and
-// both hashes, and redirects to the message.
+// both hashes, and redirects to the message, which confirms the save.
 func TestEditSaves(t *testing.T) {
 	t.Parallel()
 	e := newEditEnv(t)
@@ -100,8 +100,16 @@ func TestEditSaves(t *testing.T) {
 	tok, ifMatch := e.form()
 	res, _ = e.post(url.Values{"csrf": {tok}, "if_match": {ifMatch}, "action": {"save"}, "reason": {"amount as a number"},
 		"payload": {"{\r\n  \"order_id\": \"42\",\r\n  \"amount\": 12.5\r\n}"}})
-	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/messages/"+e.m.ID {
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/messages/"+e.m.ID+"?saved=2" {
 		t.Fatalf("save: %d to %q", res.StatusCode, res.Header.Get("Location"))
+	}
+	// The message confirms the version saved, and only while it is the
+	// current one.
+	if _, body := get(t, e.c, e.srv.URL+res.Header.Get("Location")); !strings.Contains(body, `<p class="flash" role="status" id="flash">Saved: the payload is now version 2`) {
+		t.Fatalf("no confirmation of the save:\n%s", body)
+	}
+	if _, body := get(t, e.c, e.srv.URL+"/messages/"+e.m.ID+"?saved=1"); strings.Contains(body, `id="flash"`) {
+		t.Fatalf("a save of a version that is not the current one is confirmed:\n%s", body)
 	}
 	m := e.stored()
 	if m.PayloadVersion != 2 || string(m.Payload) != `{"order_id":"42","amount":12.5}` {
@@ -159,7 +167,8 @@ func TestEditRefusals(t *testing.T) {
 	}
 }
 
-// Preview checks the edit and shows its line diff without saving.
+// Preview checks the edit and shows its changes by JSON Pointer (and its
+// line diff) without saving; a compacted payload has no change.
 func TestEditPreviewShowsTheDiff(t *testing.T) {
 	t.Parallel()
 	e := newEditEnv(t)
@@ -176,6 +185,20 @@ func TestEditPreviewShowsTheDiff(t *testing.T) {
 		if !re.MatchString(body) {
 			t.Fatalf("the diff lacks %s:\n%s", re, body)
 		}
+	}
+	changes := regexp.MustCompile(`<tr class="change-(\w+)"><td><code class="pointer">([^<]*)</code>`).FindAllStringSubmatch(body, -1)
+	if len(changes) != 1 || changes[0][1] != "change" || changes[0][2] != "/amount" ||
+		!strings.Contains(body, `<code class="value">&#34;12.50&#34;</code></td><td><code class="value">12.5</code>`) {
+		t.Fatalf("the changes by pointer are %v, want /amount changed from \"12.50\" to 12.5:\n%s", changes, body)
+	}
+	if !strings.Contains(body, "Why it failed") || !strings.Contains(body, html.EscapeString(e.m.Reason)) {
+		t.Fatalf("the editor does not show the failure reason:\n%s", body)
+	}
+	// The same payload compacted, its members in another order: no change.
+	_, body = e.post(url.Values{"csrf": {tok}, "if_match": {ifMatch}, "action": {"preview"}, "reason": {"fix"},
+		"payload": {`{"amount":"12.50","order_id":"42"}`}})
+	if !strings.Contains(body, `id="diff-none"`) || strings.Contains(body, `<tr class="change-`) {
+		t.Fatalf("a compacted, reordered payload shows changes:\n%s", body)
 	}
 	if m := e.stored(); m.PayloadVersion != 1 {
 		t.Fatalf("a preview was stored: version %d", m.PayloadVersion)

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -107,7 +108,13 @@ func (h *Handler) showMessage(w http.ResponseWriter, r *http.Request, s *session
 		h.fail(w, r, s, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "message", page{Title: "Message " + m.ID, Token: s.token, CSRF: s.csrf, Content: c})
+	p := page{Title: "Message " + m.ID, Token: s.token, CSRF: s.csrf, Content: c}
+	if v := r.URL.Query().Get("saved"); v != "" && v == strconv.Itoa(m.PayloadVersion) {
+		// The editor's redirect after a save (the version it saved is
+		// still the current one).
+		p.Flash = "Saved: the payload is now version " + v + ", recorded in the timeline below with your reason."
+	}
+	h.render(w, r, http.StatusOK, "message", p)
 }
 
 // messagePage builds the page of m for the session's token.

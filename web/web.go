@@ -261,6 +261,7 @@ type page struct {
 	Token   *quarantine.Token // nil when not logged in
 	CSRF    string
 	Error   string
+	Flash   string // a confirmation of what the previous request did
 	Content any
 }
 

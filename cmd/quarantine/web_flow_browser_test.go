@@ -117,8 +117,9 @@ replay: {canary: 1, observe: 500ms, poll: 50ms, incident_rate: 1000}
 	b.NoInjectionBut("/overview", "svg.spark", "svg.agechart", "svg.agehistory")
 	b.Screenshot("flow-01-landing")
 
-	// Filter the messages by queue.
+	// Filter the messages by queue (a field of the "more filters" box).
 	b.Do(chromedp.Navigate(base+"/messages"), chromedp.WaitVisible(chromedp.ID("messages")))
+	b.Do(chromedp.Click(chromedp.CSS(`#more-filters > summary`)), chromedp.WaitVisible(chromedp.CSS(`form.filters input[name="queue"]`)))
 	b.Do(chromedp.SendKeys(chromedp.CSS(`form.filters input[name="queue"]`), "orders"),
 		chromedp.Submit(chromedp.CSS(`form.filters input[name="queue"]`)))
 	// The unfiltered page holds the row too: wait for the filtered one.
@@ -159,12 +160,10 @@ replay: {canary: 1, observe: 500ms, poll: 50ms, incident_rate: 1000}
 	}
 	b.Do(chromedp.SetValue(chromedp.ID("payload"), edited),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("payload").dispatchEvent(new Event("input"))`),
-		chromedp.WaitVisible(chromedp.CSS(`#payload:not([aria-invalid]) ~ #diff li.diff-add, #diff li.diff-add`)))
-	if got := b.Text("#diff li.diff-add .diff-text"); !strings.Contains(got, `"amount": 1.5`) {
-		t.Fatalf("the live diff adds %q", got)
-	}
-	if got := b.Text("#diff li.diff-del .diff-text"); !strings.Contains(got, `"amount": "1.00"`) {
-		t.Fatalf("the live diff removes %q", got)
+		chromedp.WaitVisible(chromedp.CSS(`#changes tr.change-change`)))
+	// The live diff is structural: one value changed, at its pointer.
+	if got := b.Eval(`JSON.stringify([...document.querySelectorAll("#changes tbody tr")].map(r => [...r.cells].map(c => c.textContent)))`); got != `[["/amount","changed","\"1.00\"","1.5"]]` {
+		t.Fatalf("the live diff shows %s", got)
 	}
 	b.Do(chromedp.SendKeys(chromedp.ID("reason"), flowEditReason))
 	b.NoInjection("/messages/{id}/edit with the diff")
@@ -176,6 +175,9 @@ replay: {canary: 1, observe: 500ms, poll: 50ms, incident_rate: 1000}
 	}
 	if got := b.Text("#payload"); !strings.Contains(got, `"amount": 1.5`) {
 		t.Fatalf("the message shows %q after the edit", got)
+	}
+	if got := b.Text("#flash"); !strings.HasPrefix(got, "Saved: the payload is now version 2") {
+		t.Fatalf("the save is confirmed as %q", got)
 	}
 	if page := b.Text("main"); !strings.Contains(page, flowEditReason) {
 		t.Fatalf("the timeline lacks the edit's reason as text:\n%s", page)
@@ -201,7 +203,11 @@ replay: {canary: 1, observe: 500ms, poll: 50ms, incident_rate: 1000}
 	b.NoInjection("/replays/{id} draft")
 	b.Screenshot("flow-07-replay-preview")
 	replayID := b.Eval(`document.getElementById("replay").dataset.id`)
-	b.Do(chromedp.SendKeys(chromedp.ID("reason-start"), "go"), chromedp.Click(chromedp.ID("start")),
+	// Start records the replay's reason: it is not asked again.
+	if got := b.Text("#start-reason"); !strings.Contains(got, flowReplayReason) {
+		t.Fatalf("Start says it records %q", got)
+	}
+	b.Do(chromedp.Click(chromedp.ID("start")),
 		chromedp.WaitVisible(chromedp.CSS(`#replay:not([data-state="draft"])`)))
 	b.Screenshot("flow-08-replay-running")
 	// replay.js polls and reloads the page when the state changes.
@@ -227,7 +233,7 @@ replay: {canary: 1, observe: 500ms, poll: 50ms, incident_rate: 1000}
 	b.NoInjection("/replays")
 	b.Screenshot("flow-10-replays")
 	b.Do(chromedp.Navigate(base+"/audit"), chromedp.WaitVisible(chromedp.ID("audit")))
-	rows := b.Eval(`JSON.stringify([...document.querySelectorAll("#audit tbody tr")].map(r => r.querySelector(".action").textContent + " " + r.querySelector(".subject").textContent.trim()))`)
+	rows := b.Eval(`JSON.stringify([...document.querySelectorAll("#audit tbody tr")].map(r => r.querySelector(".action").textContent + " " + r.querySelector(".subject code.id").title))`)
 	for _, want := range []string{"message.edit " + hostileID, "replay.create " + replayID, "replay.start " + replayID, "replay.complete " + replayID} {
 		if !strings.Contains(rows, want) {
 			t.Fatalf("the audit view lacks %q: %s", want, rows)

@@ -1,5 +1,7 @@
-// The payload editor: live JSON validation and a live line diff against
-// the current version. The page works without this script (the server
+// The payload editor: live JSON validation and a live diff against the
+// current version: by JSON Pointer when both are JSON (added, removed and
+// changed values; formatting and member order are not changes), else by
+// line. The page works without this script (the server
 // checks the edit and shows the diff when the form is posted); it only
 // adds feedback while typing. Text goes into the page as text nodes only.
 "use strict";
@@ -120,6 +122,114 @@
     }
   }
 
+  // jsonChanges compares two parsed JSON values as web/jsondiff.go does
+  // (members by name, elements by index); numbers compare by value here,
+  // by their text on the server.
+  function token(t) {
+    return "/" + String(t).replace(/~/g, "~0").replace(/\//g, "~1");
+  }
+  function kind(v) {
+    return v === null ? "null" : Array.isArray(v) ? "array" : typeof v;
+  }
+  function show(v) {
+    var s = JSON.stringify(v);
+    return s.length > 300 ? s.slice(0, 300) + "…" : s;
+  }
+  function jsonChanges(at, a, b, out) {
+    if (out.length > 500) {
+      return out;
+    }
+    var ka = kind(a), kb = kind(b);
+    if (ka === "object" && kb === "object") {
+      var names = Object.keys(a).sort();
+      Object.keys(b).sort().forEach(function (k) {
+        if (!Object.prototype.hasOwnProperty.call(a, k)) names.push(k);
+      });
+      names.forEach(function (k) {
+        var inA = Object.prototype.hasOwnProperty.call(a, k), inB = Object.prototype.hasOwnProperty.call(b, k);
+        var p = at + token(k);
+        if (!inB) out.push(["remove", p, show(a[k]), ""]);
+        else if (!inA) out.push(["add", p, "", show(b[k])]);
+        else jsonChanges(p, a[k], b[k], out);
+      });
+      return out;
+    }
+    if (ka === "array" && kb === "array") {
+      for (var i = 0; i < Math.max(a.length, b.length); i++) {
+        var p = at + token(i);
+        if (i >= b.length) out.push(["remove", p, show(a[i]), ""]);
+        else if (i >= a.length) out.push(["add", p, "", show(b[i])]);
+        else jsonChanges(p, a[i], b[i], out);
+      }
+      return out;
+    }
+    if (ka !== kb || ka === "object" || ka === "array" || a !== b) {
+      out.push(["change", at === "" ? "(the whole payload)" : at, show(a), show(b)]);
+    }
+    return out;
+  }
+
+  function showStructural(text) {
+    var a, b;
+    try {
+      a = JSON.parse(current.textContent);
+      b = JSON.parse(text);
+    } catch (e) {
+      return false;
+    }
+    var changes = jsonChanges("", a, b, []);
+    ["changes-box", "diff", "diff-none"].forEach(function (id) {
+      var el = document.getElementById(id);
+      if (el) el.remove();
+    });
+    var details = document.querySelector("details.linediff");
+    if (details) details.remove();
+    var oldHint = document.getElementById("changes-cut");
+    if (oldHint) oldHint.remove();
+    if (changes.length === 0) {
+      live.textContent = "No change in any value from the current version (formatting and the order of members are not changes).";
+      return true;
+    }
+    live.textContent = changes.length + " change(s) by JSON Pointer.";
+    var box = document.createElement("div");
+    box.className = "scroll";
+    box.id = "changes-box";
+    var table = document.createElement("table");
+    table.className = "changes";
+    table.id = "changes";
+    var head = table.createTHead().insertRow();
+    ["Where", "Change", "Was", "Becomes"].forEach(function (h) {
+      var th = document.createElement("th");
+      th.scope = "col";
+      th.textContent = h;
+      head.appendChild(th);
+    });
+    var body = table.createTBody();
+    changes.slice(0, 500).forEach(function (c) {
+      var tr = body.insertRow();
+      tr.className = "change-" + c[0];
+      var where = document.createElement("code");
+      where.className = "pointer";
+      where.textContent = c[1];
+      tr.insertCell().appendChild(where);
+      var op = tr.insertCell();
+      op.className = "op";
+      op.textContent = c[0] === "add" ? "added" : c[0] === "remove" ? "removed" : "changed";
+      [c[2], c[3]].forEach(function (v, i) {
+        var td = tr.insertCell();
+        if ((i === 0 && c[0] !== "add") || (i === 1 && c[0] !== "remove")) {
+          var code = document.createElement("code");
+          code.className = "value";
+          code.textContent = v;
+          td.appendChild(code);
+        }
+      });
+    });
+    box.appendChild(table);
+    live.after(box);
+    return true;
+  }
+
   function check() {
     var text = area.value;
     if (isJSON) {
@@ -134,7 +244,9 @@
         area.setAttribute("aria-invalid", "true");
       }
     }
-    showDiff(text);
+    if (!isJSON || !showStructural(text)) {
+      showDiff(text);
+    }
   }
 
   var timer = 0;
