@@ -38,8 +38,8 @@ type amAlert struct {
 	Annotations  map[string]string `json:"annotations"`
 	GeneratorURL string            `json:"generatorURL"`
 	StartsAt     time.Time         `json:"startsAt"`
-	EndsAt   time.Time         `json:"endsAt"`
-	Status   struct {
+	EndsAt       time.Time         `json:"endsAt"`
+	Status       struct {
 		State string `json:"state"`
 	} `json:"status"`
 }
