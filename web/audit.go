@@ -105,9 +105,11 @@ func (a *auditView) list(w http.ResponseWriter, r *http.Request, s *session) {
 			row.Details = ""
 		}
 		if quarantine.ValidID(e.Subject) {
-			row.SubjectURL = "/messages/" + e.Subject
-			if strings.HasPrefix(e.Action, "replay.") {
+			switch {
+			case strings.HasPrefix(e.Action, "replay."):
 				row.SubjectURL = "/replays/" + e.Subject
+			case !strings.HasPrefix(e.Action, "token."): // a token's id has no page
+				row.SubjectURL = "/messages/" + e.Subject
 			}
 		}
 		c.Events = append(c.Events, row)

@@ -97,6 +97,10 @@
     setText("replay-eta", p.eta_seconds === null ? "none" : seconds(p.eta_seconds));
     if (p.canary_verdict) {
       setText("replay-canary", p.canary_verdict);
+      var canary = document.getElementById("replay-canary");
+      if (canary) {
+        canary.className = "badge badge-canary-" + p.canary_verdict;
+      }
     }
     Object.keys(p.counts).forEach(function (k) {
       var cell = document.querySelector('[data-count="' + CSS.escape(k) + '"]');
