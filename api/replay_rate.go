@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/store"
 )
 
 // maxReplayChanges bounds the state changes read for a batch's rate.
@@ -14,7 +13,7 @@ const maxReplayChanges = quarantine.MaxLimit
 // ReplayRate is b's achieved rate at now with its pauses and halts
 // excluded (quarantine.AchievedRate over b's audited state changes); nil
 // before it starts. Lists show the rate without reading the changes.
-func ReplayRate(ctx context.Context, st store.Store, b *quarantine.ReplayBatch, now time.Time) (*float64, error) {
+func ReplayRate(ctx context.Context, st AuditLister, b *quarantine.ReplayBatch, now time.Time) (*float64, error) {
 	if b.StartedAt == nil {
 		return nil, nil
 	}
@@ -23,4 +22,9 @@ func ReplayRate(ctx context.Context, st store.Store, b *quarantine.ReplayBatch, 
 		return nil, err
 	}
 	return quarantine.AchievedRate(b, evs, now), nil
+}
+
+// AuditLister reads audit events (a store.Store does).
+type AuditLister interface {
+	ListAudit(ctx context.Context, f quarantine.AuditFilter) ([]quarantine.AuditEvent, error)
 }

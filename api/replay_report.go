@@ -79,6 +79,11 @@ func WriteReplayReport(ctx context.Context, w http.ResponseWriter, st ReplayItem
 		return false, err
 	}
 	v := newReplayJSON(b, now)
+	// The achieved rate as GET /api/v1/replays/{id} answers it: pauses,
+	// halts and the canary's observation excluded.
+	if v.AchievedRate, err = ReplayRate(ctx, st, b, now); err != nil {
+		return false, err
+	}
 	head := replayReportBatch{Type: "batch", ID: v.ID, State: v.State, StateReason: v.StateReason, Reason: v.Reason,
 		Actor: v.Actor, Destination: v.Destination, Rate: v.Rate, Canary: v.Canary, CanaryVerdict: v.CanaryVerdict,
 		Queues: v.Queues, Owners: v.Owners, Total: v.Total, Counts: v.Counts, CreatedAt: timeString(v.CreatedAt),
@@ -124,6 +129,7 @@ func WriteReplayReport(ctx context.Context, w http.ResponseWriter, st ReplayItem
 // ReplayItemLister is what WriteReplayReport reads (a store.Store).
 type ReplayItemLister interface {
 	ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilter) ([]quarantine.ReplayItem, bool, error)
+	AuditLister // the batch's state changes, for its achieved rate
 }
 
 // timeString formats t as JSON does, in UTC.

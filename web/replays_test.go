@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/api"
@@ -468,5 +470,56 @@ func TestReplayFilterAndCountFromTheMessagesPage(t *testing.T) {
 	}
 	if res, _ := get(t, e.c, e.srv.URL+"/replays/new?status=bogus"); res.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a bad filter: %d, want 400", res.StatusCode)
+	}
+}
+
+// The replays list, a replay's page and its report show the same achieved
+// rate: published per second while publishing, a pause excluded. The
+// batch published 1 of its 2 messages at 1 msg/s, then was paused for
+// ten minutes: 1.0 msg/s, not the 0.0 of the whole time since its start.
+func TestReplayAchievedRateExcludesPausesEverywhere(t *testing.T) {
+	t.Parallel()
+	now := time.Now().Add(10 * time.Minute)
+	e := newEnv(t, func(c *web.Config) { c.Now = func() time.Time { return now } })
+	c := e.client()
+	e.login(c, e.token("op", quarantine.RoleOperator))
+	ctx := context.Background()
+	var ids []string
+	for i := range 2 {
+		ids = append(ids, e.message(quarantine.Message{Queue: "orders", JobName: "charge", IdempotencyKey: fmt.Sprintf("order:%d", i),
+			Payload: []byte(`{}`), Reason: "declined"}).ID)
+	}
+	b, err := e.store.CreateReplay(ctx, quarantine.ReplayRequest{IDs: ids, Rate: 1, Reason: "fixed", Actor: "token:op"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := e.store.LeaseReplayItems(ctx, b.ID, "engine", 1, time.Minute, 0)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("lease: %v %v", ls, err)
+	}
+	if _, err := e.store.RecordReplayResults(ctx, []quarantine.ReplayResult{{BatchID: b.ID, MessageID: ls[0].Item.MessageID, Fence: ls[0].Fence,
+		Outcome: quarantine.ItemPublished, Destination: "memory:test/orders", PayloadVersion: ls[0].Message.PayloadVersion,
+		PayloadSHA256: ls[0].Message.PayloadSHA256, At: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.ChangeReplay(ctx, quarantine.ReplayChange{BatchID: b.ID, Action: quarantine.ReplayActPause, Actor: "token:op", Reason: "downstream slow"}); err != nil {
+		t.Fatal(err)
+	}
+	const want = "1.0 msg/s"
+	_, list := get(t, c, e.srv.URL+"/replays")
+	row := list[strings.Index(list, `<tr data-id="`+b.ID+`">`):]
+	row = row[:strings.Index(row, "</tr>")]
+	if !strings.Contains(row, `<td class="num">`+want+`</td>`) {
+		t.Errorf("the list's row shows another rate than %s:\n%s", want, row)
+	}
+	if _, page := get(t, c, e.srv.URL+"/replays/"+b.ID); !strings.Contains(page, `<dd id="replay-rate">`+want+`</dd>`) {
+		t.Errorf("the replay's page shows another rate than %s", want)
+	}
+	_, report := get(t, c, e.srv.URL+"/replays/"+b.ID+"/report")
+	var head struct {
+		AchievedRate *float64 `json:"achieved_rate"`
+	}
+	if err := json.Unmarshal([]byte(report[:strings.Index(report, "\n")]), &head); err != nil || head.AchievedRate == nil || *head.AchievedRate != 1 {
+		t.Errorf("the report's achieved rate is %v (%v), want 1", head.AchievedRate, err)
 	}
 }
