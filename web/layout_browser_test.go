@@ -257,3 +257,49 @@ func smallPNG(t *testing.T, b []byte) []byte {
 	}
 	return buf.Bytes()
 }
+
+// A running replay's page updates its per-message table as items get
+// their outcomes, without reloading (the state has not changed).
+func TestUIBrowserReplayItemsFollowTheRun(t *testing.T) {
+	b := browsertest.New(t)
+	e := newEnv(t)
+	secret := e.token("op", quarantine.RoleOperator)
+	ctx := context.Background()
+	var ids []string
+	for i := range 2 {
+		ids = append(ids, e.message(quarantine.Message{Queue: "orders", JobName: "charge", IdempotencyKey: fmt.Sprintf("order:%d", i),
+			Payload: []byte(`{}`), Reason: "declined"}).ID)
+	}
+	batch, err := e.store.CreateReplay(ctx, quarantine.ReplayRequest{IDs: ids, Rate: 10, Reason: "fixed", Actor: "token:op"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Do(chromedp.Navigate(e.srv.URL+"/?token="+secret), chromedp.WaitVisible(chromedp.ID("logout")))
+	b.Do(chromedp.Navigate(e.srv.URL+"/replays/"+batch.ID), chromedp.WaitVisible(chromedp.ID("replay-items")))
+	outcomes := `JSON.stringify([...document.querySelectorAll("#replay-items tbody tr")].map(r => r.querySelector("td.outcome").textContent.trim()))`
+	if got := b.Eval(outcomes); got != `["pending","pending"]` {
+		t.Fatalf("the items start as %s", got)
+	}
+	b.Do(chromedp.Evaluate[chromedp.Void](`window.samePage = true`))
+	ls, err := e.store.LeaseReplayItems(ctx, batch.ID, "engine", 1, time.Minute, 0)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("lease: %v %v", ls, err)
+	}
+	if _, err := e.store.RecordReplayResults(ctx, []quarantine.ReplayResult{{BatchID: batch.ID, MessageID: ls[0].Item.MessageID, Fence: ls[0].Fence,
+		Outcome: quarantine.ItemPublished, Destination: "memory:test/orders", PayloadVersion: ls[0].Message.PayloadVersion,
+		PayloadSHA256: ls[0].Message.PayloadSHA256, At: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitFor(`document.querySelector('#replay-items tr[data-message="` + ls[0].Item.MessageID + `"] td.outcome').textContent.trim() === "published"`)
+	if b.Eval(`String(window.samePage)`) != "true" {
+		t.Fatal("the page reloaded: the table must follow the run in place")
+	}
+	if got := b.Text("#replay-done"); got != "1" {
+		t.Fatalf("done shows %q, want 1", got)
+	}
+	// The rows read again keep their copy buttons working.
+	if n := browsertest.Run(b, chromedp.Evaluate[int](`document.querySelectorAll("#replay-items button.copy:not([hidden])").length`)); n != 2 {
+		t.Fatalf("%d copy buttons shown in the refreshed rows, want 2", n)
+	}
+	b.NoConsole()
+}
