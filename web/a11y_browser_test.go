@@ -40,6 +40,8 @@ var a11yPages = []a11yPage{
 	{name: "message", path: func(f *a11yFixture) string { return "/messages/" + f.message.ID }},
 	{name: "edit", path: func(f *a11yFixture) string { return "/messages/" + f.message.ID + "/edit" }},
 	{name: "groups", path: fixed("/groups")},
+	{name: "bulk", path: func(f *a11yFixture) string { return "/messages/bulk?ids=" + f.message.ID }},
+	{name: "bulk-all", path: fixed("/messages/bulk?all=1&queue=orders")},
 	{name: "replay-new", path: fixed("/replays/new?queue=orders")},
 	{name: "replays", path: fixed("/replays")},
 	{name: "replay", path: func(f *a11yFixture) string { return "/replays/" + f.replay.ID }},
