@@ -123,3 +123,19 @@ func markByStatus(sel []quarantine.Selected, changed []string, mark func(quarant
 	}
 	return nil
 }
+
+// ResumeDiscard is what resuming operation op at now changes: a running
+// one (interrupted or not) stays as it is (changed false: the caller
+// runs its chunks); a failed one runs again from its cursor, its error
+// cleared (changed true: the store saves it); a completed one cannot be
+// resumed (ECONFLICT).
+func ResumeDiscard(op quarantine.DiscardOperation, now time.Time) (quarantine.DiscardOperation, bool, error) {
+	switch op.State {
+	case quarantine.DiscardRunning:
+		return op, false, nil
+	case quarantine.DiscardFailed:
+		op.State, op.Error, op.UpdatedAt, op.FinishedAt = quarantine.DiscardRunning, "", now, nil
+		return op, true, nil
+	}
+	return op, false, quarantine.Errorf(quarantine.ECONFLICT, "the discard is %s: there is nothing to resume", op.State)
+}
