@@ -150,7 +150,7 @@ func (s *Server) resumeDiscard(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err == nil {
-		op, err = s.cfg.Discards.ResumeOne(r.Context(), id)
+		op, err = s.cfg.Discards.ResumeOne(r.Context(), id, tokenFrom(r.Context()).Actor())
 	}
 	if quarantine.ErrorCode(err) == quarantine.ENOTFOUND {
 		err = notFound

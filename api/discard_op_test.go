@@ -173,6 +173,11 @@ func TestDiscardResume(t *testing.T) {
 	if done.State != quarantine.DiscardCompleted || done.Discarded != 5 || done.Error != "" || done.FinishedAt == nil {
 		t.Fatalf("resumed failed operation at the end: %+v", done)
 	}
+	var resumes struct{ Items []auditEvent }
+	e.get("/api/v1/audit?action=discard.resume&limit=1000", e.admin).want(t, http.StatusOK).decode(t, &resumes)
+	if len(resumes.Items) != 2 || resumes.Items[0].Actor != "token:operator" || resumes.Items[1].Subject != op.ID {
+		t.Fatalf("discard.resume events %+v, want the two accepted resumes (not the refused ones)", resumes.Items)
+	}
 	if v := e.verify(""); !v.OK {
 		t.Fatalf("audit chain: %+v", v)
 	}

@@ -1924,8 +1924,9 @@ type ClientInterface interface {
 	// and `skipped` keep counting from where they were. A failed
 	// operation is `running` again, its `error` cleared. One still
 	// `running` is answered as it is (this process runs it, if it did
-	// not already). A `completed` one is 409. Follow it with
-	// `GET /api/v1/discards/{id}`.
+	// not already). Each accepted resume is recorded as a
+	// `discard.resume` audit event. A `completed` one is 409 (not
+	// recorded). Follow it with `GET /api/v1/discards/{id}`.
 	//
 	// Corresponds with POST /api/v1/discards/{id}/resume (the `ResumeDiscard` operationId).
 	ResumeDiscard(ctx context.Context, id DiscardID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2705,8 +2706,9 @@ func (c *Client) GetDiscard(ctx context.Context, id DiscardID, reqEditors ...Req
 // and `skipped` keep counting from where they were. A failed
 // operation is `running` again, its `error` cleared. One still
 // `running` is answered as it is (this process runs it, if it did
-// not already). A `completed` one is 409. Follow it with
-// `GET /api/v1/discards/{id}`.
+// not already). Each accepted resume is recorded as a
+// `discard.resume` audit event. A `completed` one is 409 (not
+// recorded). Follow it with `GET /api/v1/discards/{id}`.
 //
 // Corresponds with POST /api/v1/discards/{id}/resume (the `ResumeDiscard` operationId).
 func (c *Client) ResumeDiscard(ctx context.Context, id DiscardID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -5978,8 +5980,9 @@ type ClientWithResponsesInterface interface {
 	// and `skipped` keep counting from where they were. A failed
 	// operation is `running` again, its `error` cleared. One still
 	// `running` is answered as it is (this process runs it, if it did
-	// not already). A `completed` one is 409. Follow it with
-	// `GET /api/v1/discards/{id}`.
+	// not already). Each accepted resume is recorded as a
+	// `discard.resume` audit event. A `completed` one is 409 (not
+	// recorded). Follow it with `GET /api/v1/discards/{id}`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -11451,8 +11454,9 @@ func (c *ClientWithResponses) GetDiscardWithResponse(ctx context.Context, id Dis
 // and `skipped` keep counting from where they were. A failed
 // operation is `running` again, its `error` cleared. One still
 // `running` is answered as it is (this process runs it, if it did
-// not already). A `completed` one is 409. Follow it with
-// `GET /api/v1/discards/{id}`.
+// not already). Each accepted resume is recorded as a
+// `discard.resume` audit event. A `completed` one is 409 (not
+// recorded). Follow it with `GET /api/v1/discards/{id}`.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -73,7 +73,7 @@ func (h *Handler) discardResume(w http.ResponseWriter, r *http.Request, s *sessi
 		return
 	}
 	// A completed one (ECONFLICT) has nothing to resume: its page says so.
-	if _, err := h.cfg.Discards.ResumeOne(r.Context(), id); err != nil && quarantine.ErrorCode(err) != quarantine.ECONFLICT {
+	if _, err := h.cfg.Discards.ResumeOne(r.Context(), id, s.token.Actor()); err != nil && quarantine.ErrorCode(err) != quarantine.ECONFLICT {
 		h.fail(w, r, s, err)
 		return
 	}

@@ -124,18 +124,23 @@ func (s *Store) FailDiscard(ctx context.Context, id, reason string) error {
 
 // ResumeDiscard makes a discard operation runnable again; see
 // store.Discards.
-func (s *Store) ResumeDiscard(ctx context.Context, id string) (op quarantine.DiscardOperation, err error) {
+func (s *Store) ResumeDiscard(ctx context.Context, id, actor string) (op quarantine.DiscardOperation, err error) {
 	err = s.write(ctx, "resume a discard", func(tx *sql.Tx) error {
 		if op, err = getDiscard(ctx, tx, id); err != nil {
 			return err
 		}
+		var ev *quarantine.AuditEvent
 		var changed bool
-		if op, changed, err = ops.ResumeDiscard(op, s.clock()); err != nil || !changed {
+		if op, ev, changed, err = ops.ResumeDiscard(op, actor, s.clock()); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE discard_operations SET state = ?, error = '', updated_at = ?, finished_at = NULL
-			WHERE id = ?`, op.State, micros(op.UpdatedAt), op.ID)
-		return err
+		if changed {
+			if _, err = tx.ExecContext(ctx, `UPDATE discard_operations SET state = ?, error = '', updated_at = ?, finished_at = NULL
+				WHERE id = ?`, op.State, micros(op.UpdatedAt), op.ID); err != nil {
+				return err
+			}
+		}
+		return s.appendAudits(ctx, tx, []*quarantine.AuditEvent{ev})
 	})
 	return op, err
 }

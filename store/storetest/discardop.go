@@ -142,8 +142,9 @@ func testDiscardFail(t *testing.T, s store.Store) {
 // testDiscardResume: a failed operation resumed runs again from its
 // cursor and completes with every message of its set discarded once (one
 // message.discard event each, none for the chunks already committed); a
-// running one is returned as it is; a completed one is ECONFLICT and
-// stays completed; an unknown one ENOTFOUND.
+// running one is returned as it is; each is recorded (discard.resume); a
+// completed one is ECONFLICT, stays completed and is not recorded; an
+// unknown one ENOTFOUND.
 func testDiscardResume(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	var msgs []*quarantine.Message
@@ -153,14 +154,14 @@ func testDiscardResume(t *testing.T, s store.Store) {
 	insert(t, s, msgs...)
 	op, err := s.StartDiscard(ctx, quarantine.Discard{Filter: &quarantine.Filter{Queue: []string{"resume-op"}}, Reason: "resumed", Actor: "bob"}, 0)
 	wantOK(t, err, "StartDiscard")
-	running, err := s.ResumeDiscard(ctx, op.ID)
+	running, err := s.ResumeDiscard(ctx, op.ID, "carol")
 	if err != nil || running.State != quarantine.DiscardRunning || running.UpdatedAt != op.UpdatedAt || running.Discarded != 0 {
 		t.Fatalf("ResumeDiscard of a running operation = %+v, %v; want it as it is (%+v)", running, err, op)
 	}
 	op, _, err = s.DiscardChunk(ctx, op.ID, 3)
 	wantOK(t, err, "DiscardChunk")
 	wantOK(t, s.FailDiscard(ctx, op.ID, "broken"), "FailDiscard")
-	op, err = s.ResumeDiscard(ctx, op.ID)
+	op, err = s.ResumeDiscard(ctx, op.ID, "carol")
 	if err != nil || op.State != quarantine.DiscardRunning || op.Error != "" || op.FinishedAt != nil || op.Discarded != 3 {
 		t.Fatalf("ResumeDiscard of a failed operation = %+v, %v; want running with its 3 discarded", op, err)
 	}
@@ -187,14 +188,25 @@ func testDiscardResume(t *testing.T, s store.Store) {
 			t.Fatalf("discard events of %s: %+v, want exactly one", m.ID, evs)
 		}
 	}
+	// One discard.resume event per resume that was not refused: the
+	// running one, then the failed one.
+	evs, err := s.ListAudit(ctx, quarantine.AuditFilter{Subject: op.ID, Action: quarantine.ActionDiscardResume})
+	wantOK(t, err, "ListAudit")
+	if len(evs) != 2 || evs[0].Actor != "carol" || !strings.Contains(string(evs[0].Details), `"previous_state":"running"`) ||
+		!strings.Contains(string(evs[1].Details), `"previous_state":"failed"`) || !strings.Contains(string(evs[1].Details), `"error":"broken"`) {
+		t.Fatalf("discard.resume events %+v, want the running one's and the failed one's", evs)
+	}
 	if v, err := s.VerifyAudit(ctx); err != nil || !v.OK {
 		t.Fatalf("VerifyAudit = %+v, %v", v, err)
 	}
-	_, err = s.ResumeDiscard(ctx, op.ID)
+	_, err = s.ResumeDiscard(ctx, op.ID, "carol")
 	wantCode(t, err, quarantine.ECONFLICT)
 	if got, _ := s.GetDiscard(ctx, op.ID); got.State != quarantine.DiscardCompleted || got.FinishedAt == nil {
 		t.Fatalf("ResumeDiscard changed a completed operation: %+v", got)
 	}
-	_, err = s.ResumeDiscard(ctx, quarantine.NewID(baseTime))
+	if evs, err := s.ListAudit(ctx, quarantine.AuditFilter{Subject: op.ID, Action: quarantine.ActionDiscardResume}); err != nil || len(evs) != 2 {
+		t.Fatalf("a refused resume was recorded: %+v, %v", evs, err)
+	}
+	_, err = s.ResumeDiscard(ctx, quarantine.NewID(baseTime), "carol")
 	wantCode(t, err, quarantine.ENOTFOUND)
 }

@@ -124,18 +124,25 @@ func markByStatus(sel []quarantine.Selected, changed []string, mark func(quarant
 	return nil
 }
 
-// ResumeDiscard is what resuming operation op at now changes: a running
-// one (interrupted or not) stays as it is (changed false: the caller
-// runs its chunks); a failed one runs again from its cursor, its error
-// cleared (changed true: the store saves it); a completed one cannot be
-// resumed (ECONFLICT).
-func ResumeDiscard(op quarantine.DiscardOperation, now time.Time) (quarantine.DiscardOperation, bool, error) {
+// ResumeDiscard is what resuming operation op at now by actor changes,
+// and its discard.resume audit event: a running one (interrupted or not)
+// stays as it is (changed false: the caller runs its chunks); a failed
+// one runs again from its cursor, its error cleared (changed true: the
+// store saves it); a completed one cannot be resumed (ECONFLICT, no
+// event).
+func ResumeDiscard(op quarantine.DiscardOperation, actor string, now time.Time) (quarantine.DiscardOperation, *quarantine.AuditEvent, bool, error) {
+	if actor == "" {
+		return op, nil, false, quarantine.Errorf(quarantine.EINTERNAL, "a resume needs an actor")
+	}
+	was := op.Shown(now)
+	ev := quarantine.NewAuditEvent(actor, quarantine.ActionDiscardResume, op.ID, map[string]any{
+		"previous_state": was.State, "matched": op.Matched, "discarded": op.Discarded, "skipped": op.Skipped, "error": op.Error})
 	switch op.State {
 	case quarantine.DiscardRunning:
-		return op, false, nil
+		return op, &ev, false, nil
 	case quarantine.DiscardFailed:
 		op.State, op.Error, op.UpdatedAt, op.FinishedAt = quarantine.DiscardRunning, "", now, nil
-		return op, true, nil
+		return op, &ev, true, nil
 	}
-	return op, false, quarantine.Errorf(quarantine.ECONFLICT, "the discard is %s: there is nothing to resume", op.State)
+	return op, nil, false, quarantine.Errorf(quarantine.ECONFLICT, "the discard is %s: there is nothing to resume", op.State)
 }
