@@ -84,10 +84,14 @@ func DiscardChunk(id string, n int, now time.Time, tx ChunkTx) (quarantine.Disca
 	if err != nil {
 		return op, res, err
 	}
-	if err := markByStatus(sel, res.Changed, tx.MarkDiscarded); err != nil {
+	// The events first, then the status change: the change moves the
+	// kept counts (failure groups, waiting minutes) that collectors'
+	// inserts move too, and their rows stay locked (PostgreSQL) from then
+	// until the commit; appending the events before keeps that short.
+	if err := tx.Audit(events); err != nil {
 		return op, res, err
 	}
-	if err := tx.Audit(events); err != nil {
+	if err := markByStatus(sel, res.Changed, tx.MarkDiscarded); err != nil {
 		return op, res, err
 	}
 	op.Discarded += int64(len(res.Changed))
