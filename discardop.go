@@ -19,6 +19,11 @@ const (
 	DiscardInterrupted = "interrupted"
 )
 
+// ActionDiscardResume records the resume of a discard operation by an
+// operator (POST /api/v1/discards/{id}/resume), subject the operation's
+// id, with the state it was in and its counts then.
+const ActionDiscardResume = "discard.resume"
+
 // DiscardStaleAfter is how long a running discard operation may go
 // without a committed chunk before reads show it interrupted.
 const DiscardStaleAfter = time.Minute

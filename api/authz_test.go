@@ -74,6 +74,20 @@ func (e *env) matrixDiscard(m target) string {
 	return ans.Operation.ID
 }
 
+// matrixRunningDiscard records, as the admin, a discard of m alone by a
+// filter confined to m's owner that no process runs (left by one that
+// died), and returns its id.
+func (e *env) matrixRunningDiscard(m target) string {
+	e.t.Helper()
+	msg := e.message(m.id, e.admin)
+	op, err := e.store.StartDiscard(context.Background(), quarantine.Discard{Reason: "matrix", Actor: "token:admin",
+		Filter: &quarantine.Filter{JobName: []string{m.job}, Owner: []string{msg.Owner}}}, -1)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return op.ID
+}
+
 // batchesHold reports whether a replay list holds the batch of the
 // message id (see matrixReplay).
 func batchesHold(t *testing.T, r *resp, id string) bool {
@@ -116,6 +130,9 @@ var authzRoutes = []authzRoute{
 	}, nil},
 	{"get discard", "read", func(e *env, s string, m target) *resp {
 		return e.get("/api/v1/discards/"+e.matrixDiscard(m), s)
+	}, nil},
+	{"resume discard", "operate", func(e *env, s string, m target) *resp {
+		return e.json(http.MethodPost, "/api/v1/discards/"+e.matrixRunningDiscard(m)+"/resume", s, nil)
 	}, nil},
 	{"rekey", "filter", func(e *env, s string, m target) *resp {
 		return e.json(http.MethodPost, "/api/v1/messages/rekey", s, map[string]any{"filter": map[string]any{"queue": []string{m.queue}}, "dry_run": true})

@@ -126,6 +126,43 @@ func (s *Server) getDiscard(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, op.Shown(s.cfg.Now()))
 }
 
+// resumeDiscard resumes a discard operation (Discards.ResumeOne): one
+// whose process died (interrupted) or one that failed runs again from its
+// last committed chunk, in the background (200 with the operation,
+// Location: the operation). One still running is answered as it is; a
+// completed one is 409. A token resumes the operations DiscardVisible
+// lets it see: for the others, the 404 of an unknown one, and the
+// attempt is recorded as access.denied.
+func (s *Server) resumeDiscard(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	notFound := quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no discard operation %q", clip(id))
+	if !quarantine.ValidID(id) {
+		s.fail(w, r, notFound)
+		return
+	}
+	op, err := s.cfg.Store.GetDiscard(r.Context(), id)
+	if err == nil && !DiscardVisible(tokenFrom(r.Context()), op) {
+		// The 404 of an unknown operation; the attempt is recorded.
+		ev := quarantine.NewAuditEvent(tokenFrom(r.Context()).Actor(), quarantine.ActionAccessDenied, id, map[string]any{
+			"method": clip(r.Method), "path": clipPath(r.URL.Path), "reason": "the discard is outside the token's owners"})
+		if _, err = s.cfg.Store.AppendAudit(r.Context(), ev); err == nil {
+			err = notFound
+		}
+	}
+	if err == nil {
+		op, err = s.cfg.Discards.ResumeOne(r.Context(), id, tokenFrom(r.Context()).Actor())
+	}
+	if quarantine.ErrorCode(err) == quarantine.ENOTFOUND {
+		err = notFound
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/api/v1/discards/"+op.ID)
+	s.writeJSON(w, r, http.StatusOK, op.Shown(s.cfg.Now()))
+}
+
 // bulkDiscard checks a bulk discard body and builds the store's request.
 func (s *Server) bulkDiscard(b *discardBody, actor string) (quarantine.Discard, error) {
 	d := quarantine.Discard{Reason: b.Reason, Actor: actor, ExpectCount: b.ExpectCount}

@@ -89,3 +89,96 @@ func TestDiscardOperation(t *testing.T) {
 	e.get("/api/v1/discards/not-an-id", e.viewer).problem(t, http.StatusNotFound, "id")
 	e.get("/api/v1/discards/"+op.ID, "").problem(t, http.StatusUnauthorized, "")
 }
+
+// An operation left running by a process that died, or failed, is
+// resumed by POST /api/v1/discards/{id}/resume: it runs again from its
+// last committed chunk and completes with every message of its set
+// discarded once (one message.discard event each); a completed one is
+// 409; a viewer may not resume; a token that may not see it gets 404.
+func TestDiscardResume(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, withDiscards(api.DiscardConfig{Chunk: 4}))
+	seedSet(e) // 45 in billing, 5 in orders.x
+	ctx := t.Context()
+	billing := quarantine.Filter{Queue: []string{"billing"}}
+
+	// Left by a dead process: recorded, one chunk applied, never run here.
+	op, err := e.store.StartDiscard(ctx, quarantine.Discard{Filter: &billing, Reason: "incident", Actor: "token:operator"}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, _, err = e.store.DiscardChunk(ctx, op.ID, 10); err != nil || op.Discarded != 10 {
+		t.Fatalf("first chunk: %+v, %v", op, err)
+	}
+	path := "/api/v1/discards/" + op.ID + "/resume"
+	e.json(http.MethodPost, path, e.viewer, nil).problem(t, http.StatusForbidden, "")
+	other := e.token("orders-operator", quarantine.RoleOperator, "orders")
+	e.json(http.MethodPost, path, other, nil).problem(t, http.StatusNotFound, "id")
+	var denied struct{ Items []auditEvent }
+	e.get("/api/v1/audit?action=access.denied&limit=1000", e.admin).want(t, http.StatusOK).decode(t, &denied)
+	if n := len(denied.Items); n != 2 || denied.Items[1].Subject != op.ID || denied.Items[1].Actor != "token:orders-operator" {
+		t.Fatalf("access.denied events %+v, want the viewer's and the other team's on %s", denied.Items, op.ID)
+	}
+	e.json(http.MethodPost, "/api/v1/discards/"+quarantine.NewID(time.Now())+"/resume", e.operator, nil).problem(t, http.StatusNotFound, "id")
+	if got, _ := e.store.GetDiscard(ctx, op.ID); got.Discarded != 10 || got.State != quarantine.DiscardRunning {
+		t.Fatalf("refused resumes changed the operation: %+v", got)
+	}
+
+	r := e.json(http.MethodPost, path, e.operator, nil).want(t, http.StatusOK)
+	var resumed quarantine.DiscardOperation
+	r.decode(t, &resumed)
+	if resumed.ID != op.ID || resumed.Discarded < 10 || r.header.Get("Location") != "/api/v1/discards/"+op.ID {
+		t.Fatalf("resume answered %+v, Location %q", resumed, r.header.Get("Location"))
+	}
+	done := e.waitDiscard(op.ID, e.viewer)
+	if done.State != quarantine.DiscardCompleted || done.Discarded != 45 || done.Skipped != 0 || done.Matched != 45 {
+		t.Fatalf("resumed operation at the end: %+v", done)
+	}
+	if n := e.count(e.viewer, "&queue=billing&status=discarded"); n != 45 {
+		t.Fatalf("%d of billing discarded, want 45", n)
+	}
+	var audit struct{ Items []auditEvent }
+	e.get("/api/v1/audit?action=message.discard&limit=1000", e.admin).want(t, http.StatusOK).decode(t, &audit)
+	seen := map[string]bool{}
+	for _, ev := range audit.Items {
+		if seen[ev.Subject] {
+			t.Fatalf("message %s discarded twice", ev.Subject)
+		}
+		seen[ev.Subject] = true
+	}
+	if len(seen) != 45 {
+		t.Fatalf("%d message.discard events, want 45", len(seen))
+	}
+	e.json(http.MethodPost, path, e.operator, nil).problem(t, http.StatusConflict, "")
+
+	// Failed: resumed once its cause is gone.
+	orders := quarantine.Filter{Queue: []string{"orders.x"}}
+	op, err = e.store.StartDiscard(ctx, quarantine.Discard{Filter: &orders, Reason: "again", Actor: "token:operator"}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, _, err = e.store.DiscardChunk(ctx, op.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.FailDiscard(ctx, op.ID, "the database went away"); err != nil {
+		t.Fatal(err)
+	}
+	var failed quarantine.DiscardOperation
+	e.get("/api/v1/discards/"+op.ID, e.viewer).want(t, http.StatusOK).decode(t, &failed)
+	if failed.State != quarantine.DiscardFailed || failed.Error == "" || failed.Discarded != 2 {
+		t.Fatalf("failed operation: %+v", failed)
+	}
+	e.json(http.MethodPost, "/api/v1/discards/"+op.ID+"/resume", e.operator, nil).want(t, http.StatusOK)
+	done = e.waitDiscard(op.ID, e.viewer)
+	if done.State != quarantine.DiscardCompleted || done.Discarded != 5 || done.Error != "" || done.FinishedAt == nil {
+		t.Fatalf("resumed failed operation at the end: %+v", done)
+	}
+	var resumes struct{ Items []auditEvent }
+	e.get("/api/v1/audit?action=discard.resume&limit=1000", e.admin).want(t, http.StatusOK).decode(t, &resumes)
+	if len(resumes.Items) != 2 || resumes.Items[0].Actor != "token:operator" || resumes.Items[1].Subject != op.ID {
+		t.Fatalf("discard.resume events %+v, want the two accepted resumes (not the refused ones)", resumes.Items)
+	}
+	if v := e.verify(""); !v.OK {
+		t.Fatalf("audit chain: %+v", v)
+	}
+}

@@ -92,6 +92,24 @@ func (d *Discards) Resume(ctx context.Context) error {
 	return nil
 }
 
+// ResumeOne makes operation id runnable again for actor
+// (store.ResumeDiscard: a failed one runs again from its cursor; a
+// discard.resume event is recorded) and runs its chunks in the
+// background, unless this process already does; it returns the
+// operation as resumed. An operator resumes this way an operation whose
+// process died (interrupted) without restarting serve, or one that
+// failed once its cause is fixed. Errors: the store's (ENOTFOUND,
+// ECONFLICT for a completed one).
+func (d *Discards) ResumeOne(ctx context.Context, id, actor string) (quarantine.DiscardOperation, error) {
+	op, err := d.st.ResumeDiscard(ctx, id, actor)
+	if err != nil {
+		return op, err
+	}
+	d.log.Info("resuming a discard", "id", op.ID, "matched", op.Matched, "done", op.Done())
+	d.run(op.ID)
+	return op, nil
+}
+
 // Close stops the operations between two chunks and waits for them.
 // They stay running in the store.
 func (d *Discards) Close() {

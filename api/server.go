@@ -205,6 +205,7 @@ func (s *Server) routes() *chi.Mux {
 		read.Post("/api/v1/messages/sample", s.sampleMessages)
 		operate.Post("/api/v1/messages/discard", s.discardMessages)
 		read.Get("/api/v1/discards/{id}", s.getDiscard)
+		operate.Post("/api/v1/discards/{id}/resume", s.resumeDiscard)
 		operate.Post("/api/v1/messages/rekey", s.rekeyMessages)
 		read.Get("/api/v1/messages/{id}", s.getMessage)
 		read.Get("/api/v1/messages/{id}/versions", s.listVersions)

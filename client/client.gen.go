@@ -1906,12 +1906,30 @@ type ClientInterface interface {
 	// (chunks remain), `completed`, `failed` (`error` says why; the
 	// chunks applied before stay applied) or `interrupted`: running, but
 	// no chunk was committed for a minute (its process stopped; the next
-	// `serve` resumes it). `matched` is the set's size when it started;
+	// `serve` resumes it, or `POST /api/v1/discards/{id}/resume` at
+	// once). `matched` is the set's size when it started;
 	// `discarded` and `skipped` count the messages its committed chunks
 	// dealt with.
 	//
 	// Corresponds with GET /api/v1/discards/{id} (the `GetDiscard` operationId).
 	GetDiscard(ctx context.Context, id DiscardID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeDiscard Resume an interrupted or failed discard operation.
+	//
+	// Needs an operator or above; a token with owners resumes only the
+	// operations it may see (404 for the others, recorded as
+	// `access.denied`). An `interrupted` operation (its process died) or a `failed` one (its cause fixed)
+	// runs again in the background from its last committed chunk: the
+	// chunks already applied are never applied again, and `discarded`
+	// and `skipped` keep counting from where they were. A failed
+	// operation is `running` again, its `error` cleared. One still
+	// `running` is answered as it is (this process runs it, if it did
+	// not already). Each accepted resume is recorded as a
+	// `discard.resume` audit event. A `completed` one is 409 (not
+	// recorded). Follow it with `GET /api/v1/discards/{id}`.
+	//
+	// Corresponds with POST /api/v1/discards/{id}/resume (the `ResumeDiscard` operationId).
+	ResumeDiscard(ctx context.Context, id DiscardID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListGroups Failure groups of the filtered messages, largest first.
 	//
@@ -2660,13 +2678,41 @@ func (c *Client) VerifyAudit(ctx context.Context, params *VerifyAuditParams, req
 // (chunks remain), `completed`, `failed` (`error` says why; the
 // chunks applied before stay applied) or `interrupted`: running, but
 // no chunk was committed for a minute (its process stopped; the next
-// `serve` resumes it). `matched` is the set's size when it started;
+// `serve` resumes it, or `POST /api/v1/discards/{id}/resume` at
+// once). `matched` is the set's size when it started;
 // `discarded` and `skipped` count the messages its committed chunks
 // dealt with.
 //
 // Corresponds with GET /api/v1/discards/{id} (the `GetDiscard` operationId).
 func (c *Client) GetDiscard(ctx context.Context, id DiscardID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetDiscardRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeDiscard Resume an interrupted or failed discard operation.
+//
+// Needs an operator or above; a token with owners resumes only the
+// operations it may see (404 for the others, recorded as
+// `access.denied`). An `interrupted` operation (its process died) or a `failed` one (its cause fixed)
+// runs again in the background from its last committed chunk: the
+// chunks already applied are never applied again, and `discarded`
+// and `skipped` keep counting from where they were. A failed
+// operation is `running` again, its `error` cleared. One still
+// `running` is answered as it is (this process runs it, if it did
+// not already). Each accepted resume is recorded as a
+// `discard.resume` audit event. A `completed` one is 409 (not
+// recorded). Follow it with `GET /api/v1/discards/{id}`.
+//
+// Corresponds with POST /api/v1/discards/{id}/resume (the `ResumeDiscard` operationId).
+func (c *Client) ResumeDiscard(ctx context.Context, id DiscardID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeDiscardRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -4101,6 +4147,40 @@ func NewGetDiscardRequest(server string, id DiscardID) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResumeDiscardRequest constructs an http.Request for the ResumeDiscard method
+func NewResumeDiscardRequest(server string, id DiscardID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/discards/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -5880,7 +5960,8 @@ type ClientWithResponsesInterface interface {
 	// (chunks remain), `completed`, `failed` (`error` says why; the
 	// chunks applied before stay applied) or `interrupted`: running, but
 	// no chunk was committed for a minute (its process stopped; the next
-	// `serve` resumes it). `matched` is the set's size when it started;
+	// `serve` resumes it, or `POST /api/v1/discards/{id}/resume` at
+	// once). `matched` is the set's size when it started;
 	// `discarded` and `skipped` count the messages its committed chunks
 	// dealt with.
 	//
@@ -5888,6 +5969,25 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/discards/{id} (the `GetDiscard` operationId).
 	GetDiscardWithResponse(ctx context.Context, id DiscardID, reqEditors ...RequestEditorFn) (*GetDiscardResponse, error)
+
+	// ResumeDiscardWithResponse Resume an interrupted or failed discard operation.
+	//
+	// Needs an operator or above; a token with owners resumes only the
+	// operations it may see (404 for the others, recorded as
+	// `access.denied`). An `interrupted` operation (its process died) or a `failed` one (its cause fixed)
+	// runs again in the background from its last committed chunk: the
+	// chunks already applied are never applied again, and `discarded`
+	// and `skipped` keep counting from where they were. A failed
+	// operation is `running` again, its `error` cleared. One still
+	// `running` is answered as it is (this process runs it, if it did
+	// not already). Each accepted resume is recorded as a
+	// `discard.resume` audit event. A `completed` one is 409 (not
+	// recorded). Follow it with `GET /api/v1/discards/{id}`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/discards/{id}/resume (the `ResumeDiscard` operationId).
+	ResumeDiscardWithResponse(ctx context.Context, id DiscardID, reqEditors ...RequestEditorFn) (*ResumeDiscardResponse, error)
 
 	// ListGroupsWithResponse Failure groups of the filtered messages, largest first.
 	//
@@ -7171,6 +7271,141 @@ func (r GetDiscardResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetDiscardResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ResumeDiscardResponse200Headers the declared response headers of an HTTP 200 response for ResumeDiscard
+type ResumeDiscardResponse200Headers struct {
+	Location   *string
+	XRequestId string
+}
+
+// ResumeDiscardResponse401Headers the declared response headers of an HTTP 401 response for ResumeDiscard
+type ResumeDiscardResponse401Headers struct {
+	WWWAuthenticate string
+	XRequestId      string
+}
+
+// ResumeDiscardResponse403Headers the declared response headers of an HTTP 403 response for ResumeDiscard
+type ResumeDiscardResponse403Headers struct {
+	XRequestId string
+}
+
+// ResumeDiscardResponse404Headers the declared response headers of an HTTP 404 response for ResumeDiscard
+type ResumeDiscardResponse404Headers struct {
+	XRequestId string
+}
+
+// ResumeDiscardResponse409Headers the declared response headers of an HTTP 409 response for ResumeDiscard
+type ResumeDiscardResponse409Headers struct {
+	XRequestId string
+}
+
+// ResumeDiscardResponse429Headers the declared response headers of an HTTP 429 response for ResumeDiscard
+type ResumeDiscardResponse429Headers struct {
+	RetryAfter string
+	XRequestId string
+}
+
+// ResumeDiscardResponseDefaultHeaders the declared response headers of an HTTP default response for ResumeDiscard
+type ResumeDiscardResponseDefaultHeaders struct {
+	XRequestId string
+}
+
+type ResumeDiscardResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DiscardOperation
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Conflict
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *TooManyRequests
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ResumeDiscardResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ResumeDiscardResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ResumeDiscardResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ResumeDiscardResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ResumeDiscardResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResumeDiscardResponse429Headers
+	// HeadersDefault the parsed response headers for an HTTP default response
+	HeadersDefault *ResumeDiscardResponseDefaultHeaders
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeDiscardResponse) GetJSON200() *DiscardOperation {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ResumeDiscardResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ResumeDiscardResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ResumeDiscardResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r ResumeDiscardResponse) GetApplicationproblemJSON409() *Conflict {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ResumeDiscardResponse) GetApplicationproblemJSON429() *TooManyRequests {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ResumeDiscardResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeDiscardResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeDiscardResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeDiscardResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeDiscardResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11193,7 +11428,8 @@ func (c *ClientWithResponses) VerifyAuditWithResponse(ctx context.Context, param
 // (chunks remain), `completed`, `failed` (`error` says why; the
 // chunks applied before stay applied) or `interrupted`: running, but
 // no chunk was committed for a minute (its process stopped; the next
-// `serve` resumes it). `matched` is the set's size when it started;
+// `serve` resumes it, or `POST /api/v1/discards/{id}/resume` at
+// once). `matched` is the set's size when it started;
 // `discarded` and `skipped` count the messages its committed chunks
 // dealt with.
 //
@@ -11206,6 +11442,31 @@ func (c *ClientWithResponses) GetDiscardWithResponse(ctx context.Context, id Dis
 		return nil, err
 	}
 	return ParseGetDiscardResponse(rsp)
+}
+
+// ResumeDiscardWithResponse Resume an interrupted or failed discard operation.
+//
+// Needs an operator or above; a token with owners resumes only the
+// operations it may see (404 for the others, recorded as
+// `access.denied`). An `interrupted` operation (its process died) or a `failed` one (its cause fixed)
+// runs again in the background from its last committed chunk: the
+// chunks already applied are never applied again, and `discarded`
+// and `skipped` keep counting from where they were. A failed
+// operation is `running` again, its `error` cleared. One still
+// `running` is answered as it is (this process runs it, if it did
+// not already). Each accepted resume is recorded as a
+// `discard.resume` audit event. A `completed` one is 409 (not
+// recorded). Follow it with `GET /api/v1/discards/{id}`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/discards/{id}/resume (the `ResumeDiscard` operationId).
+func (c *ClientWithResponses) ResumeDiscardWithResponse(ctx context.Context, id DiscardID, reqEditors ...RequestEditorFn) (*ResumeDiscardResponse, error) {
+	rsp, err := c.ResumeDiscard(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeDiscardResponse(rsp)
 }
 
 // ListGroupsWithResponse Failure groups of the filtered messages, largest first.
@@ -12818,6 +13079,168 @@ func ParseGetDiscardResponse(rsp *http.Response) (*GetDiscardResponse, error) {
 		response.Headers429 = &headers
 	case true:
 		var headers GetDiscardResponseDefaultHeaders
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.HeadersDefault = &headers
+	}
+
+	return response, nil
+}
+
+// ParseResumeDiscardResponse parses an HTTP response from a ResumeDiscardWithResponse call
+func ParseResumeDiscardResponse(rsp *http.Response) (*ResumeDiscardResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeDiscardResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DiscardOperation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest TooManyRequests
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ResumeDiscardResponse200Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ResumeDiscardResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ResumeDiscardResponse403Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ResumeDiscardResponse404Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ResumeDiscardResponse409Headers
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers ResumeDiscardResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = value
+		}
+		response.Headers429 = &headers
+	case true:
+		var headers ResumeDiscardResponseDefaultHeaders
 		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {

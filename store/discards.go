@@ -34,6 +34,15 @@ type Discards interface {
 	// (the chunks committed stay applied). ENOTFOUND for an unknown id.
 	FailDiscard(ctx context.Context, id, reason string) error
 
+	// ResumeDiscard makes the operation id runnable again for actor and
+	// returns it: a failed one is running again from its cursor (its
+	// error cleared, the chunks already committed untouched); a running
+	// one (interrupted or not) is returned as it is. Either way a
+	// discard.resume event is appended in the same transaction. The
+	// caller then applies its chunks (DiscardChunk). Errors: ENOTFOUND,
+	// ECONFLICT for a completed one (nothing recorded), EUNAVAILABLE.
+	ResumeDiscard(ctx context.Context, id, actor string) (quarantine.DiscardOperation, error)
+
 	// GetDiscard returns the operation id, or ENOTFOUND.
 	GetDiscard(ctx context.Context, id string) (quarantine.DiscardOperation, error)
 

@@ -61,7 +61,7 @@ type auditRow struct {
 
 // auditActions are the actions the form proposes (the filter takes any).
 var auditActions = []string{quarantine.ActionEdit, quarantine.ActionDiscard, quarantine.ActionDiscardRefused,
-	"replay.create", "replay.start", "replay.pause", "replay.resume", "replay.cancel", "replay.halt", "replay.complete",
+	quarantine.ActionDiscardResume, "replay.create", "replay.start", "replay.pause", "replay.resume", "replay.cancel", "replay.halt", "replay.complete",
 	quarantine.ActionPurge, quarantine.ActionTokenCreate, quarantine.ActionTokenRevoke, quarantine.ActionAccessDenied}
 
 // mayReadAudit is the API's rule for the audit routes: any role, but a

@@ -76,3 +76,62 @@ func TestWebBulkDiscardConfirmAndProgress(t *testing.T) {
 		t.Fatalf("another team's progress page: %d, want 404", res.StatusCode)
 	}
 }
+
+// A failed discard's page offers Resume to an operator (not to a
+// viewer); resuming runs it again from its last committed chunk, and the
+// page then shows it completed.
+func TestWebDiscardResume(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for range 5 {
+		e.message(quarantine.Message{Queue: "orders", Payload: []byte(`{}`)})
+	}
+	ctx := t.Context()
+	op, err := e.store.StartDiscard(ctx, quarantine.Discard{Filter: &quarantine.Filter{Queue: []string{"orders"}}, Reason: "incident", Actor: "token:op"}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, _, err = e.store.DiscardChunk(ctx, op.ID, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.FailDiscard(ctx, op.ID, "disk full"); err != nil {
+		t.Fatal(err)
+	}
+	loc := "/discards/" + op.ID
+	viewer := e.client()
+	e.login(viewer, e.token("viewer", quarantine.RoleViewer))
+	if res, body := get(t, viewer, e.srv.URL+loc); res.StatusCode != http.StatusOK || !strings.Contains(body, `id="failed"`) || strings.Contains(body, `id="resume"`) {
+		t.Fatalf("a viewer's page of a failed discard: %d %s", res.StatusCode, body)
+	}
+	c := e.client()
+	e.login(c, e.token("op", quarantine.RoleOperator))
+	_, body := get(t, c, e.srv.URL+loc)
+	if !strings.Contains(body, `<button id="resume"`) || !strings.Contains(body, `<dd id="discarded">2</dd>`) {
+		t.Fatalf("an operator's page of a failed discard: %s", body)
+	}
+	res, _ := postForm(t, c, e.srv.URL+loc+"/resume", url.Values{"csrf": {csrf(t, body)}})
+	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != loc {
+		t.Fatalf("resume: %d to %q, want 303 to %s", res.StatusCode, res.Header.Get("Location"), loc)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, body = get(t, c, e.srv.URL+loc)
+		if strings.Contains(body, "<h1>Discard completed</h1>") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // the page is what is observed: no event to wait on
+	}
+	if !strings.Contains(body, "<h1>Discard completed</h1>") || !strings.Contains(body, `<dd id="discarded">5</dd>`) || strings.Contains(body, `id="resume"`) {
+		t.Fatalf("resumed discard's page: %s", body)
+	}
+	if n := len(e.audit(quarantine.ActionDiscard)); n != 5 {
+		t.Fatalf("%d message.discard events, want 5", n)
+	}
+	// Completed: nothing to resume; back to its page, unchanged.
+	if res, _ := postForm(t, c, e.srv.URL+loc+"/resume", url.Values{"csrf": {csrf(t, body)}}); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("resuming a completed discard: %d, want 303", res.StatusCode)
+	}
+	if got, err := e.store.GetDiscard(ctx, op.ID); err != nil || got.State != quarantine.DiscardCompleted || got.Discarded != 5 {
+		t.Fatalf("a completed discard resumed: %+v, %v", got, err)
+	}
+}

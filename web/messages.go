@@ -25,6 +25,7 @@ func (h *Handler) messageRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /messages/bulk", h.authed(h.bulkForm))
 	m.HandleFunc("POST /messages/discard", h.authed(h.bulkDiscard))
 	m.HandleFunc("GET /discards/{id}", h.authed(h.discardProgress))
+	m.HandleFunc("POST /discards/{id}/resume", h.authed(h.discardResume))
 	m.HandleFunc("GET /messages/rekey", h.authed(h.rekeyForm))
 	m.HandleFunc("POST /messages/rekey", h.authed(h.rekeyApply))
 	m.HandleFunc("GET /messages/{id}", h.authed(h.showMessage))

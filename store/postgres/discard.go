@@ -196,6 +196,29 @@ func (s *Store) FailDiscard(ctx context.Context, id, reason string) error {
 	})
 }
 
+// ResumeDiscard makes a discard operation runnable again; see
+// store.Discards. The operation's row is locked first, as a chunk does.
+func (s *Store) ResumeDiscard(ctx context.Context, id, actor string) (op quarantine.DiscardOperation, err error) {
+	err = s.inTx(ctx, "resume a discard", func(tx pgx.Tx) error {
+		if op, err = getDiscard(ctx, tx, "WHERE id = $1 FOR UPDATE", id); err != nil {
+			return err
+		}
+		var ev *quarantine.AuditEvent
+		var changed bool
+		if op, ev, changed, err = ops.ResumeDiscard(op, actor, s.clock()); err != nil {
+			return err
+		}
+		if changed {
+			if _, err = tx.Exec(ctx, `UPDATE discard_operations SET state = $2, error = '', updated_at = $3, finished_at = NULL
+				WHERE id = $1`, op.ID, op.State, op.UpdatedAt); err != nil {
+				return err
+			}
+		}
+		return s.appendAudits(ctx, tx, []*quarantine.AuditEvent{ev})
+	})
+	return op, err
+}
+
 // GetDiscard returns one discard operation; see store.Discards.
 func (s *Store) GetDiscard(ctx context.Context, id string) (op quarantine.DiscardOperation, err error) {
 	err = s.inTx(ctx, "read a discard", func(tx pgx.Tx) error {

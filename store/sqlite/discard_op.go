@@ -122,6 +122,29 @@ func (s *Store) FailDiscard(ctx context.Context, id, reason string) error {
 	})
 }
 
+// ResumeDiscard makes a discard operation runnable again; see
+// store.Discards.
+func (s *Store) ResumeDiscard(ctx context.Context, id, actor string) (op quarantine.DiscardOperation, err error) {
+	err = s.write(ctx, "resume a discard", func(tx *sql.Tx) error {
+		if op, err = getDiscard(ctx, tx, id); err != nil {
+			return err
+		}
+		var ev *quarantine.AuditEvent
+		var changed bool
+		if op, ev, changed, err = ops.ResumeDiscard(op, actor, s.clock()); err != nil {
+			return err
+		}
+		if changed {
+			if _, err = tx.ExecContext(ctx, `UPDATE discard_operations SET state = ?, error = '', updated_at = ?, finished_at = NULL
+				WHERE id = ?`, op.State, micros(op.UpdatedAt), op.ID); err != nil {
+				return err
+			}
+		}
+		return s.appendAudits(ctx, tx, []*quarantine.AuditEvent{ev})
+	})
+	return op, err
+}
+
 // GetDiscard returns one discard operation; see store.Discards.
 func (s *Store) GetDiscard(ctx context.Context, id string) (op quarantine.DiscardOperation, err error) {
 	err = s.read(ctx, "read a discard", func(tx *sql.Tx) error {

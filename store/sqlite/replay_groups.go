@@ -41,7 +41,8 @@ const moveWhere = `
 // failure-group counts: the UPDATE returns the moved messages' groups,
 // which are added to the groups of status to and taken from those of
 // status from, whose bounds and example are then recounted from the
-// messages still in them (the queue-and-status index, once per group).
+// messages still in them (the queue-and-status index, twice per group:
+// the first message, then the last one and the example together).
 func moveStatus(ctx context.Context, tx *sql.Tx, ids string, from, to, set string, now int64) error {
 	_, err := moveStatusN(ctx, tx, ids, from, to, set, now)
 	return err
@@ -129,8 +130,7 @@ func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set stri
 		AND m.owner = g.owner`
 	_, err = tx.ExecContext(ctx, `UPDATE failure_groups AS g SET
 		first_failed_at = (SELECT m.failed_at `+in+` ORDER BY m.failed_at, m.id LIMIT 1),
-		last_failed_at = (SELECT m.failed_at `+in+` ORDER BY m.failed_at DESC, m.id DESC LIMIT 1),
-		example_id = (SELECT m.id `+in+` ORDER BY m.failed_at DESC, m.id DESC LIMIT 1)
+		(last_failed_at, example_id) = (SELECT m.failed_at, m.id `+in+` ORDER BY m.failed_at DESC, m.id DESC LIMIT 1)
 		WHERE (g.fingerprint, g.queue, g.owner, g.status) IN (SELECT f.fingerprint, f.queue, f.owner, f.status
 			FROM json_each(:groups) j JOIN failure_groups f ON f.fingerprint = j.value->>'f' AND f.queue = j.value->>'q'
 				AND f.owner = j.value->>'o' AND f.status = :from

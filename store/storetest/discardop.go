@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/quarantine-dev/quarantine"
@@ -110,6 +111,7 @@ func testDiscardOperation(t *testing.T, h Harness) {
 	wantCode(t, err, quarantine.ENOTFOUND)
 	wantCode(t, s.FailDiscard(ctx, quarantine.NewID(baseTime), "x"), quarantine.ENOTFOUND)
 	testDiscardFail(t, s)
+	testDiscardResume(t, s)
 }
 
 // testDiscardFail: a failed operation keeps its committed chunks and
@@ -135,4 +137,76 @@ func testDiscardFail(t *testing.T, s store.Store) {
 	if len(counts) != 1 || counts[0].Count != 2 {
 		t.Fatalf("discarded after a failed operation: %v, want 2", counts)
 	}
+}
+
+// testDiscardResume: a failed operation resumed runs again from its
+// cursor and completes with every message of its set discarded once (one
+// message.discard event each, none for the chunks already committed); a
+// running one is returned as it is; each is recorded (discard.resume); a
+// completed one is ECONFLICT, stays completed and is not recorded; an
+// unknown one ENOTFOUND.
+func testDiscardResume(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var msgs []*quarantine.Message
+	for range 7 {
+		msgs = append(msgs, newMsg(withQueue("resume-op")))
+	}
+	insert(t, s, msgs...)
+	op, err := s.StartDiscard(ctx, quarantine.Discard{Filter: &quarantine.Filter{Queue: []string{"resume-op"}}, Reason: "resumed", Actor: "bob"}, 0)
+	wantOK(t, err, "StartDiscard")
+	running, err := s.ResumeDiscard(ctx, op.ID, "carol")
+	if err != nil || running.State != quarantine.DiscardRunning || running.UpdatedAt != op.UpdatedAt || running.Discarded != 0 {
+		t.Fatalf("ResumeDiscard of a running operation = %+v, %v; want it as it is (%+v)", running, err, op)
+	}
+	op, _, err = s.DiscardChunk(ctx, op.ID, 3)
+	wantOK(t, err, "DiscardChunk")
+	wantOK(t, s.FailDiscard(ctx, op.ID, "broken"), "FailDiscard")
+	op, err = s.ResumeDiscard(ctx, op.ID, "carol")
+	if err != nil || op.State != quarantine.DiscardRunning || op.Error != "" || op.FinishedAt != nil || op.Discarded != 3 {
+		t.Fatalf("ResumeDiscard of a failed operation = %+v, %v; want running with its 3 discarded", op, err)
+	}
+	if got, err := s.GetDiscard(ctx, op.ID); err != nil || got.State != quarantine.DiscardRunning || got.Error != "" || got.FinishedAt != nil {
+		t.Fatalf("GetDiscard after ResumeDiscard = %+v, %v; want running without error", got, err)
+	}
+	var changed []string
+	for chunks := 0; op.State == quarantine.DiscardRunning; chunks++ {
+		if chunks > len(msgs) {
+			t.Fatalf("the resumed operation does not end: %+v", op)
+		}
+		var res quarantine.BulkResult
+		op, res, err = s.DiscardChunk(ctx, op.ID, 3)
+		wantOK(t, err, "DiscardChunk")
+		changed = append(changed, res.Changed...)
+	}
+	if op.State != quarantine.DiscardCompleted || op.Discarded != int64(len(msgs)) || op.Skipped != 0 || len(changed) != len(msgs)-3 {
+		t.Fatalf("resumed operation ended %+v after %d more changes; want completed with %d discarded", op, len(changed), len(msgs))
+	}
+	for _, m := range msgs {
+		evs, err := s.ListAudit(ctx, quarantine.AuditFilter{Subject: m.ID, Action: quarantine.ActionDiscard})
+		wantOK(t, err, "ListAudit")
+		if len(evs) != 1 || !strings.Contains(string(evs[0].Details), `"resumed"`) {
+			t.Fatalf("discard events of %s: %+v, want exactly one", m.ID, evs)
+		}
+	}
+	// One discard.resume event per resume that was not refused: the
+	// running one, then the failed one.
+	evs, err := s.ListAudit(ctx, quarantine.AuditFilter{Subject: op.ID, Action: quarantine.ActionDiscardResume})
+	wantOK(t, err, "ListAudit")
+	if len(evs) != 2 || evs[0].Actor != "carol" || !strings.Contains(string(evs[0].Details), `"previous_state":"running"`) ||
+		!strings.Contains(string(evs[1].Details), `"previous_state":"failed"`) || !strings.Contains(string(evs[1].Details), `"error":"broken"`) {
+		t.Fatalf("discard.resume events %+v, want the running one's and the failed one's", evs)
+	}
+	if v, err := s.VerifyAudit(ctx); err != nil || !v.OK {
+		t.Fatalf("VerifyAudit = %+v, %v", v, err)
+	}
+	_, err = s.ResumeDiscard(ctx, op.ID, "carol")
+	wantCode(t, err, quarantine.ECONFLICT)
+	if got, _ := s.GetDiscard(ctx, op.ID); got.State != quarantine.DiscardCompleted || got.FinishedAt == nil {
+		t.Fatalf("ResumeDiscard changed a completed operation: %+v", got)
+	}
+	if evs, err := s.ListAudit(ctx, quarantine.AuditFilter{Subject: op.ID, Action: quarantine.ActionDiscardResume}); err != nil || len(evs) != 2 {
+		t.Fatalf("a refused resume was recorded: %+v, %v", evs, err)
+	}
+	_, err = s.ResumeDiscard(ctx, quarantine.NewID(baseTime), "carol")
+	wantCode(t, err, quarantine.ENOTFOUND)
 }

@@ -84,10 +84,14 @@ func DiscardChunk(id string, n int, now time.Time, tx ChunkTx) (quarantine.Disca
 	if err != nil {
 		return op, res, err
 	}
-	if err := markByStatus(sel, res.Changed, tx.MarkDiscarded); err != nil {
+	// The events first, then the status change: the change moves the
+	// kept counts (failure groups, waiting minutes) that collectors'
+	// inserts move too, and their rows stay locked (PostgreSQL) from then
+	// until the commit; appending the events before keeps that short.
+	if err := tx.Audit(events); err != nil {
 		return op, res, err
 	}
-	if err := tx.Audit(events); err != nil {
+	if err := markByStatus(sel, res.Changed, tx.MarkDiscarded); err != nil {
 		return op, res, err
 	}
 	op.Discarded += int64(len(res.Changed))
@@ -122,4 +126,27 @@ func markByStatus(sel []quarantine.Selected, changed []string, mark func(quarant
 		}
 	}
 	return nil
+}
+
+// ResumeDiscard is what resuming operation op at now by actor changes,
+// and its discard.resume audit event: a running one (interrupted or not)
+// stays as it is (changed false: the caller runs its chunks); a failed
+// one runs again from its cursor, its error cleared (changed true: the
+// store saves it); a completed one cannot be resumed (ECONFLICT, no
+// event).
+func ResumeDiscard(op quarantine.DiscardOperation, actor string, now time.Time) (quarantine.DiscardOperation, *quarantine.AuditEvent, bool, error) {
+	if actor == "" {
+		return op, nil, false, quarantine.Errorf(quarantine.EINTERNAL, "a resume needs an actor")
+	}
+	was := op.Shown(now)
+	ev := quarantine.NewAuditEvent(actor, quarantine.ActionDiscardResume, op.ID, map[string]any{
+		"previous_state": was.State, "matched": op.Matched, "discarded": op.Discarded, "skipped": op.Skipped, "error": op.Error})
+	switch op.State {
+	case quarantine.DiscardRunning:
+		return op, &ev, false, nil
+	case quarantine.DiscardFailed:
+		op.State, op.Error, op.UpdatedAt, op.FinishedAt = quarantine.DiscardRunning, "", now, nil
+		return op, &ev, true, nil
+	}
+	return op, nil, false, quarantine.Errorf(quarantine.ECONFLICT, "the discard is %s: there is nothing to resume", op.State)
 }
