@@ -14,7 +14,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/internal/jsonptr"
 )
 
 // mediaTypeError refuses a body that is not JSON: 415. No domain code
@@ -153,17 +152,4 @@ func typeName(t reflect.Type) string {
 		return "an object"
 	}
 	return "of another type"
-}
-
-// inBody returns err with its field, when it names one of a body's
-// fields by name (as the domain's Validate methods do), turned into a
-// JSON Pointer below at: "reason" becomes "/reason".
-func inBody(err error, at string) error {
-	var e *quarantine.Error
-	if !errors.As(err, &e) || e.Field == "" || strings.HasPrefix(e.Field, "/") || e.Field == "If-Match" {
-		return err
-	}
-	c := *e
-	c.Field = jsonptr.Escape(at, e.Field)
-	return &c
 }

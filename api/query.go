@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // query is a request's query string, checked against the parameters a
@@ -39,16 +40,7 @@ func parseQuery(r *http.Request, known ...string) (query, error) {
 func (q query) all(name string) []string { return q.v[name] }
 
 // one returns the single value of name ("" when absent).
-func (q query) one(name string) (string, error) {
-	vs := q.v[name]
-	if len(vs) > 1 {
-		return "", quarantine.FieldErrorf(quarantine.EINVALID, name, "%s may be given once", name)
-	}
-	if len(vs) == 0 {
-		return "", nil
-	}
-	return vs[0], nil
-}
+func (q query) one(name string) (string, error) { return rules.OneValue(q.v, name) }
 
 // time parses name as an RFC 3339 time (zero when absent).
 func (q query) time(name string) (time.Time, error) {

@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // discardContent is the progress page of a discard operation.
@@ -19,7 +19,7 @@ type discardContent struct {
 // discardProgress is GET /discards/{id}: a discard operation's state,
 // counts and a progress bar with the time left, reloading itself (a meta
 // refresh, no script) while it runs. A token with owners sees the
-// operations api.DiscardVisible lets it; the others are not found.
+// operations rules.DiscardVisible lets it; the others are not found.
 func (h *Handler) discardProgress(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	if !quarantine.ValidID(id) {
@@ -28,7 +28,7 @@ func (h *Handler) discardProgress(w http.ResponseWriter, r *http.Request, s *ses
 	}
 	op, err := h.cfg.Store.GetDiscard(r.Context(), id)
 	switch {
-	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !api.DiscardVisible(s.token, op)):
+	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !rules.DiscardVisible(s.token, op)):
 		h.notFound(w, r)
 		return
 	case err != nil:

@@ -13,8 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/internal/redact"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 type header struct{ Name, Value string }
@@ -214,7 +214,7 @@ func showPayload(b []byte) (kind, text string) {
 }
 
 // discardOne is POST /messages/{id}/discard: the message discarded with
-// the form's reason, through the API's rules (api.DiscardAs); a refusal
+// the form's reason, through the API's rules (rules.DiscardAs); a refusal
 // (its status, a replay holding it) is 409 on the message page.
 func (h *Handler) discardOne(w http.ResponseWriter, r *http.Request, s *session) {
 	m, ok := h.loadVisible(w, r, s)
@@ -229,7 +229,7 @@ func (h *Handler) discardOne(w http.ResponseWriter, r *http.Request, s *session)
 	err := d.Validate()
 	if err == nil {
 		var res quarantine.BulkResult
-		res, err = api.DiscardAs(r.Context(), h.cfg.Store, s.token, d, r.Method, r.URL.Path)
+		res, err = rules.DiscardAs(r.Context(), h.cfg.Store, s.token, d, r.Method, r.URL.Path)
 		if err == nil && !slices.Contains(res.Changed, m.ID) {
 			why := "its status does not allow it"
 			if len(res.Skipped) > 0 {

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/broker/webhook"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/replay"
 	"github.com/quarantine-dev/quarantine/store"
 )
@@ -141,7 +141,7 @@ func (m *Main) startReplays(reg prometheus.Registerer, deps collectorDeps) error
 		RetryMax:        m.Config.Replay.RetryMax,
 		Logger:          m.logger,
 		Metrics:         replay.NewMetrics(reg),
-		Guard:           api.ReplayDefaults{IncidentWindow: m.Config.Replay.IncidentWindow, IncidentRate: m.Config.Replay.IncidentRate}.Guard(),
+		Guard:           rules.ReplayDefaults{IncidentWindow: m.Config.Replay.IncidentWindow, IncidentRate: m.Config.Replay.IncidentRate}.Guard(),
 	})
 	rr.engine = eng
 	replay.RegisterBatchGauge(reg, m.store)
