@@ -34,6 +34,10 @@ func AlarmNotification(id int64) *quarantine.Error {
 	return errorf("no alarm notification %d", id)
 }
 
+// Row: a record the store read without saying which (translate's answer
+// to "no rows" that no caller named).
+func Row() *quarantine.Error { return errorf("not found") }
+
 func errorf(format string, args ...any) *quarantine.Error {
 	return quarantine.Errorf(quarantine.ENOTFOUND, format, args...)
 }
