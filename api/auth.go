@@ -120,7 +120,7 @@ func (s *Server) deny(w http.ResponseWriter, r *http.Request, details map[string
 	if t := tokenFrom(r.Context()); t != nil {
 		actor = t.Actor()
 	}
-	d := map[string]any{"method": clip(r.Method), "path": rules.ClipPath(r.URL.Path)}
+	d := map[string]any{"method": quarantine.Clip(r.Method), "path": rules.ClipPath(r.URL.Path)}
 	for k, v := range details {
 		d[k] = v
 	}
@@ -139,7 +139,7 @@ func (s *Server) deny(w http.ResponseWriter, r *http.Request, details map[string
 func (s *Server) denyHidden(w http.ResponseWriter, r *http.Request, id string) {
 	actor := tokenFrom(r.Context()).Actor()
 	ev := quarantine.NewAuditEvent(actor, quarantine.ActionAccessDenied, id, map[string]any{
-		"method": clip(r.Method), "path": rules.ClipPath(r.URL.Path), "reason": "the message is outside the token's owners"})
+		"method": quarantine.Clip(r.Method), "path": rules.ClipPath(r.URL.Path), "reason": "the message is outside the token's owners"})
 	if _, err := s.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
 		s.fail(w, r, err)
 		return

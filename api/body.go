@@ -24,7 +24,7 @@ func (e mediaTypeError) Error() string {
 	if e.got == "" {
 		return "the request has a body but no Content-Type: send it as application/json"
 	}
-	return fmt.Sprintf("the body is %s: send it as application/json", clip(e.got))
+	return fmt.Sprintf("the body is %s: send it as application/json", quarantine.Clip(e.got))
 }
 
 // checkJSONMediaType refuses, with a mediaTypeError, a Content-Type that
@@ -102,7 +102,7 @@ func describePointer(at string) string {
 	if at == "" {
 		return "the request body"
 	}
-	return clip(at)
+	return quarantine.Clip(at)
 }
 
 // jsonError turns a json/v2 error into an EINVALID naming the member.
@@ -113,18 +113,18 @@ func jsonError(err error, at string) error {
 	)
 	switch {
 	case errors.As(err, &syntax):
-		field := clip(at + string(syntax.JSONPointer))
+		field := quarantine.Clip(at + string(syntax.JSONPointer))
 		switch {
 		case errors.Is(err, jsontext.ErrDuplicateName):
-			return quarantine.FieldErrorf(quarantine.EINVALID, field, "field %q is given twice", clip(syntax.JSONPointer.LastToken()))
+			return quarantine.FieldErrorf(quarantine.EINVALID, field, "field %q is given twice", quarantine.Clip(syntax.JSONPointer.LastToken()))
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return quarantine.FieldErrorf(quarantine.EINVALID, at, "%s is cut short: not valid JSON", describePointer(at))
 		}
 		return quarantine.FieldErrorf(quarantine.EINVALID, at, "%s is not valid JSON (at byte %d)", describePointer(at), syntax.ByteOffset)
 	case errors.As(err, &semantic):
-		field := clip(at + string(semantic.JSONPointer))
+		field := quarantine.Clip(at + string(semantic.JSONPointer))
 		if errors.Is(err, json.ErrUnknownName) {
-			return quarantine.FieldErrorf(quarantine.EINVALID, field, "unknown field %q", clip(semantic.JSONPointer.LastToken()))
+			return quarantine.FieldErrorf(quarantine.EINVALID, field, "unknown field %q", quarantine.Clip(semantic.JSONPointer.LastToken()))
 		}
 		return quarantine.FieldErrorf(quarantine.EINVALID, field, "%s must be %s", describePointer(field), typeName(semantic.GoType))
 	}

@@ -44,7 +44,7 @@ func (s *Server) discardMessage(w http.ResponseWriter, r *http.Request) {
 		if len(res.Skipped) > 0 {
 			why = res.Skipped[0].Reason
 		}
-		s.fail(w, r, quarantine.Errorf(quarantine.ECONFLICT, "the message was not discarded: %s", clip(why)))
+		s.fail(w, r, quarantine.Errorf(quarantine.ECONFLICT, "the message was not discarded: %s", quarantine.Clip(why)))
 		return
 	}
 	m, err = s.cfg.Store.GetMessage(r.Context(), m.ID)
@@ -103,7 +103,7 @@ func (s *Server) discardMessages(w http.ResponseWriter, r *http.Request) {
 // confined to its owners (DiscardVisible; 404 for the others).
 func (s *Server) getDiscard(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	notFound := quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no discard operation %q", clip(id))
+	notFound := quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no discard operation %q", quarantine.Clip(id))
 	if !quarantine.ValidID(id) {
 		s.fail(w, r, notFound)
 		return

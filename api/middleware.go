@@ -104,7 +104,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		d := time.Since(start)
 		s.metrics.observe(r.Method, route, sw.status, d)
 		s.log.InfoContext(r.Context(), "request",
-			"request_id", requestIDFrom(r.Context()), "method", clip(r.Method), "path", rules.ClipPath(r.URL.Path),
+			"request_id", requestIDFrom(r.Context()), "method", quarantine.Clip(r.Method), "path", rules.ClipPath(r.URL.Path),
 			"route", route, "status", sw.status, "bytes", sw.bytes, "duration_ms", float64(d.Microseconds())/1000,
 			"remote", r.RemoteAddr)
 	})

@@ -70,7 +70,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, code, deta
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	s.fail(w, r, quarantine.Errorf(quarantine.ENOTFOUND, "no route for %s", clip(r.URL.Path)))
+	s.fail(w, r, quarantine.Errorf(quarantine.ENOTFOUND, "no route for %s", quarantine.Clip(r.URL.Path)))
 }
 
 // methodNotAllowed answers 405 with the Allow header chi's own handler
@@ -88,7 +88,7 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
-	writeProblem(w, r, http.StatusMethodNotAllowed, "method_not_allowed", "method "+clip(r.Method)+" is not allowed here", "")
+	writeProblem(w, r, http.StatusMethodNotAllowed, "method_not_allowed", "method "+quarantine.Clip(r.Method)+" is not allowed here", "")
 }
 
 // preconditionRequired answers 428: a write that needs If-Match came
@@ -113,6 +113,3 @@ func (s *Server) writeRawJSON(w http.ResponseWriter, status int, b []byte) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
-
-// clip shortens untrusted input quoted back in a message.
-func clip(s string) string { return quarantine.Clip(s) }

@@ -21,7 +21,7 @@ type query struct {
 func parseQuery(r *http.Request, known ...string) (query, error) {
 	v, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return query{}, quarantine.FieldErrorf(quarantine.EINVALID, "query", "the query string is malformed: %s", clip(err.Error()))
+		return query{}, quarantine.FieldErrorf(quarantine.EINVALID, "query", "the query string is malformed: %s", quarantine.Clip(err.Error()))
 	}
 	names := make([]string, 0, len(v))
 	for k := range v {
@@ -30,7 +30,7 @@ func parseQuery(r *http.Request, known ...string) (query, error) {
 	slices.Sort(names) // report the same parameter every time
 	for _, k := range names {
 		if !slices.Contains(known, k) {
-			return query{}, quarantine.FieldErrorf(quarantine.EINVALID, clip(k), "unknown query parameter %q", clip(k))
+			return query{}, quarantine.FieldErrorf(quarantine.EINVALID, quarantine.Clip(k), "unknown query parameter %q", quarantine.Clip(k))
 		}
 	}
 	return query{v: v}, nil

@@ -94,7 +94,7 @@ func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(foreign) > 0 {
 			ev := quarantine.NewAuditEvent(t.Actor(), quarantine.ActionAccessDenied, rules.ClipPath(r.URL.Path), map[string]any{
-				"method": clip(r.Method), "path": rules.ClipPath(r.URL.Path), "ids": foreign,
+				"method": quarantine.Clip(r.Method), "path": rules.ClipPath(r.URL.Path), "ids": foreign,
 				"reason": "the messages are outside the token's owners"})
 			if _, err := s.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
 				s.fail(w, r, err)
@@ -139,7 +139,7 @@ func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
 // the answer.
 func (s *Server) denyDestination(w http.ResponseWriter, r *http.Request, dst quarantine.ReplayDestination, err error) {
 	d := s.cfg.Replay.DestinationDenied(dst)
-	d["method"], d["path"] = clip(r.Method), rules.ClipPath(r.URL.Path)
+	d["method"], d["path"] = quarantine.Clip(r.Method), rules.ClipPath(r.URL.Path)
 	ev := quarantine.NewAuditEvent(tokenFrom(r.Context()).Actor(), quarantine.ActionAccessDenied, rules.ClipPath(r.URL.Path), d)
 	if _, aerr := s.cfg.Store.AppendAudit(r.Context(), ev); aerr != nil {
 		s.fail(w, r, aerr)
@@ -176,7 +176,7 @@ func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.R
 		at, err := time.Parse(time.RFC3339, *b.StartAt)
 		if err != nil {
 			return quarantine.ReplayRequest{}, quarantine.FieldErrorf(quarantine.EINVALID, "/start_at",
-				"start_at must be an RFC 3339 time like 2026-12-03T02:00:00Z, not %q", clip(*b.StartAt))
+				"start_at must be an RFC 3339 time like 2026-12-03T02:00:00Z, not %q", quarantine.Clip(*b.StartAt))
 		}
 		in.StartAt = &at
 	}
@@ -184,7 +184,7 @@ func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.R
 		o, err := time.ParseDuration(*b.Observe)
 		if err != nil {
 			return quarantine.ReplayRequest{}, quarantine.FieldErrorf(quarantine.EINVALID, "/observe",
-				"observe must be a duration like 30s, 5m or 1h, not %q", clip(*b.Observe))
+				"observe must be a duration like 30s, 5m or 1h, not %q", quarantine.Clip(*b.Observe))
 		}
 		in.Observe = &o
 	}

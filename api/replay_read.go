@@ -47,7 +47,7 @@ func (s *Server) loadReplay(w http.ResponseWriter, r *http.Request, write bool) 
 // access.denied.
 func (s *Server) denyHiddenReplay(w http.ResponseWriter, r *http.Request, id string) {
 	ev := quarantine.NewAuditEvent(tokenFrom(r.Context()).Actor(), quarantine.ActionAccessDenied, id, map[string]any{
-		"method": clip(r.Method), "path": rules.ClipPath(r.URL.Path), "reason": "the replay is outside the token's owners"})
+		"method": quarantine.Clip(r.Method), "path": rules.ClipPath(r.URL.Path), "reason": "the replay is outside the token's owners"})
 	if _, err := s.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
 		s.fail(w, r, err)
 		return
