@@ -27,6 +27,8 @@ type Store interface {
 	Alarms
 	AgeHistory
 	Sessions
+	MessageReplays
+	Search
 
 	// InsertBatch stores msgs in one transaction, in order. Each message is
 	// normalised first (msg.Normalize with the store's clock), which fills

@@ -58,12 +58,6 @@ const maxHexBytes = 64 << 10
 // maxTimelineReplays bounds the replays a timeline shows (the latest).
 const maxTimelineReplays = 20
 
-// messageReplays is the store's query of a message's replay items; both
-// stores implement it (store/storetest's MessageReplays conformance).
-type messageReplays interface {
-	MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error)
-}
-
 // loadVisible returns the route's message, or answers 404 when it does
 // not exist or the token may not see it (audited on a POST, as the API
 // audits write attempts on another team's messages).
@@ -156,29 +150,27 @@ func (h *Handler) timeline(ctx context.Context, m *quarantine.Message) ([]event,
 		evs = append(evs, event{At: v.CreatedAt, Kind: "edit", Title: "Payload edited", Actor: v.Actor, Reason: v.Reason,
 			OldSHA: v.PrevSHA256, NewSHA: v.SHA256, Version: v.Version})
 	}
-	if mr, ok := h.cfg.Store.(messageReplays); ok {
-		items, err := mr.MessageReplayItems(ctx, m.ID, maxTimelineReplays)
-		if err != nil {
-			return evs, err
-		}
-		batches := map[string]*quarantine.ReplayBatch{}
-		for _, it := range items {
-			b, ok := batches[it.BatchID]
-			if !ok {
-				b, err = h.cfg.Store.GetReplay(ctx, it.BatchID)
-				if err != nil {
-					return evs, err
-				}
-				batches[it.BatchID] = b
+	items, err := h.cfg.Store.MessageReplayItems(ctx, m.ID, maxTimelineReplays)
+	if err != nil {
+		return evs, err
+	}
+	batches := map[string]*quarantine.ReplayBatch{}
+	for _, it := range items {
+		b, ok := batches[it.BatchID]
+		if !ok {
+			b, err = h.cfg.Store.GetReplay(ctx, it.BatchID)
+			if err != nil {
+				return evs, err
 			}
-			at := it.UpdatedAt
-			if it.PublishedAt != nil {
-				at = *it.PublishedAt
-			}
-			evs = append(evs, event{At: at, Kind: "replay", Title: "Replay", Actor: b.Actor, Reason: b.Reason,
-				Batch: b.ID, BatchState: string(b.State), Outcome: string(it.Outcome), Destination: it.Destination,
-				Link: it.RefailID, Version: it.PayloadVersion, NewSHA: it.PayloadSHA256, Detail: it.Reason})
+			batches[it.BatchID] = b
 		}
+		at := it.UpdatedAt
+		if it.PublishedAt != nil {
+			at = *it.PublishedAt
+		}
+		evs = append(evs, event{At: at, Kind: "replay", Title: "Replay", Actor: b.Actor, Reason: b.Reason,
+			Batch: b.ID, BatchState: string(b.State), Outcome: string(it.Outcome), Destination: it.Destination,
+			Link: it.RefailID, Version: it.PayloadVersion, NewSHA: it.PayloadSHA256, Detail: it.Reason})
 	}
 	audit, err := h.cfg.Store.ListAudit(ctx, quarantine.AuditFilter{Subject: m.ID, Action: quarantine.ActionDiscard, Limit: 20})
 	if err != nil {

@@ -61,17 +61,6 @@ func (w wakingStore) ChangeReplay(ctx context.Context, c quarantine.ReplayChange
 	return b, err
 }
 
-// MessageReplayItems passes the web's optional query through (a store
-// without it has no items to show, as the web treats it).
-func (w wakingStore) MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error) {
-	if mr, ok := w.Store.(interface {
-		MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error)
-	}); ok {
-		return mr.MessageReplayItems(ctx, id, limit)
-	}
-	return []quarantine.ReplayItem{}, nil
-}
-
 // wrap returns st waking the engine (st itself when none runs).
 func (rr *runningReplays) wrap(st store.Store) store.Store {
 	if rr == nil || rr.engine == nil {
