@@ -50,14 +50,7 @@ func translate(err error, what string) error {
 // the record looked up does not exist), and err unchanged otherwise (nil
 // included), for translate to interpret. Every not-found of the store
 // comes from store/internal/notfound, the same in both stores.
-func orNotFound(err error, nf *quarantine.Error) error {
-	if noRows(err) {
-		e := *nf
-		e.Err = err
-		return &e
-	}
-	return err
-}
+func orNotFound(err error, nf *quarantine.Error) error { return notfound.If(noRows(err), err, nf) }
 
 // noRows reports whether err is the driver's "no rows": the record looked
 // up does not exist. It is the one place of the store that looks at it.
