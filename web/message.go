@@ -206,7 +206,7 @@ func showPayload(b []byte) (kind, text string) {
 }
 
 // discardOne is POST /messages/{id}/discard: the message discarded with
-// the form's reason, through the API's rules (rules.DiscardAs); a refusal
+// the form's reason, through the rules the API uses too (rules.DiscardAs); a refusal
 // (its status, a replay holding it) is 409 on the message page.
 func (h *Handler) discardOne(w http.ResponseWriter, r *http.Request, s *session) {
 	m, ok := h.loadVisible(w, r, s)

@@ -453,7 +453,7 @@ func (h *Handler) selection(r *http.Request, s *session, v url.Values) (*bulkCon
 }
 
 // bulkDiscard is POST /messages/discard: the selection of the bulk page
-// discarded with a reason, through the API's rules (rules.DiscardAs: the
+// discarded with a reason, through the rules the API uses too (rules.DiscardAs: the
 // token's owners, an audited refusal of other teams' ids, the store's
 // Discard with one message.discard event each); a filter's count is
 // pinned (expect_count: another count is 409 and nothing changes).
