@@ -2,6 +2,7 @@ package quarantine
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -46,6 +47,15 @@ type AlarmState struct {
 	Depth           int64     `json:"depth"`
 	InflowPerMinute float64   `json:"inflow_per_minute"`
 	UpdatedAt       time.Time `json:"updated_at"`
+}
+
+// Validate checks a state a store is to save: a named alarm in one of
+// AlarmStatuses. Errors are EINVALID naming "state".
+func (a AlarmState) Validate() error {
+	if a.Alarm == "" || !slices.Contains(AlarmStatuses, a.State) {
+		return FieldErrorf(EINVALID, "state", "alarm %q on %q has state %q", a.Alarm, a.Queue, a.State)
+	}
+	return nil
 }
 
 // AlarmKind says why a notification is sent.
@@ -104,6 +114,36 @@ type AlarmNotification struct {
 	NextAttemptAt time.Time     `json:"next_attempt_at"`
 	LastError     string        `json:"last_error,omitempty"`
 	DeliveredAt   *time.Time    `json:"delivered_at,omitempty"`
+}
+
+// Validate checks a notification a store is to queue: a known kind and a
+// receiver. Errors are EINVALID naming "kind" or "receiver".
+func (n AlarmNotification) Validate() error {
+	switch n.Kind {
+	case AlarmKindFiring, AlarmKindRepeat, AlarmKindRefresh, AlarmKindResolved:
+	default:
+		return FieldErrorf(EINVALID, "kind", "notification kind %q", n.Kind)
+	}
+	if n.Receiver == "" {
+		return FieldErrorf(EINVALID, "receiver", "a notification needs a receiver")
+	}
+	return nil
+}
+
+// ValidateAlarms checks what a store's SaveAlarms is given: every state
+// and every notification (their Validate), the first error first.
+func ValidateAlarms(states []AlarmState, notes []AlarmNotification) error {
+	for _, a := range states {
+		if err := a.Validate(); err != nil {
+			return err
+		}
+	}
+	for _, n := range notes {
+		if err := n.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AlarmAttempt is the outcome of one delivery attempt.

@@ -216,11 +216,8 @@ type AuditFilter struct {
 
 // Validate checks f and fills the default limit.
 func (f *AuditFilter) Validate() error {
-	if f.Limit == 0 {
-		f.Limit = DefaultLimit
-	}
-	if f.Limit < 1 || f.Limit > MaxLimit {
-		return FieldErrorf(EINVALID, "limit", "limit must be between 1 and %d", MaxLimit)
+	if err := pageLimit(&f.Limit); err != nil {
+		return err
 	}
 	if f.Seq < 0 {
 		return FieldErrorf(EINVALID, "cursor", "cursor must not be negative")

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Error codes. Each maps to one HTTP status (api.ErrorStatus, used by the
+// Error codes. Each maps to one HTTP status (rules.ErrorStatus, used by the
 // REST API and the web UI) and to one problem type on the wire.
 const (
 	EINVALID       = "invalid"             // the request or the input is wrong

@@ -80,14 +80,29 @@ func DecodeCursor(s string) (*Cursor, error) {
 	return &c, nil
 }
 
+// ValidateLimit checks a page size: EINVALID naming limit outside
+// 1..MaxLimit.
+func ValidateLimit(limit int) error {
+	if limit < 1 || limit > MaxLimit {
+		return FieldErrorf(EINVALID, "limit", "limit must be between 1 and %d", MaxLimit)
+	}
+	return nil
+}
+
+// pageLimit fills a zero page size with DefaultLimit, then checks it
+// (ValidateLimit).
+func pageLimit(limit *int) error {
+	if *limit == 0 {
+		*limit = DefaultLimit
+	}
+	return ValidateLimit(*limit)
+}
+
 // Validate checks f and fills the default limit. Errors are EINVALID and
 // name the offending field.
 func (f *Filter) Validate() error {
-	if f.Limit == 0 {
-		f.Limit = DefaultLimit
-	}
-	if f.Limit < 1 || f.Limit > MaxLimit {
-		return FieldErrorf(EINVALID, "limit", "limit must be between 1 and %d", MaxLimit)
+	if err := pageLimit(&f.Limit); err != nil {
+		return err
 	}
 	for _, s := range []struct {
 		name string

@@ -492,11 +492,8 @@ type ReplayFilter struct {
 
 // Validate checks f and fills the default limit.
 func (f *ReplayFilter) Validate() error {
-	if f.Limit == 0 {
-		f.Limit = DefaultLimit
-	}
-	if f.Limit < 1 || f.Limit > MaxLimit {
-		return FieldErrorf(EINVALID, "limit", "limit must be between 1 and %d", MaxLimit)
+	if err := pageLimit(&f.Limit); err != nil {
+		return err
 	}
 	for _, s := range f.State {
 		if !s.Valid() {
@@ -522,11 +519,8 @@ type ReplayItemFilter struct {
 
 // Validate checks f and fills the default limit.
 func (f *ReplayItemFilter) Validate() error {
-	if f.Limit == 0 {
-		f.Limit = DefaultLimit
-	}
-	if f.Limit < 1 || f.Limit > MaxLimit {
-		return FieldErrorf(EINVALID, "limit", "limit must be between 1 and %d", MaxLimit)
+	if err := pageLimit(&f.Limit); err != nil {
+		return err
 	}
 	for _, o := range f.Outcome {
 		if !o.Valid() {

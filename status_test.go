@@ -85,7 +85,7 @@ func TestRoles(t *testing.T) {
 }
 
 // TestInternalDetailsHidden: an internal error's cause is never its
-// message. (The code-to-status table is api.ErrorStatus.)
+// message. (The code-to-status table is rules.ErrorStatus.)
 func TestInternalDetailsHidden(t *testing.T) {
 	t.Parallel()
 	wrapped := quarantine.Internal(errSecret{}, "store failed")

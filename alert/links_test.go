@@ -9,7 +9,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/alert"
-	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // wantMessagesLink fails t unless link opens the UI's list of the
@@ -21,7 +21,7 @@ func wantMessagesLink(t *testing.T, link string, now time.Time, aged bool) {
 	if err != nil || u.Scheme+"://"+u.Host+u.Path != "https://quarantine.example.com/ui/messages" {
 		t.Fatalf("link %q", link)
 	}
-	f, _, err := api.FilterFromValues(u.Query(), now)
+	f, _, err := rules.FilterFromValues(u.Query(), now)
 	if err != nil {
 		t.Fatalf("the UI refuses the link's filter %q: %v", u.RawQuery, err)
 	}

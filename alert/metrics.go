@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store"
 )
 
 // RegisterGauges registers, read from the store at each scrape (within
@@ -18,12 +19,10 @@ import (
 //	quarantine_search_index_lag_seconds                    how long the oldest message waiting
 //	                                                       for the text search index has waited
 //
-// The last one only for a store that has a search index (SearchLag).
-//
 // The first two come from QueueStats (index-backed: the cost grows with
 // the number of queues, not of messages); owner is the owner rules'
 // (owner may be nil); now is the clock (default time.Now).
-func RegisterGauges(reg prometheus.Registerer, st Store, owner func(queue string) string, now func() time.Time) {
+func RegisterGauges(reg prometheus.Registerer, st GaugeStore, owner func(queue string) string, now func() time.Time) {
 	if owner == nil {
 		owner = func(string) string { return "" }
 	}
@@ -44,18 +43,21 @@ func RegisterGauges(reg prometheus.Registerer, st Store, owner func(queue string
 }
 
 type gauges struct {
-	st                       Store
+	st                       GaugeStore
 	owner                    func(string) string
 	now                      func() time.Time
 	messages, oldest, firing *prometheus.Desc
 	searchLag                *prometheus.Desc
 }
 
-// searchLagger is a store with a search index maintained in the
-// background (both stores).
-type searchLagger interface {
-	SearchLag(ctx context.Context) (time.Duration, error)
+// GaugeStore is what the gauges read: the evaluator's Store and the lag
+// of the search index.
+type GaugeStore interface {
+	Store
+	store.Search
 }
+
+var _ GaugeStore = store.Store(nil)
 
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	ch <- g.messages
@@ -90,9 +92,7 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(g.firing, prometheus.GaugeValue, v, a.Alarm, a.Queue, a.Owner)
 		}
 	}
-	if sl, ok := g.st.(searchLagger); ok {
-		if lag, err := sl.SearchLag(ctx); err == nil {
-			ch <- prometheus.MustNewConstMetric(g.searchLag, prometheus.GaugeValue, lag.Seconds())
-		}
+	if lag, err := g.st.SearchLag(ctx); err == nil {
+		ch <- prometheus.MustNewConstMetric(g.searchLag, prometheus.GaugeValue, lag.Seconds())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // maxSecretBytes bounds a bearer secret; ours are 46 bytes.
@@ -119,11 +120,11 @@ func (s *Server) deny(w http.ResponseWriter, r *http.Request, details map[string
 	if t := tokenFrom(r.Context()); t != nil {
 		actor = t.Actor()
 	}
-	d := map[string]any{"method": clip(r.Method), "path": clipPath(r.URL.Path)}
+	d := map[string]any{"method": quarantine.Clip(r.Method), "path": rules.ClipPath(r.URL.Path)}
 	for k, v := range details {
 		d[k] = v
 	}
-	ev := quarantine.NewAuditEvent(actor, quarantine.ActionAccessDenied, clipPath(r.URL.Path), d)
+	ev := quarantine.NewAuditEvent(actor, quarantine.ActionAccessDenied, rules.ClipPath(r.URL.Path), d)
 	if _, err := s.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
 		s.fail(w, r, err)
 		return
@@ -138,7 +139,7 @@ func (s *Server) deny(w http.ResponseWriter, r *http.Request, details map[string
 func (s *Server) denyHidden(w http.ResponseWriter, r *http.Request, id string) {
 	actor := tokenFrom(r.Context()).Actor()
 	ev := quarantine.NewAuditEvent(actor, quarantine.ActionAccessDenied, id, map[string]any{
-		"method": clip(r.Method), "path": clipPath(r.URL.Path), "reason": "the message is outside the token's owners"})
+		"method": quarantine.Clip(r.Method), "path": rules.ClipPath(r.URL.Path), "reason": "the message is outside the token's owners"})
 	if _, err := s.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
 		s.fail(w, r, err)
 		return

@@ -14,7 +14,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/internal/jsonptr"
 )
 
 // mediaTypeError refuses a body that is not JSON: 415. No domain code
@@ -25,7 +24,7 @@ func (e mediaTypeError) Error() string {
 	if e.got == "" {
 		return "the request has a body but no Content-Type: send it as application/json"
 	}
-	return fmt.Sprintf("the body is %s: send it as application/json", clip(e.got))
+	return fmt.Sprintf("the body is %s: send it as application/json", quarantine.Clip(e.got))
 }
 
 // checkJSONMediaType refuses, with a mediaTypeError, a Content-Type that
@@ -103,7 +102,7 @@ func describePointer(at string) string {
 	if at == "" {
 		return "the request body"
 	}
-	return clip(at)
+	return quarantine.Clip(at)
 }
 
 // jsonError turns a json/v2 error into an EINVALID naming the member.
@@ -114,18 +113,18 @@ func jsonError(err error, at string) error {
 	)
 	switch {
 	case errors.As(err, &syntax):
-		field := clip(at + string(syntax.JSONPointer))
+		field := quarantine.Clip(at + string(syntax.JSONPointer))
 		switch {
 		case errors.Is(err, jsontext.ErrDuplicateName):
-			return quarantine.FieldErrorf(quarantine.EINVALID, field, "field %q is given twice", clip(syntax.JSONPointer.LastToken()))
+			return quarantine.FieldErrorf(quarantine.EINVALID, field, "field %q is given twice", quarantine.Clip(syntax.JSONPointer.LastToken()))
 		case errors.Is(err, io.ErrUnexpectedEOF):
 			return quarantine.FieldErrorf(quarantine.EINVALID, at, "%s is cut short: not valid JSON", describePointer(at))
 		}
 		return quarantine.FieldErrorf(quarantine.EINVALID, at, "%s is not valid JSON (at byte %d)", describePointer(at), syntax.ByteOffset)
 	case errors.As(err, &semantic):
-		field := clip(at + string(semantic.JSONPointer))
+		field := quarantine.Clip(at + string(semantic.JSONPointer))
 		if errors.Is(err, json.ErrUnknownName) {
-			return quarantine.FieldErrorf(quarantine.EINVALID, field, "unknown field %q", clip(semantic.JSONPointer.LastToken()))
+			return quarantine.FieldErrorf(quarantine.EINVALID, field, "unknown field %q", quarantine.Clip(semantic.JSONPointer.LastToken()))
 		}
 		return quarantine.FieldErrorf(quarantine.EINVALID, field, "%s must be %s", describePointer(field), typeName(semantic.GoType))
 	}
@@ -153,17 +152,4 @@ func typeName(t reflect.Type) string {
 		return "an object"
 	}
 	return "of another type"
-}
-
-// inBody returns err with its field, when it names one of a body's
-// fields by name (as the domain's Validate methods do), turned into a
-// JSON Pointer below at: "reason" becomes "/reason".
-func inBody(err error, at string) error {
-	var e *quarantine.Error
-	if !errors.As(err, &e) || e.Field == "" || strings.HasPrefix(e.Field, "/") || e.Field == "If-Match" {
-		return err
-	}
-	c := *e
-	c.Field = jsonptr.Escape(at, e.Field)
-	return &c
 }

@@ -8,11 +8,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
-
-// skipNotFound is the skip reason of an id that names no message the
-// token may see (the store says the same of unknown ids).
-const skipNotFound = "not found"
 
 // discardOneBody is the body of POST /api/v1/messages/{id}/discard.
 type discardOneBody struct {
@@ -34,7 +31,7 @@ func (s *Server) discardMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	d := quarantine.Discard{IDs: []string{m.ID}, Reason: b.Reason, Actor: tokenFrom(r.Context()).Actor()}
 	if err := d.Validate(); err != nil {
-		s.fail(w, r, inBody(err, ""))
+		s.fail(w, r, rules.InBody(err, ""))
 		return
 	}
 	res, err := s.cfg.Store.Discard(r.Context(), d)
@@ -47,7 +44,7 @@ func (s *Server) discardMessage(w http.ResponseWriter, r *http.Request) {
 		if len(res.Skipped) > 0 {
 			why = res.Skipped[0].Reason
 		}
-		s.fail(w, r, quarantine.Errorf(quarantine.ECONFLICT, "the message was not discarded: %s", clip(why)))
+		s.fail(w, r, quarantine.Errorf(quarantine.ECONFLICT, "the message was not discarded: %s", quarantine.Clip(why)))
 		return
 	}
 	m, err = s.cfg.Store.GetMessage(r.Context(), m.ID)
@@ -106,7 +103,7 @@ func (s *Server) discardMessages(w http.ResponseWriter, r *http.Request) {
 // confined to its owners (DiscardVisible; 404 for the others).
 func (s *Server) getDiscard(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	notFound := quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no discard operation %q", clip(id))
+	notFound := quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no discard operation %q", quarantine.Clip(id))
 	if !quarantine.ValidID(id) {
 		s.fail(w, r, notFound)
 		return
@@ -119,7 +116,7 @@ func (s *Server) getDiscard(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if !DiscardVisible(tokenFrom(r.Context()), op) {
+	if !rules.DiscardVisible(tokenFrom(r.Context()), op) {
 		s.fail(w, r, notFound)
 		return
 	}
@@ -135,16 +132,16 @@ func (s *Server) getDiscard(w http.ResponseWriter, r *http.Request) {
 // attempt is recorded as access.denied.
 func (s *Server) resumeDiscard(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	notFound := quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no discard operation %q", clip(id))
+	notFound := quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no discard operation %q", quarantine.Clip(id))
 	if !quarantine.ValidID(id) {
 		s.fail(w, r, notFound)
 		return
 	}
 	op, err := s.cfg.Store.GetDiscard(r.Context(), id)
-	if err == nil && !DiscardVisible(tokenFrom(r.Context()), op) {
+	if err == nil && !rules.DiscardVisible(tokenFrom(r.Context()), op) {
 		// The 404 of an unknown operation; the attempt is recorded.
 		ev := quarantine.NewAuditEvent(tokenFrom(r.Context()).Actor(), quarantine.ActionAccessDenied, id, map[string]any{
-			"method": clip(r.Method), "path": clipPath(r.URL.Path), "reason": "the discard is outside the token's owners"})
+			"method": quarantine.Clip(r.Method), "path": rules.ClipPath(r.URL.Path), "reason": "the discard is outside the token's owners"})
 		if _, err = s.cfg.Store.AppendAudit(r.Context(), ev); err == nil {
 			err = notFound
 		}
@@ -174,15 +171,5 @@ func (s *Server) bulkDiscard(b *discardBody, actor string) (quarantine.Discard, 
 		return d, err
 	}
 	d.IDs, d.Filter = ids, f
-	return d, inBody(d.Validate(), "")
-}
-
-// DiscardVisible reports whether token t may see operation op: a token
-// without owners sees every one; one with owners those it started and
-// those whose filter names only owners among its own.
-func DiscardVisible(t *quarantine.Token, op quarantine.DiscardOperation) bool {
-	if len(t.Owners) == 0 || op.Actor == t.Actor() {
-		return true
-	}
-	return len(op.Filter.Owner) > 0 && !slices.ContainsFunc(op.Filter.Owner, func(o string) bool { return !t.Sees(o) })
+	return d, rules.InBody(d.Validate(), "")
 }

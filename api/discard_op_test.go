@@ -8,11 +8,12 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // withDiscards runs the discards by filter with cfg.
-func withDiscards(cfg api.DiscardConfig) envOpt {
-	return func(c *api.Config) { c.Discards = api.NewDiscards(c.Store, cfg, c.Logger) }
+func withDiscards(cfg rules.DiscardConfig) envOpt {
+	return func(c *api.Config) { c.Discards = rules.NewDiscards(c.Store, cfg, c.Logger) }
 }
 
 type discardAnswer struct {
@@ -41,7 +42,7 @@ func (e *env) waitDiscard(id, secret string) quarantine.DiscardOperation {
 // the end; a small one is applied before the answer, with its ids.
 func TestDiscardOperation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withDiscards(api.DiscardConfig{ConfirmAbove: 10, SyncMax: 5, Chunk: 4}))
+	e := newEnv(t, withDiscards(rules.DiscardConfig{ConfirmAbove: 10, SyncMax: 5, Chunk: 4}))
 	seedSet(e) // 45 in billing, 5 in orders.x
 	billing := map[string]any{"queue": []string{"billing"}}
 
@@ -97,7 +98,7 @@ func TestDiscardOperation(t *testing.T) {
 // 409; a viewer may not resume; a token that may not see it gets 404.
 func TestDiscardResume(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, withDiscards(api.DiscardConfig{Chunk: 4}))
+	e := newEnv(t, withDiscards(rules.DiscardConfig{Chunk: 4}))
 	seedSet(e) // 45 in billing, 5 in orders.x
 	ctx := t.Context()
 	billing := quarantine.Filter{Queue: []string{"billing"}}

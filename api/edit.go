@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // maxContentTypeBytes bounds a content type given with an edit.
@@ -122,10 +123,10 @@ func (b *editBody) edit(ifMatch, actor string) (quarantine.PayloadEdit, error) {
 		}
 		e.ContentType = ct
 	}
-	return e, inBody(e.Validate(), "")
+	return e, rules.InBody(e.Validate(), "")
 }
 
-// checkEdit refuses an edit the stored message forbids (see EditRules.Check).
+// checkEdit refuses an edit the stored message forbids (see rules.EditRules.Check).
 func (s *Server) checkEdit(m *quarantine.Message, e quarantine.PayloadEdit) error {
-	return EditRules{Preparer: s.cfg.Preparer, Schemas: s.cfg.Schemas}.Check(m, e)
+	return rules.EditRules{Preparer: s.cfg.Preparer, Schemas: s.cfg.Schemas}.Check(m, e)
 }

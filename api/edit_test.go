@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 type version struct {
@@ -201,13 +201,13 @@ func TestEditConcurrentNoOp(t *testing.T) {
 }
 
 // writeSchema writes a JSON Schema file and compiles it.
-func writeSchema(t *testing.T, schema string) *api.Schema {
+func writeSchema(t *testing.T, schema string) *rules.Schema {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "schema.json")
 	if err := os.WriteFile(p, []byte(schema), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := api.CompileSchema(p)
+	s, err := rules.CompileSchema(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestEditRefusals(t *testing.T) {
 	t.Parallel()
 	schema := writeSchema(t, `{"type":"object","required":["amount"],"properties":{"amount":{"type":"number","minimum":0},"lines":{"type":"array","items":{"type":"string"}}}}`)
 	prep := &collect.Preparer{Owners: owners, Idempotency: []collect.IdempotencyRule{{Queues: []string{"orders.*"}, JSONPointer: "/order_id", Prefix: "order:"}}}
-	e := newEnv(t, withPreparer(prep), withSchemas(map[string]*api.Schema{"charge": schema}))
+	e := newEnv(t, withPreparer(prep), withSchemas(map[string]*rules.Schema{"charge": schema}))
 	// The key comes from the payload: order:7.
 	keyed := e.ingestOK(e.admin, []byte(`{"envelope":"quarantine.failure/v1","job":{"name":"ship","queue":"orders.eu","payload":{"order_id":7,"x":1}}}`)).Items[0].ID
 	if k := e.message(keyed, e.viewer).IdempotencyKey; k != "order:7" {
@@ -321,7 +321,7 @@ func TestEditAccepted(t *testing.T) {
 	t.Parallel()
 	schema := writeSchema(t, `{"type":"object","required":["amount"]}`)
 	prep := &collect.Preparer{Owners: owners, Idempotency: []collect.IdempotencyRule{{Queues: []string{"orders.*"}, JSONPointer: "/order_id", Prefix: "order:"}}}
-	e := newEnv(t, withPreparer(prep), withSchemas(map[string]*api.Schema{"charge": schema}))
+	e := newEnv(t, withPreparer(prep), withSchemas(map[string]*rules.Schema{"charge": schema}))
 	keyed := e.ingestOK(e.admin, []byte(`{"envelope":"quarantine.failure/v1","job":{"name":"ship","queue":"orders.eu","payload":{"order_id":7,"x":1}}}`)).Items[0].ID
 	charge := e.ingestOne("billing", "charge", `{"amount":1}`)
 	bin := e.ingestOK(e.admin, []byte(`{"envelope":"quarantine.failure/v1","job":{"name":"j","queue":"billing","idempotency_key":"b","payload_base64":"AAEC"}}`)).Items[0].ID

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // groupList is the body of GET /api/v1/groups.
@@ -26,7 +27,7 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
 	if s.searchDenied(w, r, &f) {
 		return
 	}
-	if !scope(tokenFrom(r.Context()), &f) {
+	if !rules.Scope(tokenFrom(r.Context()), &f) {
 		s.writeJSON(w, r, http.StatusOK, res)
 		return
 	}

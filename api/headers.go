@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+
+	"github.com/quarantine-dev/quarantine"
 )
 
 // MaxHeaderBytes is the documented limit of a request's header: its
@@ -42,7 +44,7 @@ func LimitHeaders(limit int) func(http.Handler) http.Handler {
 			r = r.WithContext(context.WithValue(r.Context(), keyRequestID, id))
 			writeProblem(w, r, http.StatusRequestHeaderFieldsTooLarge, "header_too_large",
 				"the request's header is "+strconv.Itoa(n)+" bytes, above the limit of "+strconv.Itoa(limit)+
-					" (its largest field is "+clip(largest)+")", clip(largest))
+					" (its largest field is "+quarantine.Clip(largest)+")", quarantine.Clip(largest))
 		})
 	}
 }

@@ -43,7 +43,7 @@ func ingestOrigin(r *http.Request) (string, quarantine.SourceKind, error) {
 		return IngestSource, quarantine.SourceHTTP, nil
 	case !ingestKinds[kind]:
 		return "", "", quarantine.FieldErrorf(quarantine.EINVALID, HeaderSourceKind,
-			"%s must be http or cloudflare, got %q: nothing was stored", HeaderSourceKind, clip(raw))
+			"%s must be http or cloudflare, got %q: nothing was stored", HeaderSourceKind, quarantine.Clip(raw))
 	}
 	name := strings.TrimSpace(r.Header.Get(HeaderSource))
 	if name == "" {
@@ -128,7 +128,7 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
 		m.Normalize(now)
 		if !t.Sees(m.Owner) {
 			s.deny(w, r, map[string]any{"required_role": ruleIngest.requireAs, "index": i, "owner": m.Owner},
-				"envelope %d would belong to owner %q, outside this token's owners: nothing was stored", i, clip(m.Owner))
+				"envelope %d would belong to owner %q, outside this token's owners: nothing was stored", i, quarantine.Clip(m.Owner))
 			return
 		}
 		if problems == nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // messagePage is the body of GET /api/v1/messages.
@@ -54,7 +55,7 @@ func (s *Server) listMessages(w http.ResponseWriter, r *http.Request) {
 	if s.searchDenied(w, r, &f) {
 		return
 	}
-	if !scope(tokenFrom(r.Context()), &f) {
+	if !rules.Scope(tokenFrom(r.Context()), &f) {
 		s.writeJSON(w, r, http.StatusOK, page)
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // RequestIDHeader carries the request id on every response; a sane incoming
@@ -103,7 +104,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		d := time.Since(start)
 		s.metrics.observe(r.Method, route, sw.status, d)
 		s.log.InfoContext(r.Context(), "request",
-			"request_id", requestIDFrom(r.Context()), "method", clip(r.Method), "path", clipPath(r.URL.Path),
+			"request_id", requestIDFrom(r.Context()), "method", quarantine.Clip(r.Method), "path", rules.ClipPath(r.URL.Path),
 			"route", route, "status", sw.status, "bytes", sw.bytes, "duration_ms", float64(d.Microseconds())/1000,
 			"remote", r.RemoteAddr)
 	})

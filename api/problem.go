@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // ProblemTypePrefix starts the type of every problem; the error code follows.
@@ -24,7 +25,7 @@ type Problem struct {
 	RequestID string `json:"request_id,omitempty"`
 	// Violations lists, for a payload that fails its job's JSON Schema,
 	// each violation with its JSON Pointer into the payload.
-	Violations []Violation `json:"violations,omitempty"`
+	Violations []rules.Violation `json:"violations,omitempty"`
 }
 
 // fail writes err as application/problem+json: the one error writer of the
@@ -37,27 +38,22 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	code := quarantine.ErrorCode(err)
-	status := ErrorStatus(code)
+	status := rules.ErrorStatus(code)
 	id := requestIDFrom(r.Context())
 	switch code {
 	case quarantine.EINTERNAL:
-		s.log.ErrorContext(r.Context(), "request failed", "request_id", id, "method", r.Method, "path", clipPath(r.URL.Path), "err", err)
+		s.log.ErrorContext(r.Context(), "request failed", "request_id", id, "method", r.Method, "path", rules.ClipPath(r.URL.Path), "err", err)
 	case quarantine.EUNAVAILABLE:
-		s.log.WarnContext(r.Context(), "dependency unavailable", "request_id", id, "path", clipPath(r.URL.Path), "err", err)
+		s.log.WarnContext(r.Context(), "dependency unavailable", "request_id", id, "path", rules.ClipPath(r.URL.Path), "err", err)
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="quarantine"`)
 	}
-	var ve *violationsError
-	var violations []Violation
-	if errors.As(err, &ve) {
-		violations = ve.violations
-	}
-	writeProblem(w, r, status, code, quarantine.ErrorMessage(err), quarantine.ErrorField(err), violations...)
+	writeProblem(w, r, status, code, quarantine.ErrorMessage(err), quarantine.ErrorField(err), rules.SchemaViolations(err)...)
 }
 
 // writeProblem writes one problem; fail is the way in for errors.
-func writeProblem(w http.ResponseWriter, r *http.Request, status int, code, detail, field string, violations ...Violation) {
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, code, detail, field string, violations ...rules.Violation) {
 	p := Problem{
 		Type:       ProblemTypePrefix + code,
 		Title:      http.StatusText(status),
@@ -74,7 +70,7 @@ func writeProblem(w http.ResponseWriter, r *http.Request, status int, code, deta
 }
 
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	s.fail(w, r, quarantine.Errorf(quarantine.ENOTFOUND, "no route for %s", clip(r.URL.Path)))
+	s.fail(w, r, quarantine.Errorf(quarantine.ENOTFOUND, "no route for %s", quarantine.Clip(r.URL.Path)))
 }
 
 // methodNotAllowed answers 405 with the Allow header chi's own handler
@@ -92,7 +88,7 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
-	writeProblem(w, r, http.StatusMethodNotAllowed, "method_not_allowed", "method "+clip(r.Method)+" is not allowed here", "")
+	writeProblem(w, r, http.StatusMethodNotAllowed, "method_not_allowed", "method "+quarantine.Clip(r.Method)+" is not allowed here", "")
 }
 
 // preconditionRequired answers 428: a write that needs If-Match came
@@ -116,20 +112,4 @@ func (s *Server) writeRawJSON(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
-}
-
-// clip shortens untrusted input quoted back in a message.
-func clip(s string) string { return quarantine.Clip(s) }
-
-// clipPath bounds a path written to logs and audit details.
-func clipPath(p string) string {
-	p = quarantine.SanitizeText(p)
-	if len(p) > 256 {
-		n := 256
-		for n > 0 && p[n]&0xC0 == 0x80 {
-			n--
-		}
-		p = p[:n] + "…"
-	}
-	return p
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // query is a request's query string, checked against the parameters a
@@ -20,7 +21,7 @@ type query struct {
 func parseQuery(r *http.Request, known ...string) (query, error) {
 	v, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		return query{}, quarantine.FieldErrorf(quarantine.EINVALID, "query", "the query string is malformed: %s", clip(err.Error()))
+		return query{}, quarantine.FieldErrorf(quarantine.EINVALID, "query", "the query string is malformed: %s", quarantine.Clip(err.Error()))
 	}
 	names := make([]string, 0, len(v))
 	for k := range v {
@@ -29,7 +30,7 @@ func parseQuery(r *http.Request, known ...string) (query, error) {
 	slices.Sort(names) // report the same parameter every time
 	for _, k := range names {
 		if !slices.Contains(known, k) {
-			return query{}, quarantine.FieldErrorf(quarantine.EINVALID, clip(k), "unknown query parameter %q", clip(k))
+			return query{}, quarantine.FieldErrorf(quarantine.EINVALID, quarantine.Clip(k), "unknown query parameter %q", quarantine.Clip(k))
 		}
 	}
 	return query{v: v}, nil
@@ -39,16 +40,7 @@ func parseQuery(r *http.Request, known ...string) (query, error) {
 func (q query) all(name string) []string { return q.v[name] }
 
 // one returns the single value of name ("" when absent).
-func (q query) one(name string) (string, error) {
-	vs := q.v[name]
-	if len(vs) > 1 {
-		return "", quarantine.FieldErrorf(quarantine.EINVALID, name, "%s may be given once", name)
-	}
-	if len(vs) == 0 {
-		return "", nil
-	}
-	return vs[0], nil
-}
+func (q query) one(name string) (string, error) { return rules.OneValue(q.v, name) }
 
 // time parses name as an RFC 3339 time (zero when absent).
 func (q query) time(name string) (time.Time, error) {

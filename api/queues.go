@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // queueList is the body of GET /api/v1/queues.
@@ -34,7 +35,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 	if s.searchDenied(w, r, &f) {
 		return
 	}
-	if !scope(tokenFrom(r.Context()), &f) {
+	if !rules.Scope(tokenFrom(r.Context()), &f) {
 		s.writeJSON(w, r, http.StatusOK, res)
 		return
 	}

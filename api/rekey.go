@@ -1,12 +1,12 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // rekeyBody is the body of POST /api/v1/messages/rekey.
@@ -42,32 +42,21 @@ func (s *Server) rekeyMessages(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if in.empty() && !b.DryRun && b.ExpectChanged == nil {
+	if in.Empty() && !b.DryRun && b.ExpectChanged == nil {
 		s.fail(w, r, quarantine.FieldErrorf(quarantine.EINVALID, "/filter",
 			"an empty filter selects every message: narrow it, or confirm with expect_changed"))
 		return
 	}
-	f, err := in.filter(s.cfg.Now(), "/filter/")
+	f, err := in.Filter(s.cfg.Now(), "/filter/")
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := RekeyAs(r.Context(), tokenFrom(r.Context()), s.cfg.Preparer, s.cfg.Store, f,
+	res, err := rules.RekeyAs(r.Context(), tokenFrom(r.Context()), s.cfg.Preparer, s.cfg.Store, f,
 		collect.RekeyRequest{DryRun: b.DryRun, ExpectChanged: b.ExpectChanged, Reason: b.Reason})
 	if err != nil {
-		s.fail(w, r, inBody(err, ""))
+		s.fail(w, r, rules.InBody(err, ""))
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, res)
-}
-
-// RekeyAs runs a re-key of the messages of f within the owners of token
-// t, as t's actor (see collect.Preparer.Rekey).
-func RekeyAs(ctx context.Context, t *quarantine.Token, p *collect.Preparer, st collect.RekeyStore, f quarantine.Filter, req collect.RekeyRequest) (quarantine.RekeyResult, error) {
-	req.Actor = t.Actor()
-	if !scope(t, &f) { // only other teams' owners were asked for: nothing matches
-		return quarantine.RekeyResult{DryRun: req.DryRun, Changes: []quarantine.KeyChange{}}, nil
-	}
-	req.Filter = f
-	return p.Rekey(ctx, st, req)
 }

@@ -2,13 +2,11 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -44,8 +42,8 @@ type replayDestinationBody struct {
 
 // replayCreated is the answer to POST /api/v1/replays.
 type replayCreated struct {
-	Replay           replayJSON `json:"replay"`
-	EstimatedSeconds float64    `json:"estimated_seconds"`
+	Replay           rules.ReplayView `json:"replay"`
+	EstimatedSeconds float64          `json:"estimated_seconds"`
 }
 
 // replayPreview is the answer to a dry run: also the first page of the
@@ -95,8 +93,8 @@ func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if len(foreign) > 0 {
-			ev := quarantine.NewAuditEvent(t.Actor(), quarantine.ActionAccessDenied, clipPath(r.URL.Path), map[string]any{
-				"method": clip(r.Method), "path": clipPath(r.URL.Path), "ids": foreign,
+			ev := quarantine.NewAuditEvent(t.Actor(), quarantine.ActionAccessDenied, rules.ClipPath(r.URL.Path), map[string]any{
+				"method": quarantine.Clip(r.Method), "path": rules.ClipPath(r.URL.Path), "ids": foreign,
 				"reason": "the messages are outside the token's owners"})
 			if _, err := s.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
 				s.fail(w, r, err)
@@ -106,10 +104,10 @@ func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
 	}
 	batch, pinning, err := store.PinAsync(r.Context(), s.cfg.Store, req, s.cfg.Replay.KeyRule)
 	if err != nil {
-		s.fail(w, r, replayField(err, ""))
+		s.fail(w, r, rules.ReplayField(err, ""))
 		return
 	}
-	out := replayCreated{Replay: newReplayJSON(batch, s.cfg.Now()), EstimatedSeconds: estimateSeconds(batch)}
+	out := replayCreated{Replay: rules.NewReplayView(batch, s.cfg.Now()), EstimatedSeconds: rules.EstimateSeconds(batch)}
 	w.Header().Set("Location", "/api/v1/replays/"+batch.ID)
 	if pinning {
 		// A large selection: pinned in the background; GET shows how far.
@@ -126,8 +124,8 @@ func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	items = nonNilItems(items)
-	und, err := Undeliverable(r.Context(), s.cfg.Store, s.cfg.Replay.Route, batch)
+	items = rules.NonNilItems(items)
+	und, err := rules.Undeliverable(r.Context(), s.cfg.Store, s.cfg.Replay.Route, batch)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -141,8 +139,8 @@ func (s *Server) createReplay(w http.ResponseWriter, r *http.Request) {
 // the answer.
 func (s *Server) denyDestination(w http.ResponseWriter, r *http.Request, dst quarantine.ReplayDestination, err error) {
 	d := s.cfg.Replay.DestinationDenied(dst)
-	d["method"], d["path"] = clip(r.Method), clipPath(r.URL.Path)
-	ev := quarantine.NewAuditEvent(tokenFrom(r.Context()).Actor(), quarantine.ActionAccessDenied, clipPath(r.URL.Path), d)
+	d["method"], d["path"] = quarantine.Clip(r.Method), rules.ClipPath(r.URL.Path)
+	ev := quarantine.NewAuditEvent(tokenFrom(r.Context()).Actor(), quarantine.ActionAccessDenied, rules.ClipPath(r.URL.Path), d)
 	if _, aerr := s.cfg.Store.AppendAudit(r.Context(), ev); aerr != nil {
 		s.fail(w, r, aerr)
 		return
@@ -151,7 +149,7 @@ func (s *Server) denyDestination(w http.ResponseWriter, r *http.Request, dst qua
 }
 
 // replayRequest reads a replay body and builds the store's request with
-// ReplayDefaults.Request.
+// rules.ReplayDefaults.Request.
 func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.ReplayRequest, error) {
 	hasFilter := len(b.Filter) > 0 && string(b.Filter) != "null"
 	if b.IDs == nil && !hasFilter {
@@ -164,7 +162,7 @@ func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.R
 	if err != nil {
 		return quarantine.ReplayRequest{}, err
 	}
-	in := ReplayInput{IDs: ids, Filter: f, ExpectCount: b.ExpectCount, Rate: b.Rate, Burst: b.Burst, Canary: b.Canary,
+	in := rules.ReplayInput{IDs: ids, Filter: f, ExpectCount: b.ExpectCount, Rate: b.Rate, Burst: b.Burst, Canary: b.Canary,
 		HaltRefailRatio: b.HaltRefailRatio, Reason: b.Reason, DryRun: b.DryRun, ForceWithoutKey: b.ForceWithoutKey,
 		Force: b.Force, AcceptKeyRuleChange: b.AcceptKeyRuleChange}
 	if len(b.Destination) > 0 && string(b.Destination) != "null" {
@@ -178,7 +176,7 @@ func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.R
 		at, err := time.Parse(time.RFC3339, *b.StartAt)
 		if err != nil {
 			return quarantine.ReplayRequest{}, quarantine.FieldErrorf(quarantine.EINVALID, "/start_at",
-				"start_at must be an RFC 3339 time like 2026-12-03T02:00:00Z, not %q", clip(*b.StartAt))
+				"start_at must be an RFC 3339 time like 2026-12-03T02:00:00Z, not %q", quarantine.Clip(*b.StartAt))
 		}
 		in.StartAt = &at
 	}
@@ -186,61 +184,9 @@ func (s *Server) replayRequest(b *replayBody, t *quarantine.Token) (quarantine.R
 		o, err := time.ParseDuration(*b.Observe)
 		if err != nil {
 			return quarantine.ReplayRequest{}, quarantine.FieldErrorf(quarantine.EINVALID, "/observe",
-				"observe must be a duration like 30s, 5m or 1h, not %q", clip(*b.Observe))
+				"observe must be a duration like 30s, 5m or 1h, not %q", quarantine.Clip(*b.Observe))
 		}
 		in.Observe = &o
 	}
 	return s.cfg.Replay.Request(in, t)
-}
-
-// tokenOwners returns the owners t is limited to, nil for every owner
-// (the store reads an empty, non-nil list as none).
-func tokenOwners(t *quarantine.Token) []string {
-	if len(t.Owners) == 0 {
-		return nil
-	}
-	return slices.Clone(t.Owners)
-}
-
-// replayField turns the field of a domain error ("rate",
-// "destination/collector") into a JSON Pointer below at. Unlike inBody it
-// keeps the slashes: the domain names nested members that way.
-func replayField(err error, at string) error {
-	var e *quarantine.Error
-	if !errors.As(err, &e) || e.Field == "" || strings.HasPrefix(e.Field, "/") {
-		return err
-	}
-	c := *e
-	c.Field = at + "/" + strings.ReplaceAll(e.Field, "~", "~0")
-	return &c
-}
-
-// estimateSeconds is how long the pending items of b take at its rate,
-// plus the canary's observation when it has one still to come.
-func estimateSeconds(b *quarantine.ReplayBatch) float64 {
-	est := 0.0
-	if b.Rate > 0 {
-		est = float64(b.Counts[quarantine.ItemPending]) / b.Rate
-	}
-	if b.Canary > 0 && b.CanaryVerdict == quarantine.CanaryPending {
-		est += b.Observe.Seconds()
-	}
-	return roundSeconds(est)
-}
-
-// roundSeconds keeps a tenth of a second: estimates are not more exact.
-func roundSeconds(v float64) float64 {
-	return float64(int64(v*10+0.5)) / 10
-}
-
-func nonNilItems(items []quarantine.ReplayItem) []quarantine.ReplayItem {
-	if items == nil {
-		return []quarantine.ReplayItem{}
-	}
-	for i := range items {
-		if items[i].DroppedHeaders == nil {
-			items[i].DroppedHeaders = []string{}
-		}
-	}
-	return items
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // replayChangeBody is the body of pause, resume and cancel.
@@ -40,7 +41,7 @@ func (s *Server) changeReplay(action string) http.HandlerFunc {
 				return
 			}
 			c.Reason, c.Force, c.AcceptKeyRuleChange = b.Reason, b.Force, b.AcceptKeyRuleChange
-			c.Guard = s.cfg.Replay.guard()
+			c.Guard = s.cfg.Replay.Guard()
 		} else {
 			var b replayChangeBody
 			if err := s.decodeBody(w, r, &b); err != nil {
@@ -55,14 +56,14 @@ func (s *Server) changeReplay(action string) http.HandlerFunc {
 				s.fail(w, r, errNoReplay)
 				return
 			}
-			s.fail(w, r, replayField(err, ""))
+			s.fail(w, r, rules.ReplayField(err, ""))
 			return
 		}
 		b, ok := s.loadReplay(w, r, true)
 		if !ok {
 			return
 		}
-		if !actsOnReplay(t, b) {
+		if !rules.ActsOnReplay(t, b) {
 			s.deny(w, r, map[string]any{"replay": b.ID, "owners": b.Owners},
 				"this replay holds messages of owners this token may not act for")
 			return
@@ -80,6 +81,6 @@ func (s *Server) changeReplay(action string) http.HandlerFunc {
 			s.fail(w, r, err)
 			return
 		}
-		s.writeJSON(w, r, http.StatusOK, newReplayJSON(b, s.cfg.Now()))
+		s.writeJSON(w, r, http.StatusOK, rules.NewReplayView(b, s.cfg.Now()))
 	}
 }

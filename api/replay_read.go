@@ -5,88 +5,15 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
-
-// replayJSON is a batch as the API shows it: the stored batch, its
-// observation as a duration string, and what the API computes from it.
-type replayJSON struct {
-	*quarantine.ReplayBatch
-	Observe string `json:"observe"`
-	// AchievedRate is (published + deduplicated) per second while the
-	// batch was publishing (quarantine.AchievedRate); nil before it starts.
-	AchievedRate *float64 `json:"achieved_rate"`
-	// ETASeconds is how long the pending items still take at the batch's
-	// rate (plus the canary's observation still to come); nil when the
-	// batch is terminal.
-	ETASeconds *float64 `json:"eta_seconds"`
-	// PinETASeconds is, while the batch is pinning, how long the rest of
-	// its pin takes at the pace so far; nil otherwise.
-	PinETASeconds *float64 `json:"pin_eta_seconds"`
-}
-
-// newReplayJSON returns b as shown at now. Counts gets every outcome.
-func newReplayJSON(b *quarantine.ReplayBatch, now time.Time) replayJSON {
-	counts := make(map[quarantine.ItemOutcome]int, len(quarantine.ItemOutcomes))
-	for _, o := range quarantine.ItemOutcomes {
-		counts[o] = b.Counts[o]
-	}
-	c := *b
-	c.Counts = counts
-	if c.Queues == nil {
-		c.Queues = []string{}
-	}
-	if c.Owners == nil {
-		c.Owners = []string{}
-	}
-	out := replayJSON{ReplayBatch: &c, Observe: c.Observe.String()}
-	out.AchievedRate = quarantine.AchievedRate(&c, nil, now) // pauses: see replayRate
-	if !c.State.Terminal() {
-		eta := estimateSeconds(&c)
-		if c.CanaryVerdict == quarantine.CanaryObserving && c.CanaryUntil != nil && c.CanaryUntil.After(now) {
-			eta = roundSeconds(eta + c.CanaryUntil.Sub(now).Seconds())
-		}
-		out.ETASeconds = &eta
-	}
-	if left, ok := c.PinETA(now); ok {
-		eta := roundSeconds(left.Seconds())
-		out.PinETASeconds = &eta
-	}
-	return out
-}
 
 // errNoReplay answers an unknown batch, and one the token may not see.
 var errNoReplay = quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no replay with this id")
-
-// seesReplay reports whether t may see b: a token without owners sees
-// every batch; one with owners the batches touching one of them, and
-// those it created.
-func seesReplay(t *quarantine.Token, b *quarantine.ReplayBatch) bool {
-	if len(t.Owners) == 0 || b.Actor == t.Actor() {
-		return true
-	}
-	for _, o := range b.Owners {
-		if t.Sees(o) {
-			return true
-		}
-	}
-	return false
-}
-
-// actsOnReplay reports whether t may change b: every owner of its
-// messages must be one of t's.
-func actsOnReplay(t *quarantine.Token, b *quarantine.ReplayBatch) bool {
-	for _, o := range b.Owners {
-		if !t.Sees(o) {
-			return false
-		}
-	}
-	return true
-}
 
 // loadReplay returns the batch named by the route's id, when the token
 // may see it; otherwise it answers 404 (and false). On a write route
@@ -103,7 +30,7 @@ func (s *Server) loadReplay(w http.ResponseWriter, r *http.Request, write bool) 
 		s.fail(w, r, errNoReplay)
 	case err != nil:
 		s.fail(w, r, err)
-	case !seesReplay(tokenFrom(r.Context()), b):
+	case !rules.SeesReplay(tokenFrom(r.Context()), b):
 		if write {
 			s.denyHiddenReplay(w, r, id)
 		} else {
@@ -120,7 +47,7 @@ func (s *Server) loadReplay(w http.ResponseWriter, r *http.Request, write bool) 
 // access.denied.
 func (s *Server) denyHiddenReplay(w http.ResponseWriter, r *http.Request, id string) {
 	ev := quarantine.NewAuditEvent(tokenFrom(r.Context()).Actor(), quarantine.ActionAccessDenied, id, map[string]any{
-		"method": clip(r.Method), "path": clipPath(r.URL.Path), "reason": "the replay is outside the token's owners"})
+		"method": quarantine.Clip(r.Method), "path": rules.ClipPath(r.URL.Path), "reason": "the replay is outside the token's owners"})
 	if _, err := s.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
 		s.fail(w, r, err)
 		return
@@ -130,8 +57,8 @@ func (s *Server) denyHiddenReplay(w http.ResponseWriter, r *http.Request, id str
 
 // replayPage is the body of GET /api/v1/replays.
 type replayPage struct {
-	Items      []replayJSON `json:"items"`
-	NextCursor *string      `json:"next_cursor"`
+	Items      []rules.ReplayView `json:"items"`
+	NextCursor *string            `json:"next_cursor"`
 }
 
 // listReplays lists batches, newest first, within the token's owners.
@@ -141,7 +68,7 @@ func (s *Server) listReplays(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	f := quarantine.ReplayFilter{Owners: tokenOwners(tokenFrom(r.Context()))}
+	f := quarantine.ReplayFilter{Owners: rules.TokenOwners(tokenFrom(r.Context()))}
 	if len(q.all("state")) > len(quarantine.ReplayStates) {
 		s.fail(w, r, quarantine.FieldErrorf(quarantine.EINVALID, "state", "at most %d values", len(quarantine.ReplayStates)))
 		return
@@ -172,9 +99,9 @@ func (s *Server) listReplays(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.cfg.Now()
-	page := replayPage{Items: make([]replayJSON, 0, len(batches))}
+	page := replayPage{Items: make([]rules.ReplayView, 0, len(batches))}
 	for _, b := range batches {
-		page.Items = append(page.Items, newReplayJSON(b, now))
+		page.Items = append(page.Items, rules.NewReplayView(b, now))
 	}
 	if next != "" {
 		page.NextCursor = &next
@@ -192,8 +119,8 @@ func (s *Server) getReplay(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	v := newReplayJSON(b, s.cfg.Now())
-	rate, err := ReplayRate(r.Context(), s.cfg.Store, b, s.cfg.Now())
+	v := rules.NewReplayView(b, s.cfg.Now())
+	rate, err := rules.ReplayRate(r.Context(), s.cfg.Store, b, s.cfg.Now())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -252,7 +179,7 @@ func (s *Server) listReplayItems(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	items = nonNilItems(items)
+	items = rules.NonNilItems(items)
 	s.writeJSON(w, r, http.StatusOK, replayItemPage{Items: items, NextCursor: nextItemCursor(items, more)})
 }
 

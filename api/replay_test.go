@@ -9,15 +9,16 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // replayDefaults are the replay settings of the replay tests' servers.
-var replayDefaults = api.ReplayDefaults{
+var replayDefaults = rules.ReplayDefaults{
 	Rate: 10, MaxRate: 100, Canary: 0, Observe: 30 * time.Second, HaltRefailRatio: 0.2,
 	DraftTTL: time.Hour, Collectors: []string{"orders-rmq", "billing-sqs"},
 }
 
-func withReplay(d api.ReplayDefaults) envOpt { return func(c *api.Config) { c.Replay = d } }
+func withReplay(d rules.ReplayDefaults) envOpt { return func(c *api.Config) { c.Replay = d } }
 
 // newReplayEnv is a server with replayDefaults.
 func newReplayEnv(t *testing.T) *env {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // maxRandomSeed bounds the seeds the server picks: 2^53, so that they
@@ -43,7 +44,7 @@ func (s *Server) sampleMessages(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	f, err := in.filter(s.cfg.Now(), "/filter/")
+	f, err := in.Filter(s.cfg.Now(), "/filter/")
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -60,14 +61,14 @@ func (s *Server) sampleMessages(w http.ResponseWriter, r *http.Request) {
 		req.Size = *b.Size
 	}
 	if err := req.Validate(); err != nil {
-		s.fail(w, r, inBody(err, ""))
+		s.fail(w, r, rules.InBody(err, ""))
 		return
 	}
 	res := sampleResult{Seed: req.Seed, Size: req.Size, StratifyBy: req.StratifyBy, Items: []messageView{}}
 	if s.searchDenied(w, r, &req.Filter) {
 		return
 	}
-	if !scope(tokenFrom(r.Context()), &req.Filter) {
+	if !rules.Scope(tokenFrom(r.Context()), &req.Filter) {
 		s.writeJSON(w, r, http.StatusOK, res)
 		return
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/internal/clientip"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -52,64 +53,17 @@ type Config struct {
 	RedactPointers []string
 	// Schemas holds the JSON Schema of each job name (see CompileSchema):
 	// an edited payload of that job must validate against it.
-	Schemas map[string]*Schema
+	Schemas map[string]*rules.Schema
 	// Replay holds the defaults and limits of replay requests.
-	Replay ReplayDefaults
+	Replay rules.ReplayDefaults
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
 	// the client (config trusted_proxies): refused logins are counted and
 	// throttled per client. The zero value trusts none: the client is
 	// the TCP peer.
 	TrustedProxies clientip.Proxies
 	// Discards runs the discards by filter (nil: a runner with the
-	// defaults of DiscardConfig). Close stops it.
-	Discards *Discards
-}
-
-// ReplayDefaults are the configured defaults of a replay request (each
-// used when the request leaves the field out) and its limits.
-type ReplayDefaults struct {
-	Rate            float64       // msg/s (0: quarantine.DefaultReplayRate)
-	MaxRate         float64       // a request above it is 422 (0: quarantine.DefaultReplayMaxRat)
-	Burst           int           // tokens at once (0: rate/10, at least 1)
-	Canary          int           // items published first, then observed
-	Observe         time.Duration // how long the canary is observed
-	HaltRefailRatio float64       // the breaker's threshold (0: off)
-	DraftTTL        time.Duration // how long a dry run's draft may wait (0: quarantine.DefaultDraftTTL)
-	// KeyRule describes each queue's idempotency rule now, so that a
-	// message collected under another rule is skipped (nil: no check).
-	KeyRule quarantine.KeyRuleFunc
-	// Collectors are the configured collector names: a destination
-	// naming another one is 422.
-	Collectors []string
-	// Owners are the owner rules (config owners:) that decide which
-	// destination queues a token may name (DestinationAllowed). New uses
-	// Config.Owners when it is nil; with none, only an admin without
-	// owners may name a destination queue.
-	Owners []quarantine.OwnerRule
-	// MaxReplays: a job replayed that many times already (and failed
-	// again each time) is skipped unless an admin replays it (0: no cap).
-	MaxReplays int
-	// IncidentWindow and IncidentRate are the incident guard: a batch
-	// larger than its canary does not start while one of its queues
-	// received more than IncidentRate new dead letters a minute over the
-	// last IncidentWindow, unless force (IncidentWindow 0: no guard).
-	IncidentWindow time.Duration
-	IncidentRate   float64
-	// ConfirmAbove: a replay started at once that selects more messages
-	// needs expect_count (config bulk.confirm_above; 0: never).
-	ConfirmAbove int
-	// Route checks where a message of a batch would be published (the
-	// replay engine's routes), so that a dry run names the undeliverable
-	// messages before Start (nil: only the skipped ones).
-	Route quarantine.RouteCheck
-}
-
-// guard returns the incident guard of d, nil when it has none.
-func (d ReplayDefaults) guard() *quarantine.IncidentGuard {
-	if d.IncidentWindow <= 0 {
-		return nil
-	}
-	return &quarantine.IncidentGuard{Window: d.IncidentWindow, PerMinute: d.IncidentRate}
+	// defaults of rules.DiscardConfig). Close stops it.
+	Discards *rules.Discards
 }
 
 // Server is the HTTP API. It is safe for concurrent use.
@@ -157,7 +111,7 @@ func New(cfg Config) *Server {
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	if cfg.Discards == nil {
-		cfg.Discards = NewDiscards(cfg.Store, DiscardConfig{}, cfg.Logger)
+		cfg.Discards = rules.NewDiscards(cfg.Store, rules.DiscardConfig{}, cfg.Logger)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger.With("component", "api"), metrics: newMetrics(cfg.Registry)}
 	s.refusals = newRefusals(cfg.Now, func(ctx context.Context, ev quarantine.AuditEvent) error {

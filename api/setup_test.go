@@ -27,6 +27,7 @@ import (
 	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/store"
 	storeopen "github.com/quarantine-dev/quarantine/store/open"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
@@ -88,7 +89,7 @@ func withRedact(pointers ...string) envOpt {
 	return func(c *api.Config) { c.RedactPointers = pointers }
 }
 func withPreparer(p *collect.Preparer) envOpt { return func(c *api.Config) { c.Preparer = p } }
-func withSchemas(m map[string]*api.Schema) envOpt {
+func withSchemas(m map[string]*rules.Schema) envOpt {
 	return func(c *api.Config) { c.Schemas = m }
 }
 func withNow(now func() time.Time) envOpt { return func(c *api.Config) { c.Now = now } }

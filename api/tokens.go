@@ -7,6 +7,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // tokenList is the body of GET /api/v1/tokens.
@@ -80,11 +81,11 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	t := &quarantine.Token{Name: b.Name, Role: quarantine.Role(b.Role), Owners: b.Owners, CreatedBy: actor, SecretHash: hash}
 	tidyToken(t)
 	if err := t.Validate(); err != nil {
-		s.fail(w, r, inBody(ownerElement(err, t), ""))
+		s.fail(w, r, rules.InBody(ownerElement(err, t), ""))
 		return
 	}
 	if err := s.cfg.Store.CreateToken(r.Context(), t, actor); err != nil {
-		s.fail(w, r, inBody(err, ""))
+		s.fail(w, r, rules.InBody(err, ""))
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")

@@ -123,7 +123,7 @@ func (d *decoder) decode() {
 	}
 	if version, _ := unquote(v); version != EnvelopeV1 {
 		d.m.AddFlag(quarantine.FlagUnknownEnvelope)
-		d.bad("/envelope", "unknown envelope version %q", clip(version))
+		d.bad("/envelope", "unknown envelope version %q", quarantine.Clip(version))
 		return
 	}
 	d.job(&doc.job)
@@ -140,7 +140,7 @@ func (d *decoder) syntax(err error) {
 		d.bad("", "invalid JSON at offset %d: %s", syntaxOffset(syn), syn.Error())
 		return
 	}
-	d.bad("", "invalid JSON: %s", clip(err.Error()))
+	d.bad("", "invalid JSON: %s", quarantine.Clip(err.Error()))
 }
 
 // job decodes the job object: its fields in a fixed order, so that the
@@ -190,7 +190,7 @@ func (d *decoder) queue(v []byte) {
 	}
 	if p := quarantine.QueueNameProblem(q); p != "" {
 		d.m.AddFlag(quarantine.FlagInvalidQueue)
-		d.warn("/job/queue", "job.queue %q %s, so no broker could route it: the message has no replay destination", clip(q), p)
+		d.warn("/job/queue", "job.queue %q %s, so no broker could route it: the message has no replay destination", quarantine.Clip(q), p)
 		return
 	}
 	d.m.Queue = q
@@ -250,7 +250,7 @@ func (d *decoder) failure(o *object) {
 		d.warn("/failure/class", "failure.class is missing: stored as unknown")
 		d.m.FailureClass = quarantine.ClassUnknown
 	case !c.Valid():
-		d.warn("/failure/class", "unknown failure class %q: stored as unknown", clip(class))
+		d.warn("/failure/class", "unknown failure class %q: stored as unknown", quarantine.Clip(class))
 		d.m.FailureClass = quarantine.ClassUnknown
 	default:
 		d.m.FailureClass = c
@@ -336,7 +336,7 @@ func (d *decoder) attempts(v []byte) int {
 	}
 	n, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil || n < 0 || n > math.MaxInt32 {
-		d.bad("/job/attempts", "job.attempts must be an integer between 0 and %d, got %s", math.MaxInt32, clip(string(v)))
+		d.bad("/job/attempts", "job.attempts must be an integer between 0 and %d, got %s", math.MaxInt32, quarantine.Clip(string(v)))
 		return 0
 	}
 	return int(n)
@@ -350,7 +350,7 @@ func (d *decoder) time(v []byte, ptr string) *time.Time {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		d.warn(ptr, "%s is not an RFC 3339 time: %q", dotted(ptr), clip(s))
+		d.warn(ptr, "%s is not an RFC 3339 time: %q", dotted(ptr), quarantine.Clip(s))
 		return nil
 	}
 	t = t.UTC()
@@ -367,7 +367,7 @@ func (d *decoder) headers(o *headersObject) map[string]string {
 	}
 	h := make(map[string]string, len(o.members))
 	for _, mb := range o.members {
-		ptr := "/job/headers/" + escapePointer(clip(mb.name))
+		ptr := "/job/headers/" + escapePointer(quarantine.Clip(mb.name))
 		if isNull(mb.value) {
 			d.bad(ptr, "job.headers values must be strings, got null")
 			continue
@@ -464,6 +464,3 @@ func dotted(ptr string) string { return strings.ReplaceAll(strings.TrimPrefix(pt
 func escapePointer(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
-
-// clip shortens untrusted input quoted back in a message.
-func clip(s string) string { return quarantine.Clip(s) }

@@ -78,7 +78,7 @@ func (d *refDecoder) decode() {
 	_ = json.Unmarshal(v, &version)
 	if version != EnvelopeV1 {
 		d.m.AddFlag(quarantine.FlagUnknownEnvelope)
-		d.bad("/envelope", "unknown envelope version %q", clip(version))
+		d.bad("/envelope", "unknown envelope version %q", quarantine.Clip(version))
 		return
 	}
 	d.job(top["job"])
@@ -191,7 +191,7 @@ func (d *refDecoder) failure(raw json.RawMessage) {
 		d.warn("/failure/class", "failure.class is missing: stored as unknown")
 		d.m.FailureClass = quarantine.ClassUnknown
 	case !c.Valid():
-		d.warn("/failure/class", "unknown failure class %q: stored as unknown", clip(class))
+		d.warn("/failure/class", "unknown failure class %q: stored as unknown", quarantine.Clip(class))
 		d.m.FailureClass = quarantine.ClassUnknown
 	default:
 		d.m.FailureClass = c
@@ -256,7 +256,7 @@ func (d *refDecoder) attempts(v json.RawMessage) int {
 	}
 	n, err := strconv.ParseInt(string(v), 10, 64)
 	if err != nil || n < 0 || n > math.MaxInt32 {
-		d.bad("/job/attempts", "job.attempts must be an integer between 0 and %d, got %s", math.MaxInt32, clip(string(v)))
+		d.bad("/job/attempts", "job.attempts must be an integer between 0 and %d, got %s", math.MaxInt32, quarantine.Clip(string(v)))
 		return 0
 	}
 	return int(n)
@@ -270,7 +270,7 @@ func (d *refDecoder) time(obj map[string]json.RawMessage, ptr, key string) *time
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		d.warn(ptr, "%s is not an RFC 3339 time: %q", dotted(ptr), clip(s))
+		d.warn(ptr, "%s is not an RFC 3339 time: %q", dotted(ptr), quarantine.Clip(s))
 		return nil
 	}
 	t = t.UTC()
@@ -287,7 +287,7 @@ func (d *refDecoder) headers(v json.RawMessage) map[string]string {
 	}
 	h := make(map[string]string, len(obj))
 	for k := range obj {
-		ptr := "/job/headers/" + escapePointer(clip(k))
+		ptr := "/job/headers/" + escapePointer(quarantine.Clip(k))
 		s, ok := d.string(obj, ptr, k)
 		if !ok {
 			if isNull(obj[k]) {

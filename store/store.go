@@ -1,5 +1,6 @@
-// Package store defines the contract every quarantine store fulfils, and
-// Open, which picks the implementation from a database URL.
+// Package store defines the contract every quarantine store fulfils.
+// Package store/open picks the implementation a database URL names (it is
+// the one package that links both drivers).
 //
 // Two implementations exist: store/sqlite (embedded, the default) and
 // store/postgres (production). Both pass the conformance suite in
@@ -26,6 +27,8 @@ type Store interface {
 	Alarms
 	AgeHistory
 	Sessions
+	MessageReplays
+	Search
 
 	// InsertBatch stores msgs in one transaction, in order. Each message is
 	// normalised first (msg.Normalize with the store's clock), which fills

@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // discardContent is the progress page of a discard operation.
@@ -21,7 +21,7 @@ type discardContent struct {
 // discardProgress is GET /discards/{id}: a discard operation's state,
 // counts and a progress bar with the time left, reloading itself (a meta
 // refresh, no script) while it runs. A token with owners sees the
-// operations api.DiscardVisible lets it; the others are not found.
+// operations rules.DiscardVisible lets it; the others are not found.
 func (h *Handler) discardProgress(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
 	if !quarantine.ValidID(id) {
@@ -30,7 +30,7 @@ func (h *Handler) discardProgress(w http.ResponseWriter, r *http.Request, s *ses
 	}
 	op, err := h.cfg.Store.GetDiscard(r.Context(), id)
 	switch {
-	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !api.DiscardVisible(s.token, op)):
+	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !rules.DiscardVisible(s.token, op)):
 		h.notFound(w, r)
 		return
 	case err != nil:
@@ -52,7 +52,7 @@ func (h *Handler) discardProgress(w http.ResponseWriter, r *http.Request, s *ses
 // discard operation runs again from its last committed chunk
 // (api.Discards.ResumeOne), and the browser goes back to its progress
 // page (so does the resume of a completed one, which changes nothing). It needs an operator; a token with owners resumes only the
-// operations api.DiscardVisible lets it see.
+// operations rules.DiscardVisible lets it see.
 func (h *Handler) discardResume(w http.ResponseWriter, r *http.Request, s *session) {
 	if !canOperate(s.token) {
 		h.refuse(w, r, s, r.URL.Path, "ui: resuming a discard needs an operator", "Your token may not resume a discard: it needs the operator role.")
@@ -65,7 +65,7 @@ func (h *Handler) discardResume(w http.ResponseWriter, r *http.Request, s *sessi
 	}
 	op, err := h.cfg.Store.GetDiscard(r.Context(), id)
 	switch {
-	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !api.DiscardVisible(s.token, op)):
+	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !rules.DiscardVisible(s.token, op)):
 		h.notFound(w, r)
 		return
 	case err != nil:

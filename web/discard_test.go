@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/web"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestWebBulkDiscardConfirmAndProgress(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *web.Config) {
-		c.Discards = api.NewDiscards(c.Store, api.DiscardConfig{ConfirmAbove: 3, SyncMax: 2, Chunk: 2}, c.Logger)
+		c.Discards = rules.NewDiscards(c.Store, rules.DiscardConfig{ConfirmAbove: 3, SyncMax: 2, Chunk: 2}, c.Logger)
 	})
 	for range 6 {
 		e.message(quarantine.Message{Queue: "orders", Payload: []byte(`{}`)})

@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // editRoutes registers the payload editor.
@@ -57,7 +57,7 @@ type editContent struct {
 	Stale      bool // the payload changed since the editor was opened
 	PayloadErr string
 	ReasonErr  string
-	Violations []api.Violation
+	Violations []rules.Violation
 }
 
 // canOperate reports whether t may change messages and replays at all
@@ -228,9 +228,9 @@ func (h *Handler) editPost(w http.ResponseWriter, r *http.Request, s *session) {
 		status, c.ReasonErr = http.StatusUnprocessableEntity, quarantine.ErrorMessage(err)
 	case field == "/payload":
 		status, c.PayloadErr = http.StatusUnprocessableEntity, quarantine.ErrorMessage(err)
-		c.Violations = api.SchemaViolations(err)
+		c.Violations = rules.SchemaViolations(err)
 	case code == quarantine.EINVALID || code == quarantine.EUNPROCESSABLE || code == quarantine.ECONFLICT:
-		status, pageErr = api.ErrorStatus(code), quarantine.ErrorMessage(err)
+		status, pageErr = rules.ErrorStatus(code), quarantine.ErrorMessage(err)
 	default:
 		h.fail(w, r, s, err)
 		return

@@ -13,8 +13,8 @@ import (
 	"testing"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/web"
 )
 
@@ -35,12 +35,12 @@ func newEditEnv(t *testing.T) *editEnv {
 	if err := os.WriteFile(schema, []byte(`{"type":"object","required":["amount"],"properties":{"amount":{"type":"number"}}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sch, err := api.CompileSchema(schema)
+	sch, err := rules.CompileSchema(schema)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := newEnv(t, func(c *web.Config) {
-		c.Edit = api.EditRules{Schemas: map[string]*api.Schema{"charge": sch},
+		c.Edit = rules.EditRules{Schemas: map[string]*rules.Schema{"charge": sch},
 			Preparer: &collect.Preparer{Idempotency: []collect.IdempotencyRule{{Queues: []string{"orders"}, JSONPointer: "/order_id"}}}}
 	})
 	ee := &editEnv{env: e, c: e.client(), secret: e.token("op", quarantine.RoleOperator)}

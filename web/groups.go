@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // maxGroups bounds the groups the page shows: the largest, as the API's
@@ -45,7 +45,7 @@ func (h *Handler) listGroups(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	c.Curl = curlGet(r, "/api/v1/groups", fv.Values)
 	f.Limit = maxGroups
-	if api.Scope(s.token, &f) {
+	if rules.Scope(s.token, &f) {
 		groups, err := h.cfg.Store.Groups(r.Context(), f)
 		if err != nil {
 			h.fail(w, r, s, err)

@@ -14,8 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/internal/redact"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 type header struct{ Name, Value string }
@@ -58,12 +58,6 @@ const maxHexBytes = 64 << 10
 
 // maxTimelineReplays bounds the replays a timeline shows (the latest).
 const maxTimelineReplays = 20
-
-// messageReplays is the store's query of a message's replay items; both
-// stores implement it (store/storetest's MessageReplays conformance).
-type messageReplays interface {
-	MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error)
-}
 
 // loadVisible returns the route's message, or answers 404 when it does
 // not exist or the token may not see it (audited on a POST, as the API
@@ -163,29 +157,27 @@ func (h *Handler) timeline(ctx context.Context, m *quarantine.Message) ([]event,
 		evs = append(evs, event{At: v.CreatedAt, Kind: "edit", Title: "Payload edited", Actor: v.Actor, Reason: v.Reason,
 			OldSHA: v.PrevSHA256, NewSHA: v.SHA256, Version: v.Version})
 	}
-	if mr, ok := h.cfg.Store.(messageReplays); ok {
-		items, err := mr.MessageReplayItems(ctx, m.ID, maxTimelineReplays)
-		if err != nil {
-			return evs, err
-		}
-		batches := map[string]*quarantine.ReplayBatch{}
-		for _, it := range items {
-			b, ok := batches[it.BatchID]
-			if !ok {
-				b, err = h.cfg.Store.GetReplay(ctx, it.BatchID)
-				if err != nil {
-					return evs, err
-				}
-				batches[it.BatchID] = b
+	items, err := h.cfg.Store.MessageReplayItems(ctx, m.ID, maxTimelineReplays)
+	if err != nil {
+		return evs, err
+	}
+	batches := map[string]*quarantine.ReplayBatch{}
+	for _, it := range items {
+		b, ok := batches[it.BatchID]
+		if !ok {
+			b, err = h.cfg.Store.GetReplay(ctx, it.BatchID)
+			if err != nil {
+				return evs, err
 			}
-			at := it.UpdatedAt
-			if it.PublishedAt != nil {
-				at = *it.PublishedAt
-			}
-			evs = append(evs, event{At: at, Kind: "replay", Title: "Replay", Actor: b.Actor, Reason: b.Reason,
-				Batch: b.ID, BatchState: string(b.State), Outcome: string(it.Outcome), Destination: it.Destination,
-				Link: it.RefailID, Version: it.PayloadVersion, NewSHA: it.PayloadSHA256, Detail: it.Reason})
+			batches[it.BatchID] = b
 		}
+		at := it.UpdatedAt
+		if it.PublishedAt != nil {
+			at = *it.PublishedAt
+		}
+		evs = append(evs, event{At: at, Kind: "replay", Title: "Replay", Actor: b.Actor, Reason: b.Reason,
+			Batch: b.ID, BatchState: string(b.State), Outcome: string(it.Outcome), Destination: it.Destination,
+			Link: it.RefailID, Version: it.PayloadVersion, NewSHA: it.PayloadSHA256, Detail: it.Reason})
 	}
 	audit, err := h.cfg.Store.ListAudit(ctx, quarantine.AuditFilter{Subject: m.ID, Action: quarantine.ActionDiscard, Limit: 20})
 	if err != nil {
@@ -221,7 +213,7 @@ func showPayload(b []byte) (kind, text string) {
 }
 
 // discardOne is POST /messages/{id}/discard: the message discarded with
-// the form's reason, through the API's rules (api.DiscardAs); a refusal
+// the form's reason, through the rules the API uses too (rules.DiscardAs); a refusal
 // (its status, a replay holding it) is 409 on the message page.
 func (h *Handler) discardOne(w http.ResponseWriter, r *http.Request, s *session) {
 	m, ok := h.loadVisible(w, r, s)
@@ -236,7 +228,7 @@ func (h *Handler) discardOne(w http.ResponseWriter, r *http.Request, s *session)
 	err := d.Validate()
 	if err == nil {
 		var res quarantine.BulkResult
-		res, err = api.DiscardAs(r.Context(), h.cfg.Store, s.token, d, r.Method, r.URL.Path)
+		res, err = rules.DiscardAs(r.Context(), h.cfg.Store, s.token, d, r.Method, r.URL.Path)
 		if err == nil && !slices.Contains(res.Changed, m.ID) {
 			why := "its status does not allow it"
 			if len(res.Skipped) > 0 {

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/internal/redact"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // messageRoutes registers the messages list, its bulk actions, the
@@ -37,7 +37,7 @@ func (h *Handler) messageRoutes(m *http.ServeMux) {
 const pageSize = 50
 
 // The filter bar's fields, as the API names its query parameters (see
-// api.FilterParams): list fields may repeat, the others are single.
+// rules.FilterParams): list fields may repeat, the others are single.
 var (
 	listParams   = []string{"queue", "job_name", "owner", "source", "idempotency_key", "fingerprint"}
 	choiceParams = []string{"status", "failure_class"}
@@ -120,12 +120,12 @@ func cloneValues(v url.Values) url.Values {
 }
 
 // parseFilter reads the filter parameters of q as the API does
-// (api.FilterFromValues): empty values are dropped (a form's untouched
+// (rules.FilterFromValues): empty values are dropped (a form's untouched
 // input), a datetime-local time is UTC. Errors are EINVALID naming the
 // parameter.
 func (h *Handler) parseFilter(t *quarantine.Token, q url.Values) (filterView, quarantine.Filter, error) {
 	v := url.Values{}
-	for _, name := range api.FilterParams() {
+	for _, name := range rules.FilterParams() {
 		for _, s := range q[name] {
 			s = strings.TrimSpace(s)
 			if s == "" {
@@ -189,7 +189,7 @@ func (h *Handler) parseFilter(t *quarantine.Token, q url.Values) (filterView, qu
 			}
 		}
 	}
-	f, empty, err := api.FilterFromValues(v, h.cfg.Now())
+	f, empty, err := rules.FilterFromValues(v, h.cfg.Now())
 	fv.Empty = empty
 	return fv, f, err
 }
@@ -207,7 +207,7 @@ var failureClasses = quarantine.FailureClasses
 
 // scope limits f to the token's owners, like the API (a plain
 // restriction: every owner of a scoped token). Pages with an owner field
-// use api.Scope, which intersects.
+// use rules.Scope, which intersects.
 func scope(t *quarantine.Token, f *quarantine.Filter) {
 	if len(t.Owners) > 0 {
 		f.Owner = slices.Clone(t.Owners)
@@ -219,8 +219,8 @@ func scope(t *quarantine.Token, f *quarantine.Filter) {
 func canSeeRedacted(t *quarantine.Token) bool { return redact.Sees(t) }
 
 // statusOf is the HTTP status of an error shown on a page (the one
-// table, api.ErrorStatus).
-func statusOf(err error) int { return api.ErrorStatus(quarantine.ErrorCode(err)) }
+// table, rules.ErrorStatus).
+func statusOf(err error) int { return rules.ErrorStatus(quarantine.ErrorCode(err)) }
 
 // refuse audits a refused request (access.denied, as the API records
 // every refusal: auditDenied) and answers 403 with msg.
@@ -307,7 +307,7 @@ func (h *Handler) listMessages(w http.ResponseWriter, r *http.Request, s *sessio
 	c.GroupsURL = "/groups?" + fv.Query
 	c.RekeyURL = "/messages/rekey?" + fv.Query
 	c.Curl = curlGet(r, "/api/v1/messages", fv.Values)
-	if api.Scope(s.token, &f) {
+	if rules.Scope(s.token, &f) {
 		res, err := h.cfg.Store.ListMessages(r.Context(), f)
 		if err != nil {
 			h.fail(w, r, s, err)
@@ -371,7 +371,7 @@ func (h *Handler) sampleMessages(w http.ResponseWriter, r *http.Request, s *sess
 	c.AllURL = "/messages/bulk?" + fv.with("all", "1")
 	c.Curl = curlPost(r, "/api/v1/messages/sample", map[string]any{"filter": filterJSON(fv.Values),
 		"size": req.Size, "seed": req.Seed, "stratify_by": req.StratifyBy})
-	if api.Scope(s.token, &req.Filter) {
+	if rules.Scope(s.token, &req.Filter) {
 		msgs, err := h.cfg.Store.Sample(r.Context(), req)
 		if err != nil {
 			h.fail(w, r, s, err)
@@ -476,7 +476,7 @@ func (h *Handler) selection(r *http.Request, s *session, v url.Values) (*bulkCon
 		if redact.SearchDenied(s.token, h.cfg.RedactPointers, f.Text) {
 			return c, http.StatusForbidden, errSearchRedacted
 		}
-		if api.Scope(s.token, &f) {
+		if rules.Scope(s.token, &f) {
 			counts, err := h.cfg.Store.CountByQueue(r.Context(), f)
 			if err != nil {
 				return c, statusOf(err), err
@@ -490,7 +490,7 @@ func (h *Handler) selection(r *http.Request, s *session, v url.Values) (*bulkCon
 		c.ReplayURL = "/replays/new?" + fv.with("expect_count", strconv.FormatInt(c.Count, 10))
 		return c, http.StatusOK, nil
 	}
-	ids, err := api.CleanIDs(v["ids"])
+	ids, err := rules.CleanIDs(v["ids"])
 	if err == nil && len(ids) == 0 {
 		err = quarantine.FieldErrorf(quarantine.EINVALID, "ids", "select at least one message")
 	}
@@ -520,7 +520,7 @@ func (h *Handler) selection(r *http.Request, s *session, v url.Values) (*bulkCon
 }
 
 // bulkDiscard is POST /messages/discard: the selection of the bulk page
-// discarded with a reason, through the API's rules (api.DiscardAs: the
+// discarded with a reason, through the rules the API uses too (rules.DiscardAs: the
 // token's owners, an audited refusal of other teams' ids, the store's
 // Discard with one message.discard event each); a filter's count is
 // pinned (expect_count: another count is 409 and nothing changes).
@@ -548,13 +548,13 @@ func (h *Handler) bulkDiscard(w http.ResponseWriter, r *http.Request, s *session
 			err = errSearchRedacted
 		}
 	} else if err == nil {
-		d.IDs, err = api.CleanIDs(v["ids"])
+		d.IDs, err = rules.CleanIDs(v["ids"])
 	}
 	if err == nil {
 		err = d.Validate()
 	}
 	if err == nil {
-		var ans api.DiscardAnswer
+		var ans rules.DiscardAnswer
 		var async bool
 		ans, async, err = h.cfg.Discards.Discard(r.Context(), s.token, d, r.Method, r.URL.Path)
 		if err == nil && async {

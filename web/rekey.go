@@ -5,8 +5,8 @@ import (
 	"strconv"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // rekeyContent is the re-key page: the dry run's counts for a filter and
@@ -50,7 +50,7 @@ func (h *Handler) rekey(w http.ResponseWriter, r *http.Request, s *session, v ma
 		req.ExpectChanged = &n
 	}
 	if err == nil {
-		c.Result, err = api.RekeyAs(r.Context(), s.token, h.cfg.Edit.Preparer, h.cfg.Store, f, req)
+		c.Result, err = rules.RekeyAs(r.Context(), s.token, h.cfg.Edit.Preparer, h.cfg.Store, f, req)
 	}
 	if err != nil && statusOf(err) >= http.StatusInternalServerError {
 		h.fail(w, r, s, err)
@@ -63,7 +63,7 @@ func (h *Handler) rekey(w http.ResponseWriter, r *http.Request, s *session, v ma
 		if !dry { // show the counts of now, with the refusal
 			c.Done = false
 			req.DryRun, req.ExpectChanged = true, nil
-			if res, derr := api.RekeyAs(r.Context(), s.token, h.cfg.Edit.Preparer, h.cfg.Store, f, req); derr == nil {
+			if res, derr := rules.RekeyAs(r.Context(), s.token, h.cfg.Edit.Preparer, h.cfg.Store, f, req); derr == nil {
 				c.Result = res
 			}
 		}

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/web"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestRekeyPage(t *testing.T) {
 	t.Parallel()
 	prep := &collect.Preparer{Idempotency: []collect.IdempotencyRule{{Queues: []string{"orders"}, Header: "x-job-key"}}}
-	e := newEnv(t, func(c *web.Config) { c.Edit = api.EditRules{Preparer: prep} })
+	e := newEnv(t, func(c *web.Config) { c.Edit = rules.EditRules{Preparer: prep} })
 	var ids []string
 	for _, k := range []string{"a", "b"} {
 		m := e.message(quarantine.Message{Queue: "orders", JobName: "charge", Payload: []byte(`{}`), Headers: map[string]string{"x-job-key": k},

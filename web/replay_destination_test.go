@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/web"
 )
 
@@ -18,7 +18,7 @@ import (
 // as an operator and an admin, with and without owners, to no
 // destination queue, its own team's, another team's and an unowned one,
 // selected by ids and by filter: the UI applies the API's rule
-// (api.ReplayDefaults.DestinationAllowed). A refused destination is 403
+// (rules.ReplayDefaults.DestinationAllowed). A refused destination is 403
 // with the error at the queue field, recorded as access.denied with the
 // destination, and creates nothing.
 func TestReplayFormDestination(t *testing.T) {
@@ -28,7 +28,7 @@ func TestReplayFormDestination(t *testing.T) {
 			{Team: "payments", Queues: []string{"payments.*", "billing"}},
 			{Team: "orders", Queues: []string{"orders.*"}},
 		}
-		c.Replay = api.ReplayDefaults{Rate: 5, MaxRate: 100, Collectors: []string{"orders-rmq"}}
+		c.Replay = rules.ReplayDefaults{Rate: 5, MaxRate: 100, Collectors: []string{"orders-rmq"}}
 	})
 	m := e.message(quarantine.Message{Queue: "billing", Owner: "payments", JobName: "charge", IdempotencyKey: "k1", Payload: []byte(`{}`)})
 	re := &replayEnv{env: e}
@@ -98,7 +98,7 @@ func TestReplayStartDestination(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *web.Config) {
 		c.Owners = []quarantine.OwnerRule{{Team: "payments", Queues: []string{"billing"}}, {Team: "orders", Queues: []string{"orders.*"}}}
-		c.Replay = api.ReplayDefaults{Rate: 5, MaxRate: 100}
+		c.Replay = rules.ReplayDefaults{Rate: 5, MaxRate: 100}
 	})
 	m := e.message(quarantine.Message{Queue: "billing", Owner: "payments", JobName: "charge", IdempotencyKey: "k1", Payload: []byte(`{}`)})
 	admin := &replayEnv{env: e, c: e.client()}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -74,7 +74,7 @@ func (h *Handler) replaySelectionOf(r *http.Request, t *quarantine.Token, v url.
 		if !fv.Empty {
 			return nil, quarantine.Errorf(quarantine.EINVALID, "Give message ids or a filter, not both.")
 		}
-		ids, err := api.CleanIDs(ids)
+		ids, err := rules.CleanIDs(ids)
 		if err != nil {
 			return nil, quarantine.Errorf(quarantine.EINVALID, "%s", quarantine.ErrorMessage(err))
 		}
@@ -98,7 +98,7 @@ func (h *Handler) replaySelectionOf(r *http.Request, t *quarantine.Token, v url.
 	}
 	sel.Filter = &f
 	counted := f
-	if api.Scope(t, &counted) {
+	if rules.Scope(t, &counted) {
 		counts, err := h.cfg.Store.CountByQueue(r.Context(), counted)
 		if err != nil {
 			return nil, err
@@ -168,7 +168,7 @@ func (h *Handler) replayNew(w http.ResponseWriter, r *http.Request, s *session) 
 }
 
 // createReplay is POST /replays: a dry run of the form's replay, built
-// and checked as the API builds it (api.ReplayDefaults.Request) with the
+// and checked as the API builds it (rules.ReplayDefaults.Request) with the
 // count the form showed pinned (expect_count; typed by the operator above
 // bulk.confirm_above), then a redirect to the
 // draft, which shows the exact messages and the Start button. Ids the
@@ -192,7 +192,7 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 			Burst: f.Get("burst"), Canary: f.Get("canary"), Observe: f.Get("observe"), HaltRatio: f.Get("halt_refail_ratio"),
 			Reason: f.Get("reason"), StartAt: f.Get("start_at"), ForceWithoutKey: f.Get("force_without_key") != "", Force: f.Get("force") != "",
 			AcceptKeyRuleChange: f.Get("accept_key_rule_change") != ""}}
-	in := api.ReplayInput{IDs: sel.IDs, Filter: sel.Filter, Reason: c.Form.Reason, DryRun: true,
+	in := rules.ReplayInput{IDs: sel.IDs, Filter: sel.Filter, Reason: c.Form.Reason, DryRun: true,
 		Destination:     quarantine.ReplayDestination{Queue: c.Form.DestQueue, Collector: c.Form.DestCollector},
 		ForceWithoutKey: c.Form.ForceWithoutKey, Force: c.Form.Force, AcceptKeyRuleChange: c.Form.AcceptKeyRuleChange}
 	expect, err := strconv.Atoi(f.Get("expect_count"))
@@ -243,9 +243,9 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 		switch field {
 		case "reason", "rate", "burst", "canary", "observe", "halt_refail_ratio", "dest_queue", "dest_collector", "start_at":
 			c.Errors[field] = quarantine.ErrorMessage(err)
-			h.replayFormAgain(w, r, s, c, api.ErrorStatus(quarantine.ErrorCode(err)), "Not created: correct the fields marked below.")
+			h.replayFormAgain(w, r, s, c, rules.ErrorStatus(quarantine.ErrorCode(err)), "Not created: correct the fields marked below.")
 		default:
-			h.replayFormAgain(w, r, s, c, api.ErrorStatus(quarantine.ErrorCode(err)), quarantine.ErrorMessage(err))
+			h.replayFormAgain(w, r, s, c, rules.ErrorStatus(quarantine.ErrorCode(err)), quarantine.ErrorMessage(err))
 		}
 		return
 	}
@@ -269,16 +269,16 @@ func (h *Handler) createReplay(w http.ResponseWriter, r *http.Request, s *sessio
 			expect, sel.Count))
 	case quarantine.ErrorField(err) == "start_at":
 		c.Errors["start_at"] = quarantine.ErrorMessage(err)
-		h.replayFormAgain(w, r, s, c, api.ErrorStatus(code), "Not created: correct the fields marked below.")
+		h.replayFormAgain(w, r, s, c, rules.ErrorStatus(code), "Not created: correct the fields marked below.")
 	case code == quarantine.EINVALID || code == quarantine.EUNPROCESSABLE:
-		h.replayFormAgain(w, r, s, c, api.ErrorStatus(code), quarantine.ErrorMessage(err))
+		h.replayFormAgain(w, r, s, c, rules.ErrorStatus(code), quarantine.ErrorMessage(err))
 	default:
 		h.fail(w, r, s, err)
 	}
 }
 
 // auditDestination appends the access.denied event of a destination
-// refused to the session's token (api.ReplayDefaults.DestinationDenied),
+// refused to the session's token (rules.ReplayDefaults.DestinationDenied),
 // and reports whether it was written (if not, it answered the store's
 // error).
 func (h *Handler) auditDestination(w http.ResponseWriter, r *http.Request, s *session, target string, dst quarantine.ReplayDestination) bool {

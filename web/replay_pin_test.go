@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/web"
 )
 
@@ -19,7 +19,7 @@ import (
 func TestReplayFormAsksToTypeTheCount(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(c *web.Config) {
-		c.Replay = api.ReplayDefaults{Rate: 5, MaxRate: 100, ConfirmAbove: 2}
+		c.Replay = rules.ReplayDefaults{Rate: 5, MaxRate: 100, ConfirmAbove: 2}
 	})
 	re := &replayEnv{env: e, c: e.client()}
 	for i := range 3 {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // replayRoutes registers the replay form, the replays list and a replay's progress.
@@ -69,10 +69,10 @@ func (h *Handler) listReplays(w http.ResponseWriter, r *http.Request, s *session
 	}
 	now := h.cfg.Now()
 	for _, b := range batches {
-		_, eta := api.ReplayProgress(b, now)
+		_, eta := rules.ReplayProgress(b, now)
 		// The achieved rate as the replay's page shows it: pauses and the
 		// canary's observation excluded (read from its state changes).
-		rate, err := api.ReplayRate(r.Context(), h.cfg.Store, b, now)
+		rate, err := rules.ReplayRate(r.Context(), h.cfg.Store, b, now)
 		if err != nil {
 			h.fail(w, r, s, err)
 			return
@@ -107,7 +107,7 @@ func (h *Handler) loadReplay(w http.ResponseWriter, r *http.Request, s *session)
 		h.notFound(w, r)
 	case err != nil:
 		h.fail(w, r, s, err)
-	case !api.SeesReplay(s.token, b):
+	case !rules.SeesReplay(s.token, b):
 		if r.Method != http.MethodPost || h.auditDenied(w, r, s, id, "the replay is outside the token's owners") {
 			h.notFound(w, r)
 		}
@@ -161,26 +161,26 @@ func (h *Handler) showReplay(w http.ResponseWriter, r *http.Request, s *session)
 }
 
 func (h *Handler) replayContent(r *http.Request, s *session, b *quarantine.ReplayBatch) (*replayContent, error) {
-	est := api.EstimateSeconds(b)
+	est := rules.EstimateSeconds(b)
 	c := &replayContent{B: b, Done: b.Done(), Estimate: showSeconds(&est)}
 	for _, o := range quarantine.ItemOutcomes {
 		c.Counts = append(c.Counts, outcomeCount{o, b.Counts[o]})
 	}
-	_, eta := api.ReplayProgress(b, h.cfg.Now())
-	rate, err := api.ReplayRate(r.Context(), h.cfg.Store, b, h.cfg.Now())
+	_, eta := rules.ReplayProgress(b, h.cfg.Now())
+	rate, err := rules.ReplayRate(r.Context(), h.cfg.Store, b, h.cfg.Now())
 	if err != nil {
 		return nil, err
 	}
 	c.Rate, c.ETA = showRate(rate), showSeconds(eta)
 	c.PinETA = showSeconds(pinETA(b, h.cfg.Now()))
 	if b.State == quarantine.ReplayDraft {
-		u, err := api.Undeliverable(r.Context(), h.cfg.Store, h.cfg.Replay.Route, b)
+		u, err := rules.Undeliverable(r.Context(), h.cfg.Store, h.cfg.Replay.Route, b)
 		if err != nil {
 			return nil, err
 		}
 		c.Undeliverable = &u
 	}
-	if canOperate(s.token) && api.ActsOnReplay(s.token, b) {
+	if canOperate(s.token) && rules.ActsOnReplay(s.token, b) {
 		publishes := h.cfg.Replay.DestinationAllowed(s.token, b.Destination) == nil
 		for _, a := range replayActions {
 			if (a == quarantine.ReplayActStart || a == quarantine.ReplayActResume) && !publishes {
@@ -270,9 +270,9 @@ func (h *Handler) replayProgress(w http.ResponseWriter, r *http.Request, s *sess
 	for _, o := range quarantine.ItemOutcomes {
 		p.Counts[o] = b.Counts[o]
 	}
-	_, p.ETASeconds = api.ReplayProgress(b, h.cfg.Now())
+	_, p.ETASeconds = rules.ReplayProgress(b, h.cfg.Now())
 	var err error
-	if p.AchievedRate, err = api.ReplayRate(r.Context(), h.cfg.Store, b, h.cfg.Now()); err != nil {
+	if p.AchievedRate, err = rules.ReplayRate(r.Context(), h.cfg.Store, b, h.cfg.Now()); err != nil {
 		h.fail(w, r, s, err)
 		return
 	}
@@ -294,7 +294,7 @@ func (h *Handler) replayReport(w http.ResponseWriter, r *http.Request, s *sessio
 	if !ok {
 		return
 	}
-	started, err := api.WriteReplayReport(r.Context(), w, h.cfg.Store, b, h.cfg.Now())
+	started, err := rules.WriteReplayReport(r.Context(), w, h.cfg.Store, b, h.cfg.Now())
 	switch {
 	case err == nil:
 	case !started:
@@ -320,7 +320,7 @@ func (h *Handler) changeReplay(w http.ResponseWriter, r *http.Request, s *sessio
 	if !ok {
 		return
 	}
-	if !canOperate(s.token) || !api.ActsOnReplay(s.token, b) {
+	if !canOperate(s.token) || !rules.ActsOnReplay(s.token, b) {
 		if h.auditDenied(w, r, s, b.ID, "ui: this token may not "+action+" this replay") {
 			h.forbidden(w, r, s, "Your token may not "+action+" this replay: it needs the operator role and every owner of its messages.")
 		}
@@ -365,7 +365,7 @@ func (h *Handler) changeReplay(w http.ResponseWriter, r *http.Request, s *sessio
 			return
 		}
 		rc.Action, rc.Reason = action, c.Reason
-		h.render(w, r, api.ErrorStatus(code), "replay", page{Title: "Replay " + b.ID, Token: s.token, CSRF: s.csrf,
+		h.render(w, r, rules.ErrorStatus(code), "replay", page{Title: "Replay " + b.ID, Token: s.token, CSRF: s.csrf,
 			Error: "Not done: " + quarantine.ErrorMessage(err), Content: rc})
 	default:
 		h.fail(w, r, s, err)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/web"
 )
 
@@ -29,7 +29,7 @@ type replayEnv struct {
 func newReplayEnv(t *testing.T) *replayEnv {
 	t.Helper()
 	e := newEnv(t, func(c *web.Config) {
-		c.Replay = api.ReplayDefaults{Rate: 5, MaxRate: 100, Collectors: []string{"orders-rmq"}}
+		c.Replay = rules.ReplayDefaults{Rate: 5, MaxRate: 100, Collectors: []string{"orders-rmq"}}
 	})
 	re := &replayEnv{env: e, c: e.client()}
 	for i := range 3 {

@@ -33,8 +33,8 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/alert"
-	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/internal/clientip"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -85,13 +85,13 @@ type Config struct {
 	Alarms []alert.Rule
 	// Edit holds the checks of a payload edit that need the configuration
 	// (idempotency rules, JSON Schemas): the API's.
-	Edit api.EditRules
+	Edit rules.EditRules
 	// Replay holds the defaults and limits of replay requests: the API's
-	// (zero members take api.ReplayDefaults.WithDefaults).
-	Replay api.ReplayDefaults
+	// (zero members take rules.ReplayDefaults.WithDefaults).
+	Replay rules.ReplayDefaults
 	// Discards runs the discards by filter, the API's (nil: a runner of
-	// its own with api.DiscardConfig's defaults).
-	Discards *api.Discards
+	// its own with rules.DiscardConfig's defaults).
+	Discards *rules.Discards
 }
 
 // Defaults of Config.
@@ -147,7 +147,7 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 	}
 	cfg.Replay = cfg.Replay.WithDefaults()
 	if cfg.Discards == nil {
-		cfg.Discards = api.NewDiscards(cfg.Store, api.DiscardConfig{}, cfg.Logger)
+		cfg.Discards = rules.NewDiscards(cfg.Store, rules.DiscardConfig{}, cfg.Logger)
 	}
 	st, err := loadAssets(sfs)
 	if err != nil {
@@ -292,18 +292,20 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusNotFound, "notfound", p)
 }
 
+// fail answers err on the error page, with its status from the one table
+// of the API and the UI (rules.ErrorStatus). A client error shows its
+// message; an unavailable store says so; any other server error is
+// logged and shown as such, without its details.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
-	status := http.StatusInternalServerError
-	msg := "Something went wrong; it was logged."
-	switch quarantine.ErrorCode(err) {
-	case quarantine.EINVALID:
-		status, msg = http.StatusBadRequest, quarantine.ErrorMessage(err)
-	case quarantine.EFORBIDDEN:
-		status, msg = http.StatusForbidden, quarantine.ErrorMessage(err)
-	case quarantine.EUNAVAILABLE:
-		status, msg = http.StatusServiceUnavailable, "The store is unavailable; try again."
+	status := statusOf(err)
+	msg := quarantine.ErrorMessage(err)
+	switch {
+	case status == http.StatusServiceUnavailable:
+		msg = "The store is unavailable; try again."
+	case status >= http.StatusInternalServerError:
+		msg = "Something went wrong; it was logged."
 	}
-	if status == http.StatusInternalServerError {
+	if status >= http.StatusInternalServerError && status != http.StatusServiceUnavailable {
 		h.log.Error("request", "path", r.URL.Path, "err", err)
 	}
 	p := page{Title: "Error", Error: msg}

@@ -103,7 +103,7 @@ func (c *Config) Validate() error {
 			return err
 		}
 		if c.Subject != "" && !validSubject(c.Subject) {
-			return quarantine.FieldErrorf(quarantine.EINVALID, "subject", "%q is not a NATS subject filter", clip(c.Subject))
+			return quarantine.FieldErrorf(quarantine.EINVALID, "subject", "%q is not a NATS subject filter", quarantine.Clip(c.Subject))
 		}
 		if c.DeleteAfterStore {
 			return quarantine.FieldErrorf(quarantine.EINVALID, "delete_after_store", "delete_after_store applies to advisories only")
@@ -204,7 +204,7 @@ func validateURL(u string) error {
 		switch pu.Scheme {
 		case "nats", "tls", "ws", "wss":
 		default:
-			return quarantine.FieldErrorf(quarantine.EINVALID, "url", "scheme %q is not one of nats, tls, ws, wss", clip(pu.Scheme))
+			return quarantine.FieldErrorf(quarantine.EINVALID, "url", "scheme %q is not one of nats, tls, ws, wss", quarantine.Clip(pu.Scheme))
 		}
 	}
 	return nil
@@ -219,7 +219,7 @@ func validateName(field, what, s string) error {
 	}
 	if len(s) > 255 || strings.ContainsAny(s, ".*>/\\") || strings.IndexFunc(s, badNameRune) >= 0 {
 		return quarantine.FieldErrorf(quarantine.EINVALID, field,
-			"%q is not a valid %s name (no whitespace, '.', '*', '>', '/' or '\\', at most 255 bytes)", clip(s), what)
+			"%q is not a valid %s name (no whitespace, '.', '*', '>', '/' or '\\', at most 255 bytes)", quarantine.Clip(s), what)
 	}
 	return nil
 }
@@ -278,6 +278,3 @@ func subjectMatches(filter, subject string) bool {
 	}
 	return len(f) == len(s)
 }
-
-// clip shortens untrusted input quoted back in a message.
-func clip(s string) string { return quarantine.Clip(s) }

@@ -131,11 +131,11 @@ func parseAdvisory(data []byte, stream, consumer string) (advisory, error) {
 	}
 	switch {
 	case a.Type != AdvisoryMaxDeliver:
-		return a, fmt.Errorf("type is %q, not %s", clip(a.Type), AdvisoryMaxDeliver)
+		return a, fmt.Errorf("type is %q, not %s", quarantine.Clip(a.Type), AdvisoryMaxDeliver)
 	case a.Stream != stream:
-		return a, fmt.Errorf("stream is %q, not %q", clip(a.Stream), stream)
+		return a, fmt.Errorf("stream is %q, not %q", quarantine.Clip(a.Stream), stream)
 	case a.Consumer != consumer:
-		return a, fmt.Errorf("consumer is %q, not %q", clip(a.Consumer), consumer)
+		return a, fmt.Errorf("consumer is %q, not %q", quarantine.Clip(a.Consumer), consumer)
 	case a.StreamSeq == 0:
 		return a, errors.New("stream_seq is missing")
 	}

@@ -151,13 +151,13 @@ func (p *Publisher) outcome(ctx context.Context, err error, subject string) repl
 		return p.pending(ctx, ctx.Err(), subject)
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
 		return replay.Result{Outcome: quarantine.ItemFailed, Err: &quarantine.Error{Code: quarantine.ENOTFOUND, Err: err,
-			Message: fmt.Sprintf("nats: no stream captures subject %q", clip(subject))}}
+			Message: fmt.Sprintf("nats: no stream captures subject %q", quarantine.Clip(subject))}}
 	case errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrMaxPayload):
 		return replay.Result{Outcome: quarantine.ItemFailed, Err: &quarantine.Error{Code: quarantine.EINVALID, Err: err,
-			Message: fmt.Sprintf("nats: the server refused the message for subject %q: %v", clip(subject), err)}}
+			Message: fmt.Sprintf("nats: the server refused the message for subject %q: %v", quarantine.Clip(subject), err)}}
 	case errors.As(err, &ae) && ae.Code != 503:
 		return replay.Result{Outcome: quarantine.ItemFailed, Err: &quarantine.Error{Code: quarantine.EINVALID, Err: err,
-			Message: fmt.Sprintf("nats: the stream refused the message for subject %q: %s", clip(subject), clip(ae.Description))}}
+			Message: fmt.Sprintf("nats: the stream refused the message for subject %q: %s", quarantine.Clip(subject), quarantine.Clip(ae.Description))}}
 	case errors.As(err, &ae):
 		// 503: the stream answered that it cannot take the message now
 		// (full, with discard new; no quorum): offered again, a bounded
@@ -175,7 +175,7 @@ func (p *Publisher) pending(ctx context.Context, err error, subject string) repl
 		err = ctx.Err()
 	}
 	return replay.Result{Outcome: quarantine.ItemPending, Err: &quarantine.Error{Code: quarantine.EUNAVAILABLE, Err: err,
-		Message: fmt.Sprintf("nats: the message for subject %q was not confirmed", clip(subject))}}
+		Message: fmt.Sprintf("nats: the message for subject %q was not confirmed", quarantine.Clip(subject))}}
 }
 
 // connect returns the JetStream context, dialling first when there is no

@@ -100,14 +100,14 @@ func (c *WorkConfig) Validate() error {
 		}
 	}
 	if !validSubject(c.Subject) {
-		return quarantine.FieldErrorf(quarantine.EINVALID, "subject", "%q is not a NATS subject", clip(c.Subject))
+		return quarantine.FieldErrorf(quarantine.EINVALID, "subject", "%q is not a NATS subject", quarantine.Clip(c.Subject))
 	}
 	if !validSubject(c.FailureSubject) || strings.ContainsAny(c.FailureSubject, "*>") {
-		return quarantine.FieldErrorf(quarantine.EINVALID, "failure_subject", "%q is not a NATS subject without wildcards", clip(c.FailureSubject))
+		return quarantine.FieldErrorf(quarantine.EINVALID, "failure_subject", "%q is not a NATS subject without wildcards", quarantine.Clip(c.FailureSubject))
 	}
 	if subjectMatches(c.Subject, c.FailureSubject) {
 		return quarantine.FieldErrorf(quarantine.EINVALID, "failure_subject",
-			"the failure subject %q is on the work consumer's subject %q: dead letters would be worked again", clip(c.FailureSubject), clip(c.Subject))
+			"the failure subject %q is on the work consumer's subject %q: dead letters would be worked again", quarantine.Clip(c.FailureSubject), quarantine.Clip(c.Subject))
 	}
 	if c.AckWait != 0 && (c.AckWait < MinAckWait || c.AckWait > MaxAckWait) {
 		return quarantine.FieldErrorf(quarantine.EINVALID, "ack_wait", "ack_wait must be between %s and %s", MinAckWait, MaxAckWait)
@@ -119,7 +119,7 @@ func (c *WorkConfig) Validate() error {
 		return quarantine.FieldErrorf(quarantine.EINVALID, "max_delay", "max_delay must be between 0 (default 24h) and 720h")
 	}
 	if c.StateBucket != "" && (len(c.StateBucket) > 255 || !bucketName.MatchString(c.StateBucket)) {
-		return quarantine.FieldErrorf(quarantine.EINVALID, "state_bucket", "%q is not a key-value bucket name (letters, digits, '-', '_')", clip(c.StateBucket))
+		return quarantine.FieldErrorf(quarantine.EINVALID, "state_bucket", "%q is not a key-value bucket name (letters, digits, '-', '_')", quarantine.Clip(c.StateBucket))
 	}
 	return nil
 }
@@ -698,7 +698,7 @@ func (w *WorkDriver) Send(ctx context.Context, m *worker.Message) error {
 		subject = w.cfg.Subject
 	}
 	if strings.ContainsAny(subject, "*>") || !validSubject(subject) || !subjectMatches(w.cfg.Subject, subject) {
-		return quarantine.Errorf(quarantine.EINVALID, "nats: message for %q sent to the work subject %q", clip(subject), clip(w.cfg.Subject))
+		return quarantine.Errorf(quarantine.EINVALID, "nats: message for %q sent to the work subject %q", quarantine.Clip(subject), quarantine.Clip(w.cfg.Subject))
 	}
 	h := make(nats.Header, len(m.Headers)+3)
 	for k, v := range m.Headers {
@@ -725,9 +725,9 @@ func (w *WorkDriver) Send(ctx context.Context, m *worker.Message) error {
 	var ae *jetstream.APIError
 	switch {
 	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
-		return &quarantine.Error{Code: quarantine.ENOTFOUND, Err: err, Message: fmt.Sprintf("nats: no stream captures subject %q", clip(subject))}
+		return &quarantine.Error{Code: quarantine.ENOTFOUND, Err: err, Message: fmt.Sprintf("nats: no stream captures subject %q", quarantine.Clip(subject))}
 	case errors.Is(err, nats.ErrMaxPayload), errors.As(err, &ae) && ae.Code != 503:
-		return &quarantine.Error{Code: quarantine.EINVALID, Err: err, Message: fmt.Sprintf("nats: the stream refused the message for %q: %v", clip(subject), err)}
+		return &quarantine.Error{Code: quarantine.EINVALID, Err: err, Message: fmt.Sprintf("nats: the stream refused the message for %q: %v", quarantine.Clip(subject), err)}
 	}
-	return unavailable(err, "nats: the message for %q was not confirmed", clip(subject))
+	return unavailable(err, "nats: the message for %q was not confirmed", quarantine.Clip(subject))
 }

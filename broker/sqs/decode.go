@@ -81,7 +81,7 @@ func decode(o origin, m types.Message, receivedAt time.Time) *quarantine.Message
 	}
 	if m.MD5OfBody != nil && !strings.EqualFold(*m.MD5OfBody, md5Hex(body)) {
 		msg.Reason = joinReason(msg.Reason, fmt.Sprintf("body MD5 %s differs from the MD5OfBody SQS reported (%s): the body may have been altered in transit",
-			md5Hex(body), clip(*m.MD5OfBody)))
+			md5Hex(body), quarantine.Clip(*m.MD5OfBody)))
 	}
 	if msg.Flags == nil {
 		msg.Flags = []string{}
@@ -274,7 +274,7 @@ func receiveCount(s string) (int, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("unreadable receive count %q", clip(s))
+		return 0, fmt.Errorf("unreadable receive count %q", quarantine.Clip(s))
 	}
 	return n, nil
 }
@@ -332,6 +332,3 @@ func invalidUTF8At(b []byte) int {
 	}
 	return -1
 }
-
-// clip shortens untrusted input quoted back in a reason.
-func clip(s string) string { return quarantine.Clip(s) }

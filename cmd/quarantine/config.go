@@ -20,6 +20,7 @@ import (
 	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/internal/clientip"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	storeopen "github.com/quarantine-dev/quarantine/store/open"
 )
 
@@ -77,7 +78,7 @@ type Config struct {
 	RedactPointers []string
 	// Schemas holds, by job name, the compiled JSON Schema an edited
 	// payload of that job must satisfy (config schemas: {job: file}).
-	Schemas map[string]*api.Schema
+	Schemas map[string]*rules.Schema
 	// Retention says when replayed and discarded messages lose their
 	// payloads.
 	Retention RetentionConfig
@@ -136,7 +137,7 @@ func DefaultConfig() Config {
 		Idempotency:    []collect.IdempotencyRule{},
 		RedactHeaders:  collect.DefaultRedactHeaders,
 		RedactPointers: []string{},
-		Schemas:        map[string]*api.Schema{},
+		Schemas:        map[string]*rules.Schema{},
 		Retention:      RetentionConfig{Replayed: DefaultRetention, Discarded: DefaultRetention, Every: DefaultRetentionEvery},
 		Collectors:     []CollectorConfig{},
 		Replay:         defaultReplayConfig(),
@@ -516,7 +517,7 @@ func (s *configSource) compileSchemas(files map[string]string, dir string, c *Co
 		if !filepath.IsAbs(p) {
 			p = filepath.Join(dir, p)
 		}
-		sch, err := api.CompileSchema(p)
+		sch, err := rules.CompileSchema(p)
 		if err != nil {
 			return s.errorf(key, "not a usable JSON Schema: %s", err)
 		}

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/broker/webhook"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/replay"
 	"github.com/quarantine-dev/quarantine/store"
 )
@@ -59,17 +59,6 @@ func (w wakingStore) ChangeReplay(ctx context.Context, c quarantine.ReplayChange
 		w.engine.Wake()
 	}
 	return b, err
-}
-
-// MessageReplayItems passes the web's optional query through (a store
-// without it has no items to show, as the web treats it).
-func (w wakingStore) MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error) {
-	if mr, ok := w.Store.(interface {
-		MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error)
-	}); ok {
-		return mr.MessageReplayItems(ctx, id, limit)
-	}
-	return []quarantine.ReplayItem{}, nil
 }
 
 // wrap returns st waking the engine (st itself when none runs).
@@ -141,7 +130,7 @@ func (m *Main) startReplays(reg prometheus.Registerer, deps collectorDeps) error
 		RetryMax:        m.Config.Replay.RetryMax,
 		Logger:          m.logger,
 		Metrics:         replay.NewMetrics(reg),
-		Guard:           api.ReplayDefaults{IncidentWindow: m.Config.Replay.IncidentWindow, IncidentRate: m.Config.Replay.IncidentRate}.Guard(),
+		Guard:           rules.ReplayDefaults{IncidentWindow: m.Config.Replay.IncidentWindow, IncidentRate: m.Config.Replay.IncidentRate}.Guard(),
 	})
 	rr.engine = eng
 	replay.RegisterBatchGauge(reg, m.store)

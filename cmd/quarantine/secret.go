@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	storeopen "github.com/quarantine-dev/quarantine/store/open"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 )
 
 // redacted is how every secret prints.
@@ -36,14 +36,14 @@ func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `
 func (s Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
 
 // DatabaseURL is a database URL that prints with its password redacted
-// (storeopen.Redact) everywhere: String, fmt, YAML, JSON and slog.
+// (redacturl.Database) everywhere: String, fmt, YAML, JSON and slog.
 type DatabaseURL string
 
 // Reveal returns the URL with its password, to connect with.
 func (u DatabaseURL) Reveal() string { return string(u) }
 
 // String returns the URL with its password replaced by "<secret>".
-func (u DatabaseURL) String() string { return storeopen.Redact(string(u)) }
+func (u DatabaseURL) String() string { return redacturl.Database(string(u)) }
 
 // Format prints the redacted URL for every verb (%q quotes it).
 func (u DatabaseURL) Format(f fmt.State, verb rune) {

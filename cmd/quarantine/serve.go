@@ -16,6 +16,7 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/api"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 // HTTP server timeouts: a slow client cannot hold a connection forever,
@@ -93,7 +94,7 @@ func (m *Main) runServe(ctx context.Context) error {
 		Schemas:         m.Config.Schemas,
 		MetricsAuth:     m.Config.Metrics.auth(),
 		TrustedProxies:  m.Config.TrustedProxies,
-		Replay: api.ReplayDefaults{
+		Replay: rules.ReplayDefaults{
 			Rate: m.Config.Replay.Rate, MaxRate: m.Config.Replay.MaxRate, Burst: m.Config.Replay.Burst,
 			Canary: m.Config.Replay.Canary, Observe: m.Config.Replay.Observe,
 			HaltRefailRatio: m.Config.Replay.HaltRefailRatio, DraftTTL: m.Config.Replay.DraftTTL,
@@ -108,7 +109,7 @@ func (m *Main) runServe(ctx context.Context) error {
 	if discardConfirm == 0 { // bulk.confirm_above: 0 never asks, as for replays
 		discardConfirm = -1
 	}
-	acfg.Discards = api.NewDiscards(acfg.Store, api.DiscardConfig{ConfirmAbove: discardConfirm}, m.logger)
+	acfg.Discards = rules.NewDiscards(acfg.Store, rules.DiscardConfig{ConfirmAbove: discardConfirm}, m.logger)
 	if err := acfg.Discards.Resume(ctx); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/web"
 )
 
@@ -21,7 +22,7 @@ func (m *Main) withWeb(apiHandler http.Handler, acfg api.Config) (http.Handler, 
 		RedactPointers: m.Config.RedactPointers,
 		Owners:         m.Config.Owners,
 		Alarms:         m.Config.Alarms.Rules,
-		Edit:           api.EditRules{Preparer: acfg.Preparer, Schemas: acfg.Schemas},
+		Edit:           rules.EditRules{Preparer: acfg.Preparer, Schemas: acfg.Schemas},
 		Replay:         acfg.Replay,
 		Discards:       acfg.Discards,
 		SessionIdle:    m.Config.Auth.SessionIdle,

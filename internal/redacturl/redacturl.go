@@ -1,5 +1,6 @@
-// Package redacturl shows broker and endpoint URLs in logs and errors
-// without their secrets. It is the one policy every adapter uses:
+// Package redacturl shows URLs in logs and errors without their secrets:
+// the one place that decides what of a URL is secret. Broker and endpoint
+// URLs (URL, List) follow one policy every adapter uses:
 //
 //   - a password becomes <secret>; the user name stays;
 //   - a user name without a password is a token (NATS, some HTTP
@@ -7,6 +8,9 @@
 //   - a query, where tokens hide, becomes <secret> as a whole;
 //   - a URL that does not parse is not shown at all (<unparsable url>),
 //     since a secret may sit where no parser can find it.
+//
+// Database URLs (Database) keep their user name and settings: only the
+// password is hidden.
 package redacturl
 
 import (

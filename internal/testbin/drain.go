@@ -20,7 +20,7 @@ import (
 // it), from the failure-group counters the stores keep in the insert's
 // transaction: a few rows, so that a benchmark polling them while the
 // binary drains costs the database next to nothing (the binary's
-// /metrics, which reads the queues' ages, costs about 10 ms a scrape).
+// /metrics, which reads the queues' ages, costs far more a scrape).
 // Before the binary created and migrated the database it counts 0.
 func StoredCounter(tb testing.TB, database string) func(queue string) int {
 	tb.Helper()

@@ -7,10 +7,10 @@ package open
 import (
 	"context"
 	"net/url"
-	"regexp"
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/store"
 	"github.com/quarantine-dev/quarantine/store/postgres"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
@@ -76,7 +76,7 @@ func parseURL(raw string) (kind, target string, err error) {
 		return "", "", quarantine.FieldErrorf(quarantine.EINVALID, "database", "no database URL: use sqlite:PATH or postgres://…")
 	case strings.HasPrefix(raw, "sqlite://"):
 		return "", "", quarantine.FieldErrorf(quarantine.EINVALID, "database",
-			"%q: write SQLite URLs as sqlite:PATH, for example %s or sqlite:/var/lib/quarantine/quarantine.db", Redact(raw), DefaultURL)
+			"%q: write SQLite URLs as sqlite:PATH, for example %s or sqlite:/var/lib/quarantine/quarantine.db", redacturl.Database(raw), DefaultURL)
 	case strings.HasPrefix(raw, "sqlite:"):
 		path := strings.TrimPrefix(raw, "sqlite:")
 		if strings.TrimSpace(path) == "" {
@@ -86,41 +86,10 @@ func parseURL(raw string) (kind, target string, err error) {
 	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
 		u, perr := url.Parse(raw)
 		if perr != nil || u.Host == "" && !strings.Contains(u.RawQuery, "host=") {
-			return "", "", quarantine.FieldErrorf(quarantine.EINVALID, "database", "%q is not a valid PostgreSQL URL (postgres://USER@HOST:PORT/DB)", Redact(raw))
+			return "", "", quarantine.FieldErrorf(quarantine.EINVALID, "database", "%q is not a valid PostgreSQL URL (postgres://USER@HOST:PORT/DB)", redacturl.Database(raw))
 		}
 		return kindPostgres, raw, nil
 	}
 	return "", "", quarantine.FieldErrorf(quarantine.EINVALID, "database",
-		"unsupported database URL %q: use sqlite:PATH or postgres://…", Redact(raw))
-}
-
-// secretText is what Redact puts in place of a password.
-const secretText = "<secret>"
-
-var (
-	reKVPassword    = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
-	reQueryPassword = regexp.MustCompile(`(?i)([?&]password=)[^&#]*`)
-	reUserInfo      = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*://[^/?#@]*?:)[^/?#]*@`)
-)
-
-// Redact returns url with its password, in the user info or in a password
-// query parameter (or a key=value password= setting), replaced by
-// <secret>, fit for logs and error messages. Other parts are unchanged.
-func Redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.User != nil {
-		if _, has := u.User.Password(); has {
-			c := *u
-			c.User = nil
-			prefix := c.Scheme + "://"
-			raw = prefix + url.User(u.User.Username()).String() + ":" + secretText + "@" + strings.TrimPrefix(c.String(), prefix)
-		}
-	} else if err != nil {
-		// Unparseable: still hide anything shaped like user:password@.
-		raw = reUserInfo.ReplaceAllString(raw, "${1}"+secretText+"@")
-	}
-	raw = reQueryPassword.ReplaceAllString(raw, "${1}"+secretText)
-	if !strings.Contains(raw, "://") {
-		raw = reKVPassword.ReplaceAllString(raw, "${1}"+secretText)
-	}
-	return raw
+		"unsupported database URL %q: use sqlite:PATH or postgres://…", redacturl.Database(raw))
 }

@@ -58,7 +58,7 @@ func (s *Store) AlarmStates(ctx context.Context) ([]quarantine.AlarmState, error
 // transaction; see store.Alarms. Errors: EINVALID for a state or kind
 // that does not exist, EUNAVAILABLE, EINTERNAL.
 func (s *Store) SaveAlarms(ctx context.Context, states []quarantine.AlarmState, notes []quarantine.AlarmNotification) error {
-	if err := validateAlarms(states, notes); err != nil {
+	if err := quarantine.ValidateAlarms(states, notes); err != nil {
 		return err
 	}
 	now := s.clock()
@@ -94,30 +94,6 @@ func (s *Store) SaveAlarms(ctx context.Context, states []quarantine.AlarmState, 
 		}
 		return nil
 	})
-}
-
-// validateAlarms checks the states and kinds SaveAlarms is given.
-func validateAlarms(states []quarantine.AlarmState, notes []quarantine.AlarmNotification) error {
-	for _, a := range states {
-		ok := false
-		for _, st := range quarantine.AlarmStatuses {
-			ok = ok || a.State == st
-		}
-		if !ok || a.Alarm == "" {
-			return quarantine.FieldErrorf(quarantine.EINVALID, "state", "alarm %q on %q has state %q", a.Alarm, a.Queue, a.State)
-		}
-	}
-	for _, n := range notes {
-		switch n.Kind {
-		case quarantine.AlarmKindFiring, quarantine.AlarmKindRepeat, quarantine.AlarmKindRefresh, quarantine.AlarmKindResolved:
-		default:
-			return quarantine.FieldErrorf(quarantine.EINVALID, "kind", "notification kind %q", n.Kind)
-		}
-		if n.Receiver == "" {
-			return quarantine.FieldErrorf(quarantine.EINVALID, "receiver", "a notification needs a receiver")
-		}
-	}
-	return nil
 }
 
 // PendingAlarmNotifications returns up to limit pending notifications by

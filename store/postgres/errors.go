@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 )
 
 // translate turns a driver error into a *quarantine.Error; what says what
@@ -19,7 +20,7 @@ import (
 // where PostgreSQL error codes are interpreted.
 //
 //   - nil stays nil, and a *quarantine.Error passes unchanged;
-//   - pgx.ErrNoRows is ENOTFOUND;
+//   - no rows (noRows) is ENOTFOUND;
 //   - a cancelled or timed-out context is EUNAVAILABLE wrapping the
 //     context's error, so errors.Is(err, context.Canceled) still holds;
 //   - unique violations (23505) are ECONFLICT;
@@ -38,8 +39,8 @@ func translate(err error, what string) error {
 	if errors.As(err, &qe) {
 		return err
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return &quarantine.Error{Code: quarantine.ENOTFOUND, Message: "not found", Err: err}
+	if noRows(err) {
+		return orNotFound(err, notfound.Row())
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return &quarantine.Error{Code: quarantine.EUNAVAILABLE, Message: what + ": the request was cancelled or timed out", Err: err}
@@ -80,19 +81,15 @@ func translatePg(pe *pgconn.PgError, err error, what string) error {
 	return quarantine.Internal(err, "%s", what)
 }
 
-// orNotFound returns nf, wrapping err, when err is pgx.ErrNoRows (the
-// record looked up does not exist), and err unchanged otherwise (nil
-// included), for translate to interpret. With translate it is the only
-// place that looks at pgx.ErrNoRows: the messages come from
-// store/internal/notfound, the same in both stores.
-func orNotFound(err error, nf *quarantine.Error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		e := *nf
-		e.Err = err
-		return &e
-	}
-	return err
-}
+// orNotFound returns nf, wrapping err, when err says no rows (noRows:
+// the record looked up does not exist), and err unchanged otherwise (nil
+// included), for translate to interpret. Every not-found of the store
+// comes from store/internal/notfound, the same in both stores.
+func orNotFound(err error, nf *quarantine.Error) error { return notfound.If(noRows(err), err, nf) }
+
+// noRows reports whether err is the driver's "no rows": the record looked
+// up does not exist. It is the one place of the store that looks at it.
+func noRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
 // unavailable reports whether err says the database could not be reached
 // or the connection broke.

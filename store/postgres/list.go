@@ -122,9 +122,8 @@ func listQuery(f *quarantine.Filter) (string, []any) { return pageQuery(f, false
 // them, instead of walking every message newest first until the page is
 // full. The planner cannot tell a small group from a large one (its
 // statistics give every fingerprint about the average size), and the walk
-// costs a read of every newer message: at 1M messages a fingerprint with
-// no message took 4.9 s that way, a group of 3,333 takes 27 ms through its
-// index, cold.
+// costs a read of every newer message, which an empty or small group pays
+// in full (figures in docs/benchmarks.md).
 const groupListMax = 5000
 
 // pageQuery is listQuery; with fromGroups, the rows matching the filter

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"reflect"
 	"slices"
 	"sort"
@@ -16,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 )
 
 // messageColumns are the columns of messages read into a Message, in the
@@ -281,8 +281,7 @@ func messageArrays(msgs []*quarantine.Message, idx []int) ([]any, int) {
 // arguments, room bytes. pgx starts each statement with a buffer of 256 bytes
 // and appends every array element to it: the 0.8 MB of a batch of 500
 // messages of 1 KiB was copied over and over as the buffer grew by a
-// quarter at a time. BenchmarkEncodeInsert (500 messages, same run):
-// 8.6 -> 3.2 ms and 4.9 -> 1.6 MB allocated per batch.
+// quarter at a time (BenchmarkEncodeInsert; docs/benchmarks.md).
 type presized struct {
 	v    []string
 	room int
@@ -429,7 +428,7 @@ WHERE m.id = $1`
 // ENOTFOUND, EUNAVAILABLE, EINTERNAL.
 func (s *Store) GetMessage(ctx context.Context, id string) (*quarantine.Message, error) {
 	if !quarantine.ValidID(id) {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no message %q", truncate(id))
+		return nil, notfound.Message(id)
 	}
 	m, err := getMessage(ctx, s.pool, id)
 	if err != nil {
@@ -450,11 +449,8 @@ func getMessage(ctx context.Context, q querier, id string) (*quarantine.Message,
 	var bin []byte
 	var txt *string
 	err := q.QueryRow(ctx, getMessageSQL, id).Scan(append(r.dest(), &bin, &txt)...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, quarantine.Errorf(quarantine.ENOTFOUND, "no message %q", id)
-	}
 	if err != nil {
-		return nil, err
+		return nil, orNotFound(err, notfound.Message(id))
 	}
 	m, err := r.message()
 	if err != nil {

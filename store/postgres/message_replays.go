@@ -15,8 +15,8 @@ import (
 // message has none (no error). EINVALID for a limit outside
 // 1..quarantine.MaxLimit.
 func (s *Store) MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error) {
-	if limit < 1 || limit > quarantine.MaxLimit {
-		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "limit", "limit must be between 1 and %d", quarantine.MaxLimit)
+	if err := quarantine.ValidateLimit(limit); err != nil {
+		return nil, err
 	}
 	out := []quarantine.ReplayItem{}
 	if !quarantine.ValidID(id) {

@@ -13,8 +13,8 @@ import (
 )
 
 // Store is a quarantine store in a PostgreSQL database, satisfying
-// store.Store (the assertion lives in package store, which imports this
-// one). It is safe for concurrent use.
+// store.Store (the assertion lives in package store/open, the one that
+// imports both stores). It is safe for concurrent use.
 type Store struct {
 	pool *pgxpool.Pool
 	now  func() time.Time

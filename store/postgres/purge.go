@@ -43,7 +43,7 @@ func purgeLock(st quarantine.Status) string {
 // status or a limit outside 1..quarantine.MaxBulk, EUNAVAILABLE, EINTERNAL.
 func (s *Store) PurgePayloads(ctx context.Context, st quarantine.Status, before time.Time, limit int, actor string) (quarantine.PurgeResult, error) {
 	if !st.Valid() {
-		return quarantine.PurgeResult{}, quarantine.FieldErrorf(quarantine.EINVALID, "status", "unknown status %q", truncate(string(st)))
+		return quarantine.PurgeResult{}, quarantine.FieldErrorf(quarantine.EINVALID, "status", "unknown status %q", quarantine.Clip(string(st)))
 	}
 	if limit < 1 || limit > quarantine.MaxBulk {
 		return quarantine.PurgeResult{}, quarantine.FieldErrorf(quarantine.EINVALID, "limit", "limit must be between 1 and %d", quarantine.MaxBulk)

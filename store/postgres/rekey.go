@@ -10,33 +10,34 @@ import (
 )
 
 // RekeyMessages implements store.Store.
-func (s *Store) RekeyMessages(ctx context.Context, r quarantine.Rekey) ([]string, error) {
-	if err := r.Validate(); err != nil {
-		return nil, err
-	}
-	var done []string
-	err := s.inTx(ctx, "re-key messages", func(tx pgx.Tx) error {
-		var err error
-		done, err = ops.Rekey(r, ops.RekeyTx{
-			Get: func(id string) (ops.KeyRow, error) {
-				rows, err := tx.Query(ctx, `SELECT idempotency_key, key_rule, flags FROM messages WHERE id = $1 FOR UPDATE`, id)
-				if err != nil {
-					return ops.KeyRow{}, err
-				}
-				defer rows.Close()
-				return ops.ReadKeyRow(rows)
-			},
-			Set: func(id, key, rule string, flags []string) error {
-				_, err := tx.Exec(ctx, `UPDATE messages SET idempotency_key = $2, key_rule = $3, flags = $4, updated_at = $5 WHERE id = $1`,
-					id, key, rule, encodeFlags(flags), s.clock())
-				return err
-			},
-			Audit: func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
-		})
+func (s *Store) RekeyMessages(ctx context.Context, r quarantine.Rekey) (done []string, err error) {
+	err = s.inTx(ctx, "re-key messages", func(tx pgx.Tx) error {
+		done, err = ops.Rekey(ctx, r, rekeyTx{replayTx{s: s, tx: tx}})
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return done, nil
+}
+
+// rekeyTx is one transaction of the store as the shared re-key flow
+// (ops.Rekey) uses it.
+type rekeyTx struct{ replayTx }
+
+var _ ops.RekeyTx = rekeyTx{}
+
+func (t rekeyTx) KeyRow(ctx context.Context, id string) (ops.KeyRow, error) {
+	rows, err := t.tx.Query(ctx, `SELECT idempotency_key, key_rule, flags FROM messages WHERE id = $1 FOR UPDATE`, id)
+	if err != nil {
+		return ops.KeyRow{}, err
+	}
+	defer rows.Close()
+	return ops.ReadKeyRow(rows)
+}
+
+func (t rekeyTx) SetKey(ctx context.Context, id, key, rule string, flags []string) error {
+	_, err := t.tx.Exec(ctx, `UPDATE messages SET idempotency_key = $2, key_rule = $3, flags = $4, updated_at = $5 WHERE id = $1`,
+		id, key, rule, encodeFlags(flags), t.s.clock())
+	return err
 }

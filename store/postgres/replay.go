@@ -377,7 +377,7 @@ func (s *Store) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilt
 		return nil, false, err
 	}
 	if !quarantine.ValidID(f.BatchID) {
-		return nil, false, quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+		return nil, false, notfound.Replay(f.BatchID)
 	}
 	w := &where{}
 	w.conds = append(w.conds, "i.batch_id = "+w.arg(f.BatchID), "i.seq > "+w.arg(f.After))
@@ -393,7 +393,7 @@ func (s *Store) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilt
 			return err
 		}
 		if n == 0 {
-			return quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+			return notfound.Replay(f.BatchID)
 		}
 		rows, err := tx.Query(ctx, q, w.args...)
 		if err != nil {

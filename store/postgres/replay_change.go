@@ -166,7 +166,7 @@ const pendingLeftSQL = `SELECT coalesce(sum(n), 0) > 0 FROM replay_counts WHERE 
 // Errors: EINVALID for an unknown verdict, ENOTFOUND, EUNAVAILABLE.
 func (s *Store) SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error) {
 	if !replays.ValidVerdict(verdict) {
-		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "canary_verdict", "unknown canary verdict %q", truncate(verdict))
+		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "canary_verdict", "unknown canary verdict %q", quarantine.Clip(verdict))
 	}
 	var b *quarantine.ReplayBatch
 	err := s.inTx(ctx, "record a canary verdict", func(tx pgx.Tx) error {

@@ -81,7 +81,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		out, due, wait, skipped = out[:0], time.Time{}, 0, false
 		var state string
 		err := tx.QueryRow(ctx, `SELECT state FROM replay_batches WHERE id = $1`, batchID).Scan(&state)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && state != string(quarantine.ReplayRunning)) {
+		if noRows(err) || (err == nil && state != string(quarantine.ReplayRunning)) {
 			return nil
 		}
 		if err != nil {
@@ -349,7 +349,7 @@ func (s *Store) RecordReplayResults(ctx context.Context, results []quarantine.Re
 // replay_items_message_idx, the batch id being a filter (concatenated
 // with an empty string): without statistics of a new batch's items the
 // planner ANDs in the batch's whole range of another index of the items
-// for every result (0.9 ms each, 436 ms for a chunk of 500).
+// for every result (docs/benchmarks.md).
 func lockResults(ctx context.Context, tx pgx.Tx, results []quarantine.ReplayResult) (map[int]int32, error) {
 	bs, ms := make([]string, len(results)), make([]string, len(results))
 	fs, ps := make([]int64, len(results)), make([]bool, len(results))

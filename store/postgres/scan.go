@@ -3,7 +3,6 @@ package postgres
 import (
 	"encoding/json"
 	"time"
-	"unicode/utf8"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -53,17 +52,4 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
-}
-
-// truncate shortens untrusted input quoted back in an error message.
-func truncate(s string) string {
-	s = quarantine.SanitizeText(s)
-	if len(s) <= 64 {
-		return s
-	}
-	n := 64
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -88,10 +88,9 @@ func textTested(p string) string {
 }
 
 // textFirstWindow is the size of the first window: small, so that a rare
-// term, which the index answers, does not pay for many tests first (about
-// 4 ms at a million messages), and large enough that a term in 1% of the
-// messages finds some of its matches there (with 256, 8% of such
-// searches found none and paid for a probe; with 512, 0.6%).
+// term, which the index answers, does not pay for many tests first, and
+// large enough that a term in 1% of the messages finds some of its
+// matches there, most of the time (docs/benchmarks.md).
 const textFirstWindow = 512
 
 // windowQuery returns the windowed plan of a validated filter with text:
@@ -162,9 +161,10 @@ func hitsQuery(f *quarantine.Filter, ids []string, n int) (string, []any) {
 // textProbe returns how many documents the probe of listText reads at
 // most, for documents documents and pages of limit: about where testing
 // the newest candidates one by one (limit / share of the documents that
-// hold the term, about 9 µs each) costs what rechecking every match in
-// the heap does (about 25 µs each, half the square root of limit ×
-// documents): 3,600 at a million documents, 11,000 at ten million.
+// hold the term) costs what rechecking every match in the heap does (a
+// recheck costs about three tests: half the square root of limit ×
+// documents, from the costs in docs/benchmarks.md): 3,600 at a million
+// documents, 11,000 at ten million.
 func textProbe(documents float64, limit int) int {
 	n := int(math.Sqrt(max(documents, 0)*float64(limit+1)) / 2)
 	return min(max(n, 1000), 50_000)

@@ -57,7 +57,7 @@ func (s *Store) CreateToken(ctx context.Context, t *quarantine.Token, actor stri
 func tokenConflict(err error, name string) error {
 	if quarantine.ErrorCode(translate(err, "")) == quarantine.ECONFLICT {
 		return &quarantine.Error{Code: quarantine.ECONFLICT, Field: "name",
-			Message: "an active token named " + truncate(name) + " already exists", Err: err}
+			Message: "an active token named " + quarantine.Clip(name) + " already exists", Err: err}
 	}
 	return err
 }

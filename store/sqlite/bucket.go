@@ -47,7 +47,7 @@ func takeTokens(ctx context.Context, tx *sql.Tx, bs []quarantine.RateBucket, wan
 		var at int64
 		err := tx.QueryRowContext(ctx, `SELECT tokens, updated_at FROM replay_buckets WHERE key = ?`, b.Key).Scan(&t, &at)
 		switch {
-		case err == sql.ErrNoRows:
+		case noRows(err):
 			levels[i] = replays.Full(b, now)
 		case err != nil:
 			return 0, time.Time{}, 0, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -22,8 +23,8 @@ func translate(err error, what string) error {
 		return qe
 	}
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return &quarantine.Error{Code: quarantine.ENOTFOUND, Message: "not found", Err: err}
+	case noRows(err):
+		return orNotFound(err, notfound.Row())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &quarantine.Error{Code: quarantine.EUNAVAILABLE, Message: "the request was cancelled or timed out", Err: err}
 	}
@@ -45,19 +46,15 @@ func translate(err error, what string) error {
 	return quarantine.Internal(err, "cannot %s", what)
 }
 
-// orNotFound returns nf, wrapping err, when err is sql.ErrNoRows (the
-// record looked up does not exist), and err unchanged otherwise (nil
-// included), for translate to interpret. With translate it is the only
-// place that looks at sql.ErrNoRows: the messages come from
-// store/internal/notfound, the same in both stores.
-func orNotFound(err error, nf *quarantine.Error) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		e := *nf
-		e.Err = err
-		return &e
-	}
-	return err
-}
+// orNotFound returns nf, wrapping err, when err says no rows (noRows:
+// the record looked up does not exist), and err unchanged otherwise (nil
+// included), for translate to interpret. Every not-found of the store
+// comes from store/internal/notfound, the same in both stores.
+func orNotFound(err error, nf *quarantine.Error) error { return notfound.If(noRows(err), err, nf) }
+
+// noRows reports whether err is the driver's "no rows": the record looked
+// up does not exist. It is the one place of the store that looks at it.
+func noRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
 
 // isBusy reports whether err is SQLite's "another connection holds the lock".
 func isBusy(err error) bool {

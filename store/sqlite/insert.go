@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -226,7 +225,7 @@ func insertMessages(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message,
 		// under ON CONFLICT (source, dedupe_key) DO NOTHING).
 		var id string
 		err := tx.QueryRowContext(ctx, `SELECT id FROM messages WHERE source = ? AND dedupe_key = ?`, m.Source, m.DedupeKey).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
+		if noRows(err) {
 			return nil, quarantine.Errorf(quarantine.ECONFLICT, "message id %s is already taken", m.ID)
 		}
 		if err != nil {

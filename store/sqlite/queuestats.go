@@ -100,7 +100,7 @@ func queueStatsKept(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now, u
 		var id string
 		var at int64
 		err := tx.QueryRowContext(ctx, oldest, append([]any{st.Queue}, ownerArgs...)...).Scan(&id, &at)
-		if err == sql.ErrNoRows {
+		if noRows(err) {
 			continue
 		}
 		if err != nil {

@@ -10,34 +10,35 @@ import (
 )
 
 // RekeyMessages implements store.Store.
-func (s *Store) RekeyMessages(ctx context.Context, r quarantine.Rekey) ([]string, error) {
-	if err := r.Validate(); err != nil {
-		return nil, err
-	}
-	var done []string
-	err := s.write(ctx, "re-key messages", func(tx *sql.Tx) error {
-		var err error
-		done, err = ops.Rekey(r, ops.RekeyTx{
-			Get: func(id string) (ops.KeyRow, error) {
-				rows, err := tx.QueryContext(ctx, `SELECT idempotency_key, key_rule, flags FROM messages WHERE id = ?`, id)
-				if err != nil {
-					return ops.KeyRow{}, err
-				}
-				defer rows.Close()
-				return ops.ReadKeyRow(rows)
-			},
-			Set: func(id, key, rule string, flags []string) error {
-				f, _ := json.Marshal(append([]string{}, flags...)) // strings always marshal
-				_, err := tx.ExecContext(ctx, `UPDATE messages SET idempotency_key = ?, key_rule = ?, flags = ?, updated_at = ? WHERE id = ?`,
-					key, rule, string(f), micros(s.clock()), id)
-				return err
-			},
-			Audit: func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
-		})
+func (s *Store) RekeyMessages(ctx context.Context, r quarantine.Rekey) (done []string, err error) {
+	err = s.write(ctx, "re-key messages", func(tx *sql.Tx) error {
+		done, err = ops.Rekey(ctx, r, rekeyTx{replayTx{s: s, tx: tx}})
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return done, nil
+}
+
+// rekeyTx is one transaction of the store as the shared re-key flow
+// (ops.Rekey) uses it.
+type rekeyTx struct{ replayTx }
+
+var _ ops.RekeyTx = rekeyTx{}
+
+func (t rekeyTx) KeyRow(ctx context.Context, id string) (ops.KeyRow, error) {
+	rows, err := t.tx.QueryContext(ctx, `SELECT idempotency_key, key_rule, flags FROM messages WHERE id = ?`, id)
+	if err != nil {
+		return ops.KeyRow{}, err
+	}
+	defer rows.Close()
+	return ops.ReadKeyRow(rows)
+}
+
+func (t rekeyTx) SetKey(ctx context.Context, id, key, rule string, flags []string) error {
+	f, _ := json.Marshal(append([]string{}, flags...)) // strings always marshal
+	_, err := t.tx.ExecContext(ctx, `UPDATE messages SET idempotency_key = ?, key_rule = ?, flags = ?, updated_at = ? WHERE id = ?`,
+		key, rule, string(f), micros(t.s.clock()), id)
+	return err
 }

@@ -409,7 +409,7 @@ func (s *Store) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilt
 		return nil, false, err
 	}
 	if !quarantine.ValidID(f.BatchID) {
-		return nil, false, quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+		return nil, false, notfound.Replay(f.BatchID)
 	}
 	q := `SELECT ` + itemColumns + ` FROM replay_items i WHERE i.batch_id = ? AND i.seq > ?`
 	args := []any{f.BatchID, f.After}
@@ -426,7 +426,7 @@ func (s *Store) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilt
 			return err
 		}
 		if n == 0 {
-			return quarantine.Errorf(quarantine.ENOTFOUND, "no such replay")
+			return notfound.Replay(f.BatchID)
 		}
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {

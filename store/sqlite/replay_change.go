@@ -138,7 +138,7 @@ func completeIfDone(ctx context.Context, tx *sql.Tx, id string, now time.Time) (
 // Errors: EINVALID for an unknown verdict, ENOTFOUND, EUNAVAILABLE.
 func (s *Store) SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error) {
 	if !replays.ValidVerdict(verdict) {
-		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "canary_verdict", "unknown canary verdict %q", truncateText(verdict))
+		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "canary_verdict", "unknown canary verdict %q", quarantine.Clip(verdict))
 	}
 	var b *quarantine.ReplayBatch
 	err := s.write(ctx, "record a canary verdict", func(tx *sql.Tx) error {
@@ -158,6 +158,3 @@ func (s *Store) SetReplayCanary(ctx context.Context, batchID, verdict string, un
 	}
 	return b, nil
 }
-
-// truncateText shortens untrusted input quoted back in an error message.
-func truncateText(s string) string { return quarantine.Clip(s) }

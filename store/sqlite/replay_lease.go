@@ -51,7 +51,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		out, due, wait = out[:0], time.Time{}, 0
 		var state string
 		err := tx.QueryRowContext(ctx, `SELECT state FROM replay_batches WHERE id = ?`, batchID).Scan(&state)
-		if err == sql.ErrNoRows || (err == nil && state != string(quarantine.ReplayRunning)) {
+		if noRows(err) || (err == nil && state != string(quarantine.ReplayRunning)) {
 			return nil
 		}
 		if err != nil {

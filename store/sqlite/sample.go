@@ -147,11 +147,10 @@ func (r sampleReader) sideArc(key string, wrapped bool, off int64, k int) (strin
 // ranked, or its insert entry is still queued), so each message is read
 // once, and the queue's narrow rows alone give the arc of an unfiltered
 // set; a filter looks the entries' messages up by id, in rank order, for
-// a prefix of the entries first (80 ms for a filter of one message in ten
-// with 100,000 waiting, against 0.14 s looking up every entry's message
-// and 0.21 s reading every queued message for its rank; 0.03 s
-// unfiltered, against 0.31). The queue has no index of ranks: one cost
-// ingest a fifth of its rate.
+// a prefix of the entries first, which is cheaper than looking up every
+// entry's message or reading every queued message for its rank
+// (docs/benchmarks.md). The queue has no index of ranks: one cost ingest
+// a fifth of its rate.
 func (r sampleReader) pendingArc(key string, wrapped bool, off int64, k int) (string, []any) {
 	w, fargs := where(r.f, false)
 	if key != "" {

@@ -218,10 +218,9 @@ func (s *Store) SearchLag(ctx context.Context) (time.Duration, error) {
 	var at sql.NullInt64
 	err := s.read(ctx, "measure the search lag", func(tx *sql.Tx) error {
 		// The first queued, by its key: a probe however long the queue
-		// (min(queued_at) scanned it: 80 ms a scrape with a million
-		// waiting).
+		// (min(queued_at) scans it).
 		err := tx.QueryRowContext(ctx, `SELECT queued_at FROM search_pending ORDER BY seq LIMIT 1`).Scan(&at)
-		if err == sql.ErrNoRows {
+		if noRows(err) {
 			return nil
 		}
 		return err

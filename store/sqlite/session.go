@@ -90,7 +90,7 @@ func (s *Store) UseSession(ctx context.Context, idHash string, idle time.Duratio
 			return err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return orNotFound(sql.ErrNoRows, notfound.Session()) // ended meanwhile (a logout)
+			return notfound.Session() // ended meanwhile (a logout)
 		}
 		return nil
 	})

@@ -45,11 +45,8 @@ func WithClock(now func() time.Time) Option {
 // page cache is 64 MiB (SQLite's default is 2 MB): a collector's batch
 // of 500 messages of 1 KiB dirties more pages than 2 MB hold, and SQLite
 // then spilled pages to the WAL in the middle of the transaction and read
-// them back with read calls. The built binary draining RabbitMQ
-// (BenchmarkBinaryVsBareDrain, 3 rounds, the same run) used 279 -> 265 µs
-// of CPU per 1 KiB envelope and 298 -> 283 per native dead letter (a
-// WAL checkpoint every 8192 pages instead of 1000 on top of it measured
-// 253 and 299: not kept).
+// them back with read calls (docs/benchmarks.md, Memory and SQLite
+// tuning).
 const writePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
 	"&_pragma=foreign_keys(1)&_pragma=cache_size(-65536)&_txlock=immediate" +
 	"&_pragma=wal_autocheckpoint(" + backstop + ")"
@@ -57,9 +54,8 @@ const writePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_prag
 // readPragmas are set on the read connections. They read the database
 // file through a memory map (up to 1 GiB; the rest, and the WAL, through
 // read calls): the rows of a sample lie on random pages, and reading each
-// with a system call into the 2 MB page cache took 113 read calls per
-// sample of 100 (11 with the map) and a fifth to a third of its time
-// (BenchmarkOperations at 100k rows).
+// with a system call into the 2 MB page cache took a large share of a
+// sample's time (docs/benchmarks.md).
 const readPragmas = "_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)&_pragma=query_only(1)&_pragma=mmap_size(1073741824)"
 
 // Open opens (creating it and its parent directories when missing) the

@@ -15,8 +15,8 @@ const maxReadStmts = 128
 // readStmts keeps prepared statements on the read connections, by SQL
 // text. database/sql prepares one on each connection that runs it, once.
 // Preparing the arc of a sample (two halves over messages, whose planner
-// weighs its dozen indexes) took 0.1 to 0.7 ms of a sample of 100 (about
-// 3 ms) at 100,000 messages.
+// weighs its dozen indexes) is a good part of a sample's time
+// (docs/benchmarks.md).
 type readStmts struct {
 	mu sync.Mutex
 	m  map[string]*sql.Stmt

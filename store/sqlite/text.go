@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"strconv"
 	"strings"
 
@@ -28,9 +27,8 @@ import (
 const textWindow = 2000
 
 // textFirstWindow is the size of the first window: small, so that a rare
-// term, which the index answers, does not pay for many tests first (the
-// first window was textWindow: a rare term's search at 100,000 messages
-// spent about half of its 20 ms testing it), as on PostgreSQL.
+// term, which the index answers, does not pay for many tests first, as
+// on PostgreSQL (docs/benchmarks.md).
 const textFirstWindow = 512
 
 // textWindowsMore is how many more windows listText tests, at most, when
@@ -135,7 +133,7 @@ func windowEdge(ctx context.Context, tx *sql.Tx, g quarantine.Filter, size int) 
 	var at int64
 	err := tx.QueryRowContext(ctx, `SELECT m.failed_at, m.id FROM messages m`+w+
 		` ORDER BY m.failed_at DESC, m.id DESC LIMIT 1 OFFSET `+strconv.Itoa(size-1), args...).Scan(&at, &c.ID)
-	if errors.Is(err, sql.ErrNoRows) {
+	if noRows(err) {
 		return c, false, nil
 	}
 	c.FailedAt = fromMicros(at)

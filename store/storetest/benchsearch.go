@@ -139,19 +139,13 @@ func BenchSearchIndexer(b *testing.B, s Indexer, total int) {
 	b.ReportMetric(float64(indexed)/took.Seconds(), "index-msgs/s")
 }
 
-// Lagger is a store whose background search indexer reports its lag.
-type Lagger interface {
-	store.Store
-	SearchLag(ctx context.Context) (time.Duration, error)
-}
-
 // BenchSearchLag measures the search index's lag under a steady ingest,
 // as a collector at a moderate rate drives the store: batches of 100
 // messages with distinct 1 KiB payloads at rate messages a second for
 // the given duration, the lag read after each batch. It reports the
 // largest lag seen (lag-max-s) and the lag at the end (lag-end-s). s
 // must run its background indexer.
-func BenchSearchLag(b *testing.B, s Lagger, rate int, d time.Duration) {
+func BenchSearchLag(b *testing.B, s store.Store, rate int, d time.Duration) {
 	ctx := b.Context()
 	const per = 100
 	run := quarantine.NewID(time.Now())

@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -9,22 +8,11 @@ import (
 	"github.com/quarantine-dev/quarantine"
 )
 
-// MessageReplays is the store query of a message's replay history: the
-// web UI's message timeline declares it where it uses it, and both stores
-// implement it.
-type MessageReplays interface {
-	MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error)
-}
-
 // testMessageReplays: a message's items of every batch that held it,
 // oldest batch first, the latest limit ones, with each outcome and the
 // re-failure link; other messages' items are not among them.
 func testMessageReplays(t *testing.T, h Harness) {
 	s, _ := openClock(t, h)
-	mr, ok := s.(MessageReplays)
-	if !ok {
-		t.Fatalf("%T does not implement MessageReplayItems", s)
-	}
 	ctx := t.Context()
 	m := newMsg(withIdem("k-timeline"))
 	other := newMsg(withIdem("k-other"))
@@ -52,7 +40,7 @@ func testMessageReplays(t *testing.T, h Harness) {
 	b2 := createReplay(t, s, replayReq(m.ID), nil)
 	createReplay(t, s, replayReq(other.ID), nil)
 
-	got, err := mr.MessageReplayItems(ctx, m.ID, 10)
+	got, err := s.MessageReplayItems(ctx, m.ID, 10)
 	wantOK(t, err, "MessageReplayItems")
 	var batches []string
 	for _, it := range got {
@@ -80,21 +68,21 @@ func testMessageReplays(t *testing.T, h Harness) {
 	}
 
 	// The limit keeps the latest batches.
-	last, err := mr.MessageReplayItems(ctx, m.ID, 1)
+	last, err := s.MessageReplayItems(ctx, m.ID, 1)
 	wantOK(t, err, "MessageReplayItems")
 	if len(last) != 1 || last[0].BatchID != want[1] {
 		t.Fatalf("limit 1: %+v, want the item of %s", last, want[1])
 	}
 	// None for a message never replayed, an unknown id or a malformed one.
 	for _, id := range []string{never.ID, quarantine.NewID(baseTime), "'; DROP TABLE replay_items; --"} {
-		none, err := mr.MessageReplayItems(ctx, id, 10)
+		none, err := s.MessageReplayItems(ctx, id, 10)
 		wantOK(t, err, "MessageReplayItems")
 		if none == nil || len(none) != 0 {
 			t.Fatalf("%q: %+v, want an empty list", id, none)
 		}
 	}
 	for _, n := range []int{0, -1, quarantine.MaxLimit + 1} {
-		_, err := mr.MessageReplayItems(ctx, m.ID, n)
+		_, err := s.MessageReplayItems(ctx, m.ID, n)
 		wantCode(t, err, quarantine.EINVALID)
 	}
 }

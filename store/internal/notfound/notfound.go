@@ -34,6 +34,21 @@ func AlarmNotification(id int64) *quarantine.Error {
 	return errorf("no alarm notification %d", id)
 }
 
+// Row: a record the store read without saying which (translate's answer
+// to "no rows" that no caller named).
+func Row() *quarantine.Error { return errorf("not found") }
+
+// If returns a copy of nf wrapping err when missing (the store's driver
+// said "no rows" for err), and err unchanged otherwise (nil included).
+func If(missing bool, err error, nf *quarantine.Error) error {
+	if !missing {
+		return err
+	}
+	e := *nf
+	e.Err = err
+	return &e
+}
+
 func errorf(format string, args ...any) *quarantine.Error {
 	return quarantine.Errorf(quarantine.ENOTFOUND, format, args...)
 }

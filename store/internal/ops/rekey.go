@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -43,17 +44,21 @@ func ReadKeyRow(rows Rows) (row KeyRow, err error) {
 }
 
 // RekeyTx is what the re-key flow needs of a store's transaction.
-type RekeyTx struct {
-	Get   func(id string) (KeyRow, error)
-	Set   func(id, key, rule string, flags []string) error
-	Audit func(events []*quarantine.AuditEvent) error
+type RekeyTx interface {
+	// KeyRow reads (and on PostgreSQL locks) the key, key rule and flags
+	// of message id; Found false when there is none.
+	KeyRow(ctx context.Context, id string) (KeyRow, error)
+	// SetKey sets them, with updated_at from the store's clock.
+	SetKey(ctx context.Context, id, key, rule string, flags []string) error
+	// AppendAudits appends events to the audit log.
+	AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error
 }
 
 // Rekey applies the changes of r whose message still has the old key and
 // rule: key, rule and flags (missing_idempotency_key dropped) are set and
 // one message.rekey event per message is appended. It returns the ids
 // changed; the others are stale.
-func Rekey(r quarantine.Rekey, tx RekeyTx) ([]string, error) {
+func Rekey(ctx context.Context, r quarantine.Rekey, tx RekeyTx) ([]string, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -62,7 +67,7 @@ func Rekey(r quarantine.Rekey, tx RekeyTx) ([]string, error) {
 	var done []string
 	var events []*quarantine.AuditEvent
 	for _, c := range changes {
-		row, err := tx.Get(c.ID)
+		row, err := tx.KeyRow(ctx, c.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -70,7 +75,7 @@ func Rekey(r quarantine.Rekey, tx RekeyTx) ([]string, error) {
 			continue
 		}
 		flags := slices.DeleteFunc(slices.Clone(row.Flags), func(f string) bool { return f == quarantine.FlagMissingIdempotencyKey })
-		if err := tx.Set(c.ID, quarantine.SanitizeText(c.NewKey), quarantine.SanitizeText(c.NewRule), flags); err != nil {
+		if err := tx.SetKey(ctx, c.ID, quarantine.SanitizeText(c.NewKey), quarantine.SanitizeText(c.NewRule), flags); err != nil {
 			return nil, err
 		}
 		ev := quarantine.NewAuditEvent(r.Actor, quarantine.ActionRekey, c.ID, map[string]string{
@@ -79,7 +84,7 @@ func Rekey(r quarantine.Rekey, tx RekeyTx) ([]string, error) {
 		done = append(done, c.ID)
 	}
 	if len(events) > 0 {
-		if err := tx.Audit(events); err != nil {
+		if err := tx.AppendAudits(ctx, events); err != nil {
 			return nil, err
 		}
 	}

@@ -20,17 +20,8 @@ import (
 // Under a saturating ingest the index therefore gets one BusyBatch every
 // 1 to 1.5 s and falls behind (the lag metric says by how much) instead
 // of slowing ingest down, and catches up once ingest calms; under a
-// steady ingest that leaves the writer idle between inserts it keeps up.
-// Measured on 2 cores: BenchmarkSearchLag (1,000 messages a second in
-// batches of 100 for 20 s) ends with a lag of 0.2 to 0.7 s on SQLite (at
-// most 0.5 to 1.0 s; three runs) and 0.5 s on PostgreSQL (at most 1.3 s; its store
-// runs two workers: one, slower than that rate, ended at 9.2 s),
-// against 16.2 s on both when the indexer deferred to any insert within
-// Busy. BenchmarkInsert100k (20,000 inserts, SQLite,
-// two interleaved rounds) stored 1,634 / 1,700 msg/s at batches of 1
-// against 1,764 / 1,838, and 11,382 / 12,484 at batches of 100 against
-// 10,617 / 10,479; the binary's drain of RabbitMQ (BinaryVsBareDrain,
-// three rounds) was within the noise on both stores.
+// steady ingest that leaves the writer idle between inserts it keeps up
+// (BenchmarkSearchLag, BenchmarkInsert100k: docs/benchmarks.md).
 const (
 	Busy      = 250 * time.Millisecond
 	MaxDefer  = 1 * time.Second

@@ -1,10 +1,10 @@
-package api_test
+package rules_test
 
 import (
 	"testing"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/api"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 func TestErrorStatus(t *testing.T) {
@@ -15,7 +15,7 @@ func TestErrorStatus(t *testing.T) {
 		quarantine.EINTERNAL: 500, quarantine.EUNAVAILABLE: 503, "nonsense": 500,
 	}
 	for code, want := range cases {
-		if got := api.ErrorStatus(code); got != want {
+		if got := rules.ErrorStatus(code); got != want {
 			t.Errorf("%s: %d, want %d", code, got, want)
 		}
 	}

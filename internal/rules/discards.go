@@ -1,4 +1,4 @@
-package api
+package rules
 
 import (
 	"context"
@@ -206,7 +206,7 @@ type DiscardAnswer struct {
 func (d *Discards) Discard(ctx context.Context, t *quarantine.Token, disc quarantine.Discard, method, path string) (ans DiscardAnswer, async bool, err error) {
 	if disc.Filter != nil {
 		f := *disc.Filter
-		if disc.Filter = &f; !scope(t, &f) {
+		if disc.Filter = &f; !Scope(t, &f) {
 			disc.Filter = nil // only other teams' owners were asked for: nothing matches
 		}
 	}
@@ -217,7 +217,7 @@ func (d *Discards) Discard(ctx context.Context, t *quarantine.Token, disc quaran
 	disc.Actor = t.Actor()
 	op, err := d.st.StartDiscard(ctx, disc, d.cfg.ConfirmAbove)
 	if err != nil {
-		return ans, false, inBody(err, "")
+		return ans, false, InBody(err, "")
 	}
 	ans.BulkResult = quarantine.BulkResult{Matched: int(op.Matched), Changed: []string{}, Skipped: []quarantine.BulkSkipped{}}
 	if op.Matched > int64(d.cfg.SyncMax) {

@@ -1,4 +1,4 @@
-package api
+package rules
 
 import (
 	"errors"
@@ -40,7 +40,7 @@ func (er EditRules) Check(m *quarantine.Message, e quarantine.PayloadEdit) error
 	if key, fromPayload := er.Preparer.PayloadKey(m.Queue, e.Payload); fromPayload && key != m.IdempotencyKey {
 		if old, _ := er.Preparer.PayloadKey(m.Queue, m.Payload); key != old {
 			return quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "/payload",
-				"the edit would change the idempotency key from %q to %q: keep the key's field as it is", clip(m.IdempotencyKey), clip(key))
+				"the edit would change the idempotency key from %q to %q: keep the key's field as it is", quarantine.Clip(m.IdempotencyKey), quarantine.Clip(key))
 		}
 	}
 	sch, ok := er.Schemas[m.JobName]
@@ -53,7 +53,7 @@ func (er EditRules) Check(m *quarantine.Message, e quarantine.PayloadEdit) error
 	}
 	return &violationsError{
 		err: quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "/payload",
-			"the payload violates the JSON Schema of job %q in %d place(s): see violations", clip(m.JobName), len(violations)),
+			"the payload violates the JSON Schema of job %q in %d place(s): see violations", quarantine.Clip(m.JobName), len(violations)),
 		violations: violations,
 	}
 }

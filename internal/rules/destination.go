@@ -1,4 +1,4 @@
-package api
+package rules
 
 import (
 	"github.com/quarantine-dev/quarantine"
@@ -46,10 +46,10 @@ func (d ReplayDefaults) DestinationAllowed(t *quarantine.Token, dst quarantine.R
 	owner := quarantine.AssignOwner(d.Owners, dst.Queue)
 	if owner == "" {
 		return quarantine.FieldErrorf(quarantine.EFORBIDDEN, "/destination",
-			"queue %q belongs to no team (no owners: rule matches it): only an admin without owners may replay to it", clip(dst.Queue))
+			"queue %q belongs to no team (no owners: rule matches it): only an admin without owners may replay to it", quarantine.Clip(dst.Queue))
 	}
 	return quarantine.FieldErrorf(quarantine.EFORBIDDEN, "/destination",
-		"queue %q belongs to team %q, which this token may not act for", clip(dst.Queue), clip(owner))
+		"queue %q belongs to team %q, which this token may not act for", quarantine.Clip(dst.Queue), quarantine.Clip(owner))
 }
 
 // DestinationDenied returns the details of the access.denied event of a
@@ -58,7 +58,7 @@ func (d ReplayDefaults) DestinationAllowed(t *quarantine.Token, dst quarantine.R
 func (d ReplayDefaults) DestinationDenied(dst quarantine.ReplayDestination) map[string]any {
 	return map[string]any{
 		"reason":      "the destination queue is outside the token's owners",
-		"destination": map[string]any{"queue": clip(dst.Queue), "collector": clip(dst.Collector)},
+		"destination": map[string]any{"queue": quarantine.Clip(dst.Queue), "collector": quarantine.Clip(dst.Collector)},
 		"owner":       quarantine.AssignOwner(d.Owners, dst.Queue),
 	}
 }
