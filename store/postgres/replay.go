@@ -46,6 +46,8 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 // pinner gives replays.Pin a snapshot and write transactions.
 type pinner struct{ s *Store }
 
+func (pinner) HoldsWriter() bool { return false }
+
 func (p pinner) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	return p.s.inTxOpts(ctx, opts, "select a replay's messages", func(tx pgx.Tx) error {

@@ -49,6 +49,8 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 // pinner gives replays.Pin a snapshot and write transactions.
 type pinner struct{ s *Store }
 
+func (pinner) HoldsWriter() bool { return true }
+
 // Snapshot reads on a read connection whose memory map is turned off
 // while it runs: a pin reads much of the messages table, and every page
 // of it mapped would stay resident in the process (a gigabyte at a

@@ -64,6 +64,12 @@ type Selector interface {
 type Pinner interface {
 	Snapshot(ctx context.Context, fn func(Selector) error) error
 	Write(ctx context.Context, what string, fn func(Tx) error) error
+	// HoldsWriter reports whether a write transaction holds the store's
+	// one writer (SQLite): a pin then keeps each of its transactions
+	// short (nextPinStep); else (PostgreSQL, where other writers do not
+	// wait for it) it writes PinChunk items per transaction, each commit
+	// a flush of the log fewer.
+	HoldsWriter() bool
 }
 
 // PinStale is how long a pinning batch may go without a chunk written
@@ -320,6 +326,9 @@ func writeChunks(ctx context.Context, p Pinner, b *quarantine.ReplayBatch, n int
 			return quarantine.Errorf(quarantine.EINTERNAL, "the snapshot of a pin read more than the %d messages it counted", n)
 		}
 		for len(items) > 0 {
+			if !p.HoldsWriter() {
+				step = len(items)
+			}
 			part := items[:min(step, len(items))]
 			items = items[len(part):]
 			var t0 time.Time
