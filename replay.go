@@ -67,7 +67,7 @@ var replayTransitions = map[string]struct {
 	ReplayActStart:    {[]ReplayState{ReplayDraft, ReplayScheduled}, ReplayRunning, ActionReplayStart},
 	ReplayActPause:    {[]ReplayState{ReplayRunning}, ReplayPaused, ActionReplayPause},
 	ReplayActResume:   {[]ReplayState{ReplayPaused, ReplayHalted}, ReplayRunning, ActionReplayResume},
-	ReplayActCancel:   {[]ReplayState{ReplayDraft, ReplayScheduled, ReplayRunning, ReplayPaused, ReplayHalted}, ReplayCancelled, ActionReplayCancel},
+	ReplayActCancel:   {[]ReplayState{ReplayPinning, ReplayDraft, ReplayScheduled, ReplayRunning, ReplayPaused, ReplayHalted}, ReplayCancelled, ActionReplayCancel},
 	ReplayActHalt:     {[]ReplayState{ReplayRunning}, ReplayHalted, ActionReplayHalt},
 	ReplayActComplete: {[]ReplayState{ReplayRunning}, ReplayCompleted, ActionReplayDone},
 	ReplayActExpire:   {[]ReplayState{ReplayDraft}, ReplayExpired, ActionReplayExpire},

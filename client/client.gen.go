@@ -1030,7 +1030,7 @@ type ReplayBatch struct {
 
 	// State pinning (a large selection is being written, chunk by chunk:
 	// `total` of `pin_total` so far; it becomes draft, scheduled or running when
-	// every chunk is written, and nothing can act on it before), draft
+	// every chunk is written, and only a cancel can act on it before), draft
 	// (previewed, nothing published; expires), scheduled (pinned,
 	// nothing published; an engine starts it at start_at), running, paused (by
 	// an operator or the breaker), halted (the canary failed: one of its
@@ -1211,7 +1211,7 @@ type ReplayStart struct {
 
 // ReplayState pinning (a large selection is being written, chunk by chunk:
 // `total` of `pin_total` so far; it becomes draft, scheduled or running when
-// every chunk is written, and nothing can act on it before), draft
+// every chunk is written, and only a cancel can act on it before), draft
 // (previewed, nothing published; expires), scheduled (pinned,
 // nothing published; an engine starts it at start_at), running, paused (by
 // an operator or the breaker), halted (the canary failed: one of its
@@ -2285,7 +2285,8 @@ type ClientInterface interface {
 	// every chunk is written it becomes `draft` (dry run) or `running`,
 	// audited then. A pin that fails, or whose server stops, leaves no
 	// batch (a `pinning` batch nothing writes to for a minute is
-	// removed). See docs/replays-at-scale.md.
+	// removed). A `pinning` batch can be cancelled: the pin stops at its
+	// next chunk. See docs/replays-at-scale.md.
 	//
 	// Absent members take the configured defaults (`replay:` in the
 	// configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -2352,7 +2353,8 @@ type ClientInterface interface {
 	// every chunk is written it becomes `draft` (dry run) or `running`,
 	// audited then. A pin that fails, or whose server stops, leaves no
 	// batch (a `pinning` batch nothing writes to for a minute is
-	// removed). See docs/replays-at-scale.md.
+	// removed). A `pinning` batch can be cancelled: the pin stops at its
+	// next chunk. See docs/replays-at-scale.md.
 	//
 	// Absent members take the configured defaults (`replay:` in the
 	// configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -2406,6 +2408,8 @@ type ClientInterface interface {
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
 	// token may not see is 404). A reason is required (422). A state
 	// that does not allow it is 409. The batch becomes `cancelled` (`replay.cancel`); the messages of its pending items are `quarantined` again.
+	// A `pinning` batch can be cancelled: its pin stops before its next
+	// chunk, and the batch keeps the items written so far, all skipped.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2418,6 +2422,8 @@ type ClientInterface interface {
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
 	// token may not see is 404). A reason is required (422). A state
 	// that does not allow it is 409. The batch becomes `cancelled` (`replay.cancel`); the messages of its pending items are `quarantined` again.
+	// A `pinning` batch can be cancelled: its pin stops before its next
+	// chunk, and the batch keeps the items written so far, all skipped.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3267,7 +3273,8 @@ func (c *Client) ListReplays(ctx context.Context, params *ListReplaysParams, req
 // every chunk is written it becomes `draft` (dry run) or `running`,
 // audited then. A pin that fails, or whose server stops, leaves no
 // batch (a `pinning` batch nothing writes to for a minute is
-// removed). See docs/replays-at-scale.md.
+// removed). A `pinning` batch can be cancelled: the pin stops at its
+// next chunk. See docs/replays-at-scale.md.
 //
 // Absent members take the configured defaults (`replay:` in the
 // configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -3344,7 +3351,8 @@ func (c *Client) CreateReplayWithBody(ctx context.Context, contentType string, b
 // every chunk is written it becomes `draft` (dry run) or `running`,
 // audited then. A pin that fails, or whose server stops, leaves no
 // batch (a `pinning` batch nothing writes to for a minute is
-// removed). See docs/replays-at-scale.md.
+// removed). A `pinning` batch can be cancelled: the pin stops at its
+// next chunk. See docs/replays-at-scale.md.
 //
 // Absent members take the configured defaults (`replay:` in the
 // configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -3418,6 +3426,8 @@ func (c *Client) GetReplay(ctx context.Context, id ReplayID, reqEditors ...Reque
 // messages (403 otherwise, recorded as `access.denied`; a batch the
 // token may not see is 404). A reason is required (422). A state
 // that does not allow it is 409. The batch becomes `cancelled` (`replay.cancel`); the messages of its pending items are `quarantined` again.
+// A `pinning` batch can be cancelled: its pin stops before its next
+// chunk, and the batch keeps the items written so far, all skipped.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3440,6 +3450,8 @@ func (c *Client) CancelReplayWithBody(ctx context.Context, id ReplayID, contentT
 // messages (403 otherwise, recorded as `access.denied`; a batch the
 // token may not see is 404). A reason is required (422). A state
 // that does not allow it is 409. The batch becomes `cancelled` (`replay.cancel`); the messages of its pending items are `quarantined` again.
+// A `pinning` batch can be cancelled: its pin stops before its next
+// chunk, and the batch keeps the items written so far, all skipped.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6357,7 +6369,8 @@ type ClientWithResponsesInterface interface {
 	// every chunk is written it becomes `draft` (dry run) or `running`,
 	// audited then. A pin that fails, or whose server stops, leaves no
 	// batch (a `pinning` batch nothing writes to for a minute is
-	// removed). See docs/replays-at-scale.md.
+	// removed). A `pinning` batch can be cancelled: the pin stops at its
+	// next chunk. See docs/replays-at-scale.md.
 	//
 	// Absent members take the configured defaults (`replay:` in the
 	// configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -6424,7 +6437,8 @@ type ClientWithResponsesInterface interface {
 	// every chunk is written it becomes `draft` (dry run) or `running`,
 	// audited then. A pin that fails, or whose server stops, leaves no
 	// batch (a `pinning` batch nothing writes to for a minute is
-	// removed). See docs/replays-at-scale.md.
+	// removed). A `pinning` batch can be cancelled: the pin stops at its
+	// next chunk. See docs/replays-at-scale.md.
 	//
 	// Absent members take the configured defaults (`replay:` in the
 	// configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -6480,6 +6494,8 @@ type ClientWithResponsesInterface interface {
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
 	// token may not see is 404). A reason is required (422). A state
 	// that does not allow it is 409. The batch becomes `cancelled` (`replay.cancel`); the messages of its pending items are `quarantined` again.
+	// A `pinning` batch can be cancelled: its pin stops before its next
+	// chunk, and the batch keeps the items written so far, all skipped.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6492,6 +6508,8 @@ type ClientWithResponsesInterface interface {
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
 	// token may not see is 404). A reason is required (422). A state
 	// that does not allow it is 409. The batch becomes `cancelled` (`replay.cancel`); the messages of its pending items are `quarantined` again.
+	// A `pinning` batch can be cancelled: its pin stops before its next
+	// chunk, and the batch keeps the items written so far, all skipped.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11951,7 +11969,8 @@ func (c *ClientWithResponses) ListReplaysWithResponse(ctx context.Context, param
 // every chunk is written it becomes `draft` (dry run) or `running`,
 // audited then. A pin that fails, or whose server stops, leaves no
 // batch (a `pinning` batch nothing writes to for a minute is
-// removed). See docs/replays-at-scale.md.
+// removed). A `pinning` batch can be cancelled: the pin stops at its
+// next chunk. See docs/replays-at-scale.md.
 //
 // Absent members take the configured defaults (`replay:` in the
 // configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -12024,7 +12043,8 @@ func (c *ClientWithResponses) CreateReplayWithBodyWithResponse(ctx context.Conte
 // every chunk is written it becomes `draft` (dry run) or `running`,
 // audited then. A pin that fails, or whose server stops, leaves no
 // batch (a `pinning` batch nothing writes to for a minute is
-// removed). See docs/replays-at-scale.md.
+// removed). A `pinning` batch can be cancelled: the pin stops at its
+// next chunk. See docs/replays-at-scale.md.
 //
 // Absent members take the configured defaults (`replay:` in the
 // configuration): `rate`, `canary`, `observe`, `halt_refail_ratio`.
@@ -12092,6 +12112,8 @@ func (c *ClientWithResponses) GetReplayWithResponse(ctx context.Context, id Repl
 // messages (403 otherwise, recorded as `access.denied`; a batch the
 // token may not see is 404). A reason is required (422). A state
 // that does not allow it is 409. The batch becomes `cancelled` (`replay.cancel`); the messages of its pending items are `quarantined` again.
+// A `pinning` batch can be cancelled: its pin stops before its next
+// chunk, and the batch keeps the items written so far, all skipped.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12110,6 +12132,8 @@ func (c *ClientWithResponses) CancelReplayWithBodyWithResponse(ctx context.Conte
 // messages (403 otherwise, recorded as `access.denied`; a batch the
 // token may not see is 404). A reason is required (422). A state
 // that does not allow it is 409. The batch becomes `cancelled` (`replay.cancel`); the messages of its pending items are `quarantined` again.
+// A `pinning` batch can be cancelled: its pin stops before its next
+// chunk, and the batch keeps the items written so far, all skipped.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -46,6 +46,8 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 // pinner gives replays.Pin a snapshot and write transactions.
 type pinner struct{ s *Store }
 
+func (pinner) HoldsWriter() bool { return false }
+
 func (p pinner) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
 	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
 	return p.s.inTxOpts(ctx, opts, "select a replay's messages", func(tx pgx.Tx) error {
@@ -88,16 +90,20 @@ func (q selector) CountFilter(ctx context.Context, f quarantine.Filter) (int, er
 	return int(n), err
 }
 
-func (q selector) FilterChunk(ctx context.Context, f quarantine.Filter, after string, limit int) ([]quarantine.ReplayCandidate, error) {
+// EachFilter reads the messages f matches in id order by one statement,
+// streamed, calling fn with each.
+func (q selector) EachFilter(ctx context.Context, f quarantine.Filter, fn func(quarantine.ReplayCandidate) error) error {
 	w := filterWhere(&f)
-	if after != "" {
-		w.conds = append(w.conds, "m.id > "+w.arg(after))
-	}
-	rows, err := q.tx.Query(ctx, candidateColumns+w.sql()+" ORDER BY m.id LIMIT "+w.arg(limit), w.args...)
+	rows, err := q.tx.Query(ctx, candidateColumns+w.sql()+" ORDER BY m.id", w.args...)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return scanCandidates(rows)
+	var c quarantine.ReplayCandidate
+	c.Found = true
+	_, err = pgx.ForEachRow(rows, []any{&c.ID, &c.Status, &c.Queue, &c.Owner, &c.IdempotencyKey, &c.KeyRule, &c.ReplayCount}, func() error {
+		return fn(c)
+	})
+	return err
 }
 
 func insertReplayBatch(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch) error {
@@ -114,23 +120,38 @@ func insertReplayBatch(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch
 	return err
 }
 
-// insertItems writes one chunk of a batch's items (their counts follow,
-// by the trigger of migration 0009).
+// itemCopyColumns are the columns insertItems copies.
+var itemCopyColumns = []string{"batch_id", "seq", "message_id", "queue", "outcome", "reason", "idempotency_key", "updated_at"}
+
+// insertItems writes one chunk of a batch's items by COPY (their counts
+// follow, by the statement trigger of migration 0009, which COPY fires
+// once as an INSERT does).
 func insertItems(ctx context.Context, tx pgx.Tx, batchID string, items []quarantine.ReplayItem) error {
 	if len(items) == 0 {
 		return nil
 	}
-	seqs := make([]int32, len(items))
-	ids, queues, outcomes, reasons, keys := mk(len(items)), mk(len(items)), mk(len(items)), mk(len(items)), mk(len(items))
-	for j, it := range items {
-		seqs[j], ids[j], queues[j], outcomes[j], reasons[j], keys[j] = int32(it.Seq), it.MessageID, it.Queue, string(it.Outcome), it.Reason, it.IdempotencyKey
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO replay_items (batch_id, seq, message_id, queue, outcome, reason,
-		idempotency_key, updated_at)
-		SELECT $1, u.seq, u.id, u.queue, u.outcome, u.reason, u.key, $8
-		FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS u(seq, id, queue, outcome, reason, key)`,
-		batchID, seqs, ids, queues, outcomes, reasons, keys, items[0].UpdatedAt)
+	row := make([]any, len(itemCopyColumns))
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"replay_items"}, itemCopyColumns, pgx.CopyFromFunc(func() ([]any, error) {
+		if len(items) == 0 {
+			return nil, nil
+		}
+		it := items[0]
+		items = items[1:]
+		row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7] = batchID, int32(it.Seq), it.MessageID, it.Queue, string(it.Outcome), it.Reason, it.IdempotencyKey, it.UpdatedAt
+		return row, nil
+	}))
 	return err
+}
+
+// savePin writes a pinning batch's total and update time, locking its
+// row, and reports false when it is no longer pinning.
+func savePin(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch) (bool, error) {
+	tag, err := tx.Exec(ctx, `UPDATE replay_batches SET total = $2, updated_at = $3 WHERE id = $1 AND state = 'pinning'`,
+		b.ID, b.Total, b.UpdatedAt)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // deleteBatch removes a batch still pinning, its items and counts.

@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,8 +49,41 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 // pinner gives replays.Pin a snapshot and write transactions.
 type pinner struct{ s *Store }
 
+func (pinner) HoldsWriter() bool { return true }
+
+// Snapshot reads on a read connection whose memory map is turned off
+// while it runs: a pin reads much of the messages table, and every page
+// of it mapped would stay resident in the process (a gigabyte at a
+// million messages); read into the connection's page cache instead, the
+// pages are the kernel's cache, not the server's memory.
 func (p pinner) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
-	return p.s.read(ctx, "select a replay's messages", func(tx *sql.Tx) error { return fn(selector{tx}) })
+	const what = "select a replay's messages"
+	conn, err := p.s.r.Conn(ctx)
+	if err != nil {
+		return translate(err, what)
+	}
+	defer conn.Close()
+	var mmap int64
+	if err := conn.QueryRowContext(ctx, "PRAGMA mmap_size").Scan(&mmap); err != nil {
+		return translate(err, what)
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA mmap_size = 0"); err != nil {
+		return translate(err, what)
+	}
+	defer func() {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA mmap_size = "+strconv.FormatInt(mmap, 10)); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // not back to the pool as it is
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return translate(err, what)
+	}
+	defer tx.Rollback()
+	if err := fn(selector{tx}); err != nil {
+		return translate(err, what)
+	}
+	return nil
 }
 
 func (p pinner) Write(ctx context.Context, what string, fn func(replays.Tx) error) error {
@@ -89,17 +124,28 @@ func (q selector) CountFilter(ctx context.Context, f quarantine.Filter) (int, er
 	return n, err
 }
 
-func (q selector) FilterChunk(ctx context.Context, f quarantine.Filter, after string, limit int) ([]quarantine.ReplayCandidate, error) {
+// EachFilter reads the messages f matches in id order by one statement
+// (the id's index), calling fn with each.
+func (q selector) EachFilter(ctx context.Context, f quarantine.Filter, fn func(quarantine.ReplayCandidate) error) error {
 	w, args := where(f, false)
-	if after != "" {
-		if w == "" {
-			w = " WHERE m.id > ?"
-		} else {
-			w += " AND m.id > ?"
-		}
-		args = append(args, after)
+	rows, err := q.tx.QueryContext(ctx, candidateColumns+w+" ORDER BY m.id", args...)
+	if err != nil {
+		return err
 	}
-	return scanCandidates(q.tx.QueryContext(ctx, candidateColumns+w+" ORDER BY m.id LIMIT ?", append(args, limit)...))
+	defer rows.Close()
+	var c quarantine.ReplayCandidate
+	var st string
+	c.Found = true
+	for rows.Next() {
+		if err := rows.Scan(&c.ID, &st, &c.Queue, &c.Owner, &c.IdempotencyKey, &c.KeyRule, &c.ReplayCount); err != nil {
+			return err
+		}
+		c.Status = quarantine.Status(st)
+		if err := fn(c); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 func insertReplayBatch(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch) error {
@@ -115,29 +161,62 @@ func insertReplayBatch(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatc
 	return err
 }
 
+// itemRowsPerInsert is how many items one INSERT of insertItems
+// writes: 8 parameters each, under SQLite's bound of 32,766.
+const itemRowsPerInsert = 500
+
+// insertItemsSQL is the INSERT of rows items, each of the 8 parameters
+// of itemArgs. Anonymous parameters only: the driver looks up the name
+// of every parameter it binds, a scan of the numbered ones each.
+func insertItemsSQL(rows int) string {
+	return `INSERT INTO replay_items (batch_id, seq, message_id, queue, outcome, reason, idempotency_key, updated_at) VALUES ` +
+		strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?), ", rows-1) + "(?, ?, ?, ?, ?, ?, ?, ?)"
+}
+
+var (
+	insertItemsFull = insertItemsSQL(itemRowsPerInsert)
+	insertItemsOne  = insertItemsSQL(1)
+)
+
 // insertItems writes one chunk of a batch's items and adds them to its
-// counts (migration 0011 keeps them).
+// counts (migration 0011 keeps them). The items are bound as parameters
+// of multi-row INSERTs, each prepared once per call (parsing a statement
+// of 500 rows took as long as binding them).
 func insertItems(ctx context.Context, tx *sql.Tx, batchID string, items []quarantine.ReplayItem) error {
 	if len(items) == 0 {
 		return nil
 	}
-	// One statement for every item: rows of [seq, message, queue, outcome,
-	// reason, key, updated_at], parsed once (JSONB), not once per field.
-	rows := make([][]any, len(items))
 	counts := map[string]int{}
-	for i, it := range items {
-		rows[i] = []any{it.Seq, it.MessageID, it.Queue, string(it.Outcome), it.Reason, it.IdempotencyKey, micros(it.UpdatedAt)}
-		counts[string(it.Outcome)]++
-	}
-	rj, err := json.Marshal(rows)
-	if err != nil {
-		return err
-	}
-	if _, err = tx.ExecContext(ctx, `INSERT INTO replay_items (batch_id, seq, message_id, queue, outcome,
-		reason, idempotency_key, updated_at)
-		SELECT ?, j.value->>0, j.value->>1, j.value->>2, j.value->>3, j.value->>4, j.value->>5, j.value->>6
-		FROM jsonb_each(jsonb(?)) j`, batchID, string(rj)); err != nil {
-		return err
+	upd := micros(items[0].UpdatedAt)
+	args := make([]any, 0, 8*min(len(items), itemRowsPerInsert))
+	var full, one *sql.Stmt
+	defer func() {
+		for _, st := range []*sql.Stmt{full, one} {
+			if st != nil {
+				st.Close()
+			}
+		}
+	}()
+	for lo := 0; lo < len(items); {
+		st, q, rows := &full, insertItemsFull, itemRowsPerInsert
+		if len(items)-lo < itemRowsPerInsert {
+			st, q, rows = &one, insertItemsOne, 1
+		}
+		if *st == nil {
+			var err error
+			if *st, err = tx.PrepareContext(ctx, q); err != nil {
+				return err
+			}
+		}
+		args = args[:0]
+		for _, it := range items[lo : lo+rows] {
+			args = append(args, batchID, it.Seq, it.MessageID, it.Queue, string(it.Outcome), it.Reason, it.IdempotencyKey, upd)
+			counts[string(it.Outcome)]++
+		}
+		if _, err := (*st).ExecContext(ctx, args...); err != nil {
+			return err
+		}
+		lo += rows
 	}
 	cj, err := json.Marshal(counts)
 	if err != nil {
@@ -147,6 +226,18 @@ func insertItems(ctx context.Context, tx *sql.Tx, batchID string, items []quaran
 		SELECT ?, j.key, j.value FROM json_each(?) j WHERE true
 		ON CONFLICT (batch_id, outcome) DO UPDATE SET n = n + excluded.n`, batchID, string(cj))
 	return err
+}
+
+// savePin writes a pinning batch's total and update time, and reports
+// false when it is no longer pinning.
+func savePin(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch) (bool, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE replay_batches SET total = ?, updated_at = ? WHERE id = ? AND state = 'pinning'`,
+		b.Total, micros(b.UpdatedAt), b.ID)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
 }
 
 // deleteBatch removes a batch still pinning, its items and counts.

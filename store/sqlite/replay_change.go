@@ -58,6 +58,10 @@ func (t replayTx) CheckIncident(ctx context.Context, g *quarantine.IncidentGuard
 	return checkIncident(ctx, t.tx, g, b, force, now)
 }
 
+func (t replayTx) SavePin(ctx context.Context, b *quarantine.ReplayBatch) (bool, error) {
+	return savePin(ctx, t.tx, b)
+}
+
 func (t replayTx) GetBatch(ctx context.Context, id string) (*quarantine.ReplayBatch, error) {
 	return getBatch(ctx, t.tx, id)
 }

@@ -26,7 +26,7 @@ func BenchPin(b *testing.B, s store.Store, rows int) {
 	f := quarantine.Filter{FailedBefore: BurstNow}
 	stop, done := make(chan struct{}), make(chan struct{})
 	var lat []time.Duration
-	var rss int
+	var rss, anon int
 	go func() {
 		defer close(done)
 		for i := 0; ; i++ {
@@ -43,7 +43,7 @@ func BenchPin(b *testing.B, s store.Store, rows int) {
 				return
 			}
 			lat = append(lat, time.Since(t0))
-			rss = max(rss, residentKB())
+			rss, anon = max(rss, residentKB("VmRSS")), max(anon, residentKB("RssAnon"))
 		}
 	}()
 	b.ResetTimer()
@@ -68,17 +68,19 @@ func BenchPin(b *testing.B, s store.Store, rows int) {
 	}
 	b.ReportMetric(float64(len(lat)), "ingests")
 	b.ReportMetric(float64(rss)/1024, "rss-max-MB")
+	b.ReportMetric(float64(anon)/1024, "rss-anon-max-MB")
 }
 
-// residentKB is the process's resident memory (VmRSS), 0 where
-// /proc/self/status cannot be read.
-func residentKB() int {
+// residentKB is the process's resident memory of kind field of
+// /proc/self/status (VmRSS: all of it; RssAnon: the heaps, without the
+// pages of files mapped), 0 where it cannot be read.
+func residentKB(field string) int {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
 			return n
 		}

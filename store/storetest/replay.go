@@ -23,6 +23,7 @@ func testReplay(t *testing.T, h Harness) {
 	t.Run("Cancel", func(t *testing.T) { t.Parallel(); testReplayCancel(t, h) })
 	t.Run("List", func(t *testing.T) { t.Parallel(); testReplayList(t, h) })
 	t.Run("ConfirmAbove", func(t *testing.T) { t.Parallel(); testReplayConfirmAbove(t, h) })
+	t.Run("CancelPinning", func(t *testing.T) { t.Parallel(); testReplayCancelPinning(t, h) })
 }
 
 // testClock is a clock a test moves by hand.

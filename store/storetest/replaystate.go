@@ -8,6 +8,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/ops"
+	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
 // The life of a batch after its creation: expiry, transitions, cancel,
@@ -290,6 +291,72 @@ func testReplayConfirmAbove(t *testing.T, h Harness) {
 	wantOK(t, err, "CountByQueue")
 	if len(counts) != 1 || counts[0].Count != int64(n) {
 		t.Fatalf("quarantined counts %+v, want %d (a pin moves no message)", counts, n)
+	}
+	wantChain(t, s)
+}
+
+// testReplayCancelPinning: a batch can be cancelled while it is pinning.
+// The pin stops at its next chunk (CreateReplay answers ECONFLICT), the
+// batch stays cancelled with the items written before the cancel, every
+// one skipped, its counts consistent with them, and one replay.cancel
+// event from pinning; no replay.create, and no message moved.
+func testReplayCancelPinning(t *testing.T, h Harness) {
+	if raceEnabled {
+		t.Skip("thousands of messages take minutes under the race detector; run without -race")
+	}
+	s := h.Open(t)
+	ctx := t.Context()
+	n := 2*ops.Chunk + 5
+	var msgs []*quarantine.Message
+	for i := range n {
+		msgs = append(msgs, newMsg(withQueue("bulk")))
+		if len(msgs) == 1000 || i == n-1 {
+			insert(t, s, msgs...)
+			msgs = nil
+		}
+	}
+	r := replayReq()
+	r.IDs, r.Filter, r.DryRun = nil, &quarantine.Filter{Queue: []string{"bulk"}}, true
+	var id string
+	r.OnPinning = func(b *quarantine.ReplayBatch) {
+		id = b.ID
+		_, err := s.ChangeReplay(ctx, quarantine.ReplayChange{BatchID: b.ID, Action: quarantine.ReplayActCancel, Actor: "bob", Reason: "wrong filter"})
+		wantOK(t, err, "cancel a pinning batch")
+	}
+	_, err := s.CreateReplay(ctx, r, nil)
+	wantCode(t, err, quarantine.ECONFLICT)
+	if id == "" {
+		t.Fatal("the selection was not pinned in chunks")
+	}
+	got, err := s.GetReplay(ctx, id)
+	wantOK(t, err, "GetReplay")
+	its := itemsPaged(t, s, id, quarantine.MaxLimit)
+	if got.State != quarantine.ReplayCancelled || got.Total != len(its) || got.Total >= n || got.PinTotal != n ||
+		got.Counts[quarantine.ItemSkipped] != got.Total || got.Counts[quarantine.ItemPending] != 0 {
+		t.Fatalf("cancelled while pinning: state %s total %d of %d, counts %v, %d items", got.State, got.Total, got.PinTotal, got.Counts, len(its))
+	}
+	for _, it := range its {
+		if it.Outcome != quarantine.ItemSkipped || it.Reason != "cancelled" {
+			t.Fatalf("item %d of a cancelled pin: %s %q", it.Seq, it.Outcome, it.Reason)
+		}
+	}
+	evs := auditOf(t, s, id, quarantine.ActionReplayCancel)
+	if len(evs) != 1 || !contains(string(evs[0].Details), string(quarantine.ReplayPinning)) {
+		t.Fatalf("replay.cancel events %+v, want one from pinning", evs)
+	}
+	if evs := auditOf(t, s, id, quarantine.ActionReplayCreate); len(evs) != 0 {
+		t.Fatalf("%d replay.create events for a pin cancelled before it settled", len(evs))
+	}
+	// A cancelled batch is not an abandoned pin: it stays.
+	runnable, err := s.RunnableReplays(ctx, time.Now().Add(2*replays.PinStale))
+	wantOK(t, err, "RunnableReplays")
+	if _, err := s.GetReplay(ctx, id); err != nil || len(runnable) != 0 {
+		t.Fatalf("after the abandoned pins were removed: %v, runnable %d", err, len(runnable))
+	}
+	counts, err := s.CountByQueue(ctx, quarantine.Filter{Queue: []string{"bulk"}, Status: []quarantine.Status{quarantine.StatusQuarantined}})
+	wantOK(t, err, "CountByQueue")
+	if len(counts) != 1 || counts[0].Count != int64(n) {
+		t.Fatalf("quarantined counts %+v, want %d", counts, n)
 	}
 	wantChain(t, s)
 }

@@ -1,6 +1,7 @@
 package replays
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -29,6 +30,11 @@ type Tx interface {
 	// SaveBatch writes the fields of b that change after its creation
 	// (the pinned set's total, queues and owners included).
 	SaveBatch(ctx context.Context, b *quarantine.ReplayBatch) error
+	// SavePin writes the total and update time of b, a batch being
+	// pinned, first in a chunk's transaction (locking its row where the
+	// store locks rows), and reports false when b is no longer pinning
+	// (cancelled meanwhile): nothing is written then.
+	SavePin(ctx context.Context, b *quarantine.ReplayBatch) (bool, error)
 	FillCounts(ctx context.Context, b *quarantine.ReplayBatch) error
 	// CancelItems skips the pending items ("cancelled"); with release the
 	// messages their leases moved to replaying become quarantined again.
@@ -44,9 +50,10 @@ type Selector interface {
 	// CountFilter counts the messages f matches (f as ops.SelectFilter
 	// returns it).
 	CountFilter(ctx context.Context, f quarantine.Filter) (int, error)
-	// FilterChunk reads up to limit messages f matches whose id is above
-	// after, in id order.
-	FilterChunk(ctx context.Context, f quarantine.Filter, after string, limit int) ([]quarantine.ReplayCandidate, error)
+	// EachFilter calls fn with each message f matches, in id order, read
+	// by one statement (no keyset query per chunk: each would search the
+	// selection again); it stops at fn's first error and returns it.
+	EachFilter(ctx context.Context, f quarantine.Filter, fn func(quarantine.ReplayCandidate) error) error
 	// ByIDs reads the messages among ids (valid, distinct).
 	ByIDs(ctx context.Context, ids []string) ([]quarantine.ReplayCandidate, error)
 }
@@ -57,6 +64,12 @@ type Selector interface {
 type Pinner interface {
 	Snapshot(ctx context.Context, fn func(Selector) error) error
 	Write(ctx context.Context, what string, fn func(Tx) error) error
+	// HoldsWriter reports whether a write transaction holds the store's
+	// one writer (SQLite): a pin then keeps each of its transactions
+	// short (nextPinStep); else (PostgreSQL, where other writers do not
+	// wait for it) it writes PinChunk items per transaction, each commit
+	// a flush of the log fewer.
+	HoldsWriter() bool
 }
 
 // PinStale is how long a pinning batch may go without a chunk written
@@ -79,6 +92,7 @@ var ErrDraftExpired = quarantine.Errorf(quarantine.ECONFLICT, "the draft expired
 // after the first chunk, the pinning batch is deleted.
 func Pin(ctx context.Context, p Pinner, r *quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc, clock func() time.Time) (*quarantine.ReplayBatch, error) {
 	var b *quarantine.ReplayBatch
+	var finish func() (*quarantine.ReplayBatch, error)
 	err := p.Snapshot(ctx, func(sel Selector) error {
 		now := clock()
 		if r.Filter == nil {
@@ -111,18 +125,29 @@ func Pin(ctx context.Context, p Pinner, r *quarantine.ReplayRequest, keyRule qua
 			return err
 		}
 		if n <= ops.Chunk {
-			var cs []quarantine.ReplayCandidate
+			cs := make([]quarantine.ReplayCandidate, 0, n)
 			if n > 0 {
-				if cs, err = sel.FilterChunk(ctx, f, "", n+1); err != nil {
+				if err := sel.EachFilter(ctx, f, func(c quarantine.ReplayCandidate) error {
+					cs = append(cs, c)
+					return nil
+				}); err != nil {
 					return err
 				}
 			}
 			b, err = pinOnce(ctx, p, r, cs, keyRule, now)
 			return err
 		}
-		b, err = pinChunks(ctx, p, sel, f, n, r, keyRule, now, clock)
+		finish, err = pinChunks(ctx, p, sel, f, n, r, keyRule, now, clock)
 		return err
 	})
+	if finish != nil {
+		// The snapshot is read (an error of its reads is finish's): it is
+		// released (a PostgreSQL snapshot would otherwise sit idle in its
+		// transaction while the last chunks are written), and the pin
+		// ends. An error ending the read transaction came after every
+		// read.
+		return finish()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -157,9 +182,46 @@ func pinOnce(ctx context.Context, p Pinner, r *quarantine.ReplayRequest, sel []q
 	return b, nil
 }
 
+// PinChunk is how many candidates the snapshot of a pin reads ahead of
+// its writes, at most two such chunks in memory.
+const PinChunk = 10_000
+
+// A pin writes as many items per transaction as take about pinStepTarget
+// (between pinStepMin and pinStepMax): on SQLite the single writer is held
+// for one transaction, then released to collectors and HTTP ingest, so
+// that one waits for tens of milliseconds at most whatever the machine's
+// load; on an idle machine the transactions grow, and fewer commits write
+// the same pages again.
+const (
+	pinStepMin    = 250
+	pinStepMax    = 20_000
+	pinStepTarget = 50 * time.Millisecond
+)
+
+// nextPinStep is the number of items of the next transaction of a pin
+// after one of step items took d.
+func nextPinStep(step int, d time.Duration) int {
+	switch {
+	case d < pinStepTarget/2:
+		return min(step*2, pinStepMax)
+	case d > pinStepTarget*2:
+		return max(step/2, pinStepMin)
+	}
+	return step
+}
+
+// ErrPinCancelled is what a pin returns when its batch was cancelled
+// while it was pinning: the batch stays, cancelled, with the items
+// written before the cancel.
+var ErrPinCancelled error = quarantine.Errorf(quarantine.ECONFLICT, "the replay was cancelled while it was pinning")
+
 // pinChunks writes a large selection chunk by chunk (each its own
-// transaction), then settles the batch.
-func pinChunks(ctx context.Context, p Pinner, sel Selector, f quarantine.Filter, n int, r *quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc, now time.Time, clock func() time.Time) (*quarantine.ReplayBatch, error) {
+// transaction), then settles the batch. It reads the snapshot, by one
+// statement, while a goroutine writes the chunk read before (two
+// connections, two chunks in memory at most); it returns once the
+// snapshot is read, with finish, which waits for the last writes and
+// settles the batch (or removes it).
+func pinChunks(ctx context.Context, p Pinner, sel Selector, f quarantine.Filter, n int, r *quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc, now time.Time, clock func() time.Time) (finish func() (*quarantine.ReplayBatch, error), err error) {
 	b := NewBatch(r, nil, nil, now)
 	b.State, b.ExpiresAt = quarantine.ReplayPinning, nil
 	b.PinTotal = n
@@ -172,51 +234,130 @@ func pinChunks(ctx context.Context, p Pinner, sel Selector, f quarantine.Filter,
 		r.OnPinning(&c)
 	}
 	queues, owners := map[string]bool{}, map[string]bool{}
-	err := ops.Chunks(ops.Chunk, func(c quarantine.ReplayCandidate) string { return c.ID },
-		func(after string, limit int) ([]quarantine.ReplayCandidate, error) {
-			return sel.FilterChunk(ctx, f, after, limit)
-		},
-		func(cs []quarantine.ReplayCandidate) error {
-			items := r.PlanItems(cs, b.Total, keyRule)
-			for i := range items {
-				items[i].BatchID, items[i].UpdatedAt, items[i].DroppedHeaders = b.ID, b.CreatedAt, []string{}
-				b.Counts[items[i].Outcome]++
-			}
-			for _, c := range cs {
-				queues[c.Queue], owners[c.Owner] = true, true
-			}
-			b.Total += len(items)
-			return p.Write(ctx, "pin a replay's chunk", func(tx Tx) error {
-				if err := tx.InsertItems(ctx, b.ID, items); err != nil {
-					return err
-				}
-				b.UpdatedAt = clock().UTC().Truncate(time.Microsecond)
-				return tx.SaveBatch(ctx, b)
-			})
-		})
-	if err == nil {
-		b.Queues, b.Owners = sortedKeys(queues), sortedKeys(owners)
-		shape(b, r)
-		err = p.Write(ctx, "create a replay", func(tx Tx) error {
-			now := clock().UTC().Truncate(time.Microsecond)
-			b.State = quarantine.ReplayDraft
-			if r.DryRun {
-				exp := now.Add(r.DraftTTL)
-				b.ExpiresAt = &exp
-			}
-			return settle(ctx, tx, r, b, now)
-		})
-	}
-	if err != nil {
-		// Nothing acted on a pinning batch: it goes, as if never made.
-		if derr := p.Write(context.WithoutCancel(ctx), "remove an unfinished pin", func(tx Tx) error {
-			return tx.DeleteBatch(ctx, b.ID)
-		}); derr != nil {
-			err = errors.Join(err, derr)
+	wctx, cancel := context.WithCancelCause(ctx)
+	chunks := make(chan []quarantine.ReplayCandidate, 1)
+	written := make(chan error, 1)
+	go func() {
+		err := writeChunks(wctx, p, b, n, r, keyRule, clock, chunks, queues, owners)
+		if err != nil {
+			cancel(err)
 		}
-		return nil, err
+		written <- err
+	}()
+	cs := make([]quarantine.ReplayCandidate, 0, PinChunk)
+	send := func() error {
+		select {
+		case chunks <- cs:
+			cs = make([]quarantine.ReplayCandidate, 0, PinChunk)
+			return nil
+		case <-wctx.Done():
+			return context.Cause(wctx)
+		}
 	}
-	return b, nil
+	rerr := sel.EachFilter(wctx, f, func(c quarantine.ReplayCandidate) error {
+		if cs = append(cs, c); len(cs) == PinChunk {
+			return send()
+		}
+		return nil
+	})
+	if rerr == nil && len(cs) > 0 {
+		rerr = send()
+	}
+	if rerr != nil {
+		cancel(rerr)
+	}
+	close(chunks)
+	return func() (*quarantine.ReplayBatch, error) {
+		err := <-written
+		if cause := context.Cause(wctx); cause != nil {
+			err = cause // the first failure, the reader's or the writer's
+		}
+		cancel(nil)
+		if err == nil && b.Total != n {
+			err = quarantine.Errorf(quarantine.EINTERNAL, "the snapshot of a pin read %d messages, not the %d it counted", b.Total, n)
+		}
+		if err == nil {
+			b.Queues, b.Owners = sortedKeys(queues), sortedKeys(owners)
+			shape(b, r)
+			err = p.Write(ctx, "create a replay", func(tx Tx) error {
+				now := clock().UTC().Truncate(time.Microsecond)
+				b.UpdatedAt = now
+				if ok, err := tx.SavePin(ctx, b); err != nil || !ok {
+					return cmp.Or(err, ErrPinCancelled)
+				}
+				b.State = quarantine.ReplayDraft
+				if r.DryRun {
+					exp := now.Add(r.DraftTTL)
+					b.ExpiresAt = &exp
+				}
+				return settle(ctx, tx, r, b, now)
+			})
+		}
+		if err != nil {
+			if errors.Is(err, ErrPinCancelled) {
+				// The cancel ended the batch (audited there): it stays.
+				return nil, err
+			}
+			// Nothing acted on a pinning batch: it goes, as if never made.
+			if derr := p.Write(context.WithoutCancel(ctx), "remove an unfinished pin", func(tx Tx) error {
+				return tx.DeleteBatch(ctx, b.ID)
+			}); derr != nil {
+				err = errors.Join(err, derr)
+			}
+			return nil, err
+		}
+		return b, nil
+	}, nil
+}
+
+// writeChunks writes the chunks of candidates as items of b, a batch
+// pinning n, adding to b's total and counts and to queues and owners, in
+// transactions of nextPinStep items; it stops at the first error
+// (ErrPinCancelled when b is no longer pinning).
+func writeChunks(ctx context.Context, p Pinner, b *quarantine.ReplayBatch, n int, r *quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc, clock func() time.Time,
+	chunks <-chan []quarantine.ReplayCandidate, queues, owners map[string]bool) error {
+	step := pinStepMin
+	for cs := range chunks {
+		items := r.PlanItems(cs, b.Total, keyRule)
+		for _, c := range cs {
+			queues[c.Queue], owners[c.Owner] = true, true
+		}
+		if b.Total+len(items) > n {
+			return quarantine.Errorf(quarantine.EINTERNAL, "the snapshot of a pin read more than the %d messages it counted", n)
+		}
+		for len(items) > 0 {
+			if !p.HoldsWriter() {
+				step = len(items)
+			}
+			part := items[:min(step, len(items))]
+			items = items[len(part):]
+			var t0 time.Time
+			err := p.Write(ctx, "pin a replay's chunk", func(tx Tx) error {
+				t0 = time.Now()
+				c := *b
+				c.Total += len(part)
+				c.UpdatedAt = clock().UTC().Truncate(time.Microsecond)
+				// First: the batch's row (locked where rows are), still
+				// pinning unless a cancel came first.
+				if ok, err := tx.SavePin(ctx, &c); err != nil || !ok {
+					return cmp.Or(err, ErrPinCancelled)
+				}
+				for i := range part {
+					part[i].BatchID, part[i].UpdatedAt, part[i].DroppedHeaders = b.ID, b.CreatedAt, []string{}
+				}
+				return tx.InsertItems(ctx, b.ID, part)
+			})
+			if err != nil {
+				return err
+			}
+			step = nextPinStep(step, time.Since(t0))
+			b.Total += len(part)
+			for _, it := range part {
+				b.Counts[it.Outcome]++
+			}
+		}
+	}
+	return nil
 }
 
 // settle ends the creation of b (a draft, its items written): it
