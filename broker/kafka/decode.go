@@ -48,8 +48,10 @@ const (
 	springKeyMessage    = springPrefix + "key-exception-message"
 	springKeyFQCN       = springPrefix + "key-exception-fqcn"
 	springKeyStacktrace = springPrefix + "key-exception-stacktrace"
-	// springAttempts is Spring's retry-topic attempt count (4-byte int).
-	springAttempts = "retry_topic-attempts"
+	// springRetryPrefix starts the headers of Spring's retry topics;
+	// springAttempts is its attempt count (4-byte int).
+	springRetryPrefix = "retry_topic-"
+	springAttempts    = springRetryPrefix + "attempts"
 
 	// Kafka Streams dead letters (KIP-1034, errors.dead.letter.queue.topic.name).
 	streamsPrefix     = "__streams.errors."

@@ -198,10 +198,23 @@ func toRecord(o *replay.Outgoing) *kgo.Record {
 	return r
 }
 
+// deadLetterHeaders are the prefixes of the headers Kafka Connect, Spring
+// Kafka and Kafka Streams add when they dead-letter a record. No replay
+// copies them, whatever broker it goes to: init registers them with the
+// replay engine (replay.Prepare drops them).
+var deadLetterHeaders = []string{connectPrefix, springPrefix, springRetryPrefix, streamsPrefix}
+
+func init() { replay.RegisterBookkeeping(deadLetterHeaders...) }
+
 // Bookkeeping reports whether a header was added by a dead-lettering
-// (Connect, Spring, Streams) or by the collector, and is not replayed.
+// (Connect, Spring, Streams) or by the collector (x-kafka-*), and is not
+// replayed. The collector's x-kafka-* headers reach the publisher, which
+// takes the record key from x-kafka-key (or x-kafka-key-base64).
 func Bookkeeping(name string) bool {
-	for _, p := range []string{connectPrefix, springPrefix, streamsPrefix, "retry_topic-", "x-kafka-"} {
+	if strings.HasPrefix(name, "x-kafka-") {
+		return true
+	}
+	for _, p := range deadLetterHeaders {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
