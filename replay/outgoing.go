@@ -3,6 +3,7 @@ package replay
 import (
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -12,19 +13,52 @@ import (
 const RedactedValue = "<redacted>"
 
 // bookkeeping names headers (lowercase; a name ending in "-" or "." is a
-// prefix) that brokers and frameworks add when they dead-letter or
-// deliver a message; a replay does not copy them, whatever broker it goes
-// to, and it sets its own x-quarantine-* headers afresh. Kafka's: Connect
-// (__connect.errors.*), Spring (kafka_dlt-*, retry_topic-*) and Streams
-// (__streams.errors.*). The Kafka collector's x-kafka-* headers stay:
-// its publisher takes the record key from x-kafka-key and drops the rest.
+// prefix) that brokers add when they dead-letter or deliver a message; a
+// replay does not copy them, whatever broker it goes to, and it sets its
+// own x-quarantine-* headers afresh. A broker package adds the names of
+// its own dead-letter formats with RegisterBookkeeping.
 var bookkeeping = []string{"x-death", "x-first-death-", "x-last-death-", "x-quarantine-",
-	"nats-", "x-delivery-count", "x-received-from",
-	"__connect.errors.", "kafka_dlt-", "retry_topic-", "__streams.errors."}
+	"nats-", "x-delivery-count", "x-received-from"}
+
+// registered holds the names given to RegisterBookkeeping.
+var registered atomic.Pointer[[]string]
+
+// RegisterBookkeeping adds header names (matched without regard to case;
+// a name ending in "-" or "." is a prefix) that a broker or its
+// frameworks add when they dead-letter a message, so that no replay
+// copies them, whatever broker it goes to. A broker package calls it from
+// an init function, so that a program importing the package (the
+// quarantine binary imports every broker) drops them. Safe for concurrent
+// use.
+func RegisterBookkeeping(names ...string) {
+	for {
+		old := registered.Load()
+		var next []string
+		if old != nil {
+			next = append(next, *old...)
+		}
+		for _, n := range names {
+			next = append(next, strings.ToLower(n))
+		}
+		if registered.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
 
 func isBookkeeping(name string) bool {
 	l := strings.ToLower(name)
-	for _, p := range bookkeeping {
+	if matchesAny(l, bookkeeping) {
+		return true
+	}
+	r := registered.Load()
+	return r != nil && matchesAny(l, *r)
+}
+
+// matchesAny reports whether the lowercase name l is one of names or
+// starts with one of its prefixes.
+func matchesAny(l string, names []string) bool {
+	for _, p := range names {
 		if l == p || strings.HasPrefix(l, p) && (strings.HasSuffix(p, "-") || strings.HasSuffix(p, ".")) {
 			return true
 		}

@@ -103,7 +103,7 @@ func (c *Config) Validate() error {
 	seen := map[string]bool{}
 	for i, t := range c.Topics {
 		if p := TopicProblem(t); p != "" {
-			return quarantine.FieldErrorf(quarantine.EINVALID, fmt.Sprintf("topics[%d]", i), "%q %s", clip(t), p)
+			return quarantine.FieldErrorf(quarantine.EINVALID, fmt.Sprintf("topics[%d]", i), "%q %s", quarantine.Clip(t), p)
 		}
 		if seen[t] {
 			return quarantine.FieldErrorf(quarantine.EINVALID, fmt.Sprintf("topics[%d]", i), "topic %q is listed twice", t)
@@ -111,18 +111,18 @@ func (c *Config) Validate() error {
 		seen[t] = true
 	}
 	if c.Group != "" && (len(c.Group) > 255 || strings.IndexFunc(c.Group, badRune) >= 0) {
-		return quarantine.FieldErrorf(quarantine.EINVALID, "group", "%q is not a usable group name (printable, at most 255 bytes)", clip(c.Group))
+		return quarantine.FieldErrorf(quarantine.EINVALID, "group", "%q is not a usable group name (printable, at most 255 bytes)", quarantine.Clip(c.Group))
 	}
 	if c.SourceTopic != "" {
 		if p := TopicProblem(c.SourceTopic); p != "" {
-			return quarantine.FieldErrorf(quarantine.EINVALID, "source_topic", "%q %s", clip(c.SourceTopic), p)
+			return quarantine.FieldErrorf(quarantine.EINVALID, "source_topic", "%q %s", quarantine.Clip(c.SourceTopic), p)
 		}
 		if seen[c.SourceTopic] {
 			return quarantine.FieldErrorf(quarantine.EINVALID, "source_topic", "the source topic must not be one of the dead-letter topics")
 		}
 	}
 	if c.ClientID != "" && (len(c.ClientID) > 255 || strings.IndexFunc(c.ClientID, badRune) >= 0) {
-		return quarantine.FieldErrorf(quarantine.EINVALID, "client_id", "%q is not a usable client id", clip(c.ClientID))
+		return quarantine.FieldErrorf(quarantine.EINVALID, "client_id", "%q is not a usable client id", quarantine.Clip(c.ClientID))
 	}
 	if c.SessionTimeout != 0 && (c.SessionTimeout < time.Second || c.SessionTimeout > 30*time.Minute) {
 		return quarantine.FieldErrorf(quarantine.EINVALID, "session_timeout", "session_timeout must be between 1s and 30m, like 45s")
@@ -136,7 +136,7 @@ func (c *Config) Validate() error {
 		switch strings.ToUpper(s.Mechanism) {
 		case MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512:
 		default:
-			return quarantine.FieldErrorf(quarantine.EINVALID, "sasl.mechanism", "mechanism %q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", clip(s.Mechanism))
+			return quarantine.FieldErrorf(quarantine.EINVALID, "sasl.mechanism", "mechanism %q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", quarantine.Clip(s.Mechanism))
 		}
 		if s.Username == "" {
 			return quarantine.FieldErrorf(quarantine.EINVALID, "sasl.username", "a username is required")
@@ -170,10 +170,10 @@ func TopicProblem(t string) string {
 func validateBroker(b string) error {
 	host, port, err := net.SplitHostPort(strings.TrimSpace(b))
 	if err != nil || host == "" {
-		return fmt.Errorf("%q is not host:port, like 127.0.0.1:9092", clip(b))
+		return fmt.Errorf("%q is not host:port, like 127.0.0.1:9092", quarantine.Clip(b))
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("%q has no valid port", clip(b))
+		return fmt.Errorf("%q has no valid port", quarantine.Clip(b))
 	}
 	return nil
 }
@@ -290,6 +290,3 @@ func (s *SASLConfig) mechanism() (sasl.Mechanism, error) {
 		}), nil
 	}
 }
-
-// clip shortens untrusted input quoted back in a message.
-func clip(s string) string { return quarantine.Clip(s) }

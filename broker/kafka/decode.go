@@ -48,8 +48,10 @@ const (
 	springKeyMessage    = springPrefix + "key-exception-message"
 	springKeyFQCN       = springPrefix + "key-exception-fqcn"
 	springKeyStacktrace = springPrefix + "key-exception-stacktrace"
-	// springAttempts is Spring's retry-topic attempt count (4-byte int).
-	springAttempts = "retry_topic-attempts"
+	// springRetryPrefix starts the headers of Spring's retry topics;
+	// springAttempts is its attempt count (4-byte int).
+	springRetryPrefix = "retry_topic-"
+	springAttempts    = springRetryPrefix + "attempts"
 
 	// Kafka Streams dead letters (KIP-1034, errors.dead.letter.queue.topic.name).
 	streamsPrefix     = "__streams.errors."
@@ -341,7 +343,7 @@ func (o *origin) number(h headers, name string, binary bool) (int64, bool) {
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64)
 	if err != nil {
-		o.problems = append(o.problems, fmt.Sprintf("%s must be an integer, got %q", name, clip(string(v))))
+		o.problems = append(o.problems, fmt.Sprintf("%s must be an integer, got %q", name, quarantine.Clip(string(v))))
 		return 0, false
 	}
 	return n, true

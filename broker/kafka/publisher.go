@@ -134,7 +134,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 	for i := range msgs {
 		if p := TopicProblem(msgs[i].Queue); p != "" {
 			res[i] = replay.Result{Outcome: quarantine.ItemFailed, Err: quarantine.Errorf(quarantine.EINVALID,
-				"kafka: the destination %q %s", clip(msgs[i].Queue), p)}
+				"kafka: the destination %q %s", quarantine.Clip(msgs[i].Queue), p)}
 			continue
 		}
 		wg.Add(1)
@@ -198,10 +198,23 @@ func toRecord(o *replay.Outgoing) *kgo.Record {
 	return r
 }
 
+// deadLetterHeaders are the prefixes of the headers Kafka Connect, Spring
+// Kafka and Kafka Streams add when they dead-letter a record. No replay
+// copies them, whatever broker it goes to: init registers them with the
+// replay engine (replay.Prepare drops them).
+var deadLetterHeaders = []string{connectPrefix, springPrefix, springRetryPrefix, streamsPrefix}
+
+func init() { replay.RegisterBookkeeping(deadLetterHeaders...) }
+
 // Bookkeeping reports whether a header was added by a dead-lettering
-// (Connect, Spring, Streams) or by the collector, and is not replayed.
+// (Connect, Spring, Streams) or by the collector (x-kafka-*), and is not
+// replayed. The collector's x-kafka-* headers reach the publisher, which
+// takes the record key from x-kafka-key (or x-kafka-key-base64).
 func Bookkeeping(name string) bool {
-	for _, p := range []string{connectPrefix, springPrefix, streamsPrefix, "retry_topic-", "x-kafka-"} {
+	if strings.HasPrefix(name, "x-kafka-") {
+		return true
+	}
+	for _, p := range deadLetterHeaders {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
@@ -227,10 +240,10 @@ func (p *Publisher) outcome(ctx context.Context, err error, topic string) replay
 	switch {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
 		return replay.Result{Outcome: quarantine.ItemFailed, Err: &quarantine.Error{Code: quarantine.ENOTFOUND, Err: err,
-			Message: fmt.Sprintf("kafka: topic %q does not exist", clip(topic))}}
+			Message: fmt.Sprintf("kafka: topic %q does not exist", quarantine.Clip(topic))}}
 	case errors.As(err, &ke) && !ke.Retriable:
 		return replay.Result{Outcome: quarantine.ItemFailed, Err: &quarantine.Error{Code: quarantine.EINVALID, Err: err,
-			Message: fmt.Sprintf("kafka: the broker refused the record for topic %q: %s", clip(topic), ke.Message)}}
+			Message: fmt.Sprintf("kafka: the broker refused the record for topic %q: %s", quarantine.Clip(topic), ke.Message)}}
 	case errors.As(err, &ke):
 		// The broker answered that it cannot take the record now: offered
 		// again, a bounded number of times.
@@ -246,7 +259,7 @@ func (p *Publisher) pending(ctx context.Context, err error, topic string) replay
 		err = ctx.Err()
 	}
 	return replay.Result{Outcome: quarantine.ItemPending, Err: &quarantine.Error{Code: quarantine.EUNAVAILABLE, Err: err,
-		Message: fmt.Sprintf("kafka: the record for topic %q was not acknowledged: %v", clip(topic), err)}}
+		Message: fmt.Sprintf("kafka: the record for topic %q was not acknowledged: %v", quarantine.Clip(topic), err)}}
 }
 
 // Close closes the client, flushing nothing: Publish waits for its own

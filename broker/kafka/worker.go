@@ -71,7 +71,7 @@ func (c *WorkConfig) Validate() error {
 	c2 := c.withDefaults()
 	for field, t := range map[string]string{"retry_topic": c2.RetryTopic, "failure_topic": c.FailureTopic} {
 		if p := TopicProblem(t); p != "" {
-			return quarantine.FieldErrorf(quarantine.EINVALID, field, "%q %s", clip(t), p)
+			return quarantine.FieldErrorf(quarantine.EINVALID, field, "%q %s", quarantine.Clip(t), p)
 		}
 	}
 	if c.FailureTopic == c.Topic || c.FailureTopic == c2.RetryTopic {

@@ -65,7 +65,7 @@ func (c *Config) Validate() error {
 		return quarantine.FieldErrorf(quarantine.EINVALID, "project", "project is required: the Google Cloud project ID")
 	}
 	if !projectRE.MatchString(c.Project) {
-		return quarantine.FieldErrorf(quarantine.EINVALID, "project", "%q is not a project ID", clip(c.Project))
+		return quarantine.FieldErrorf(quarantine.EINVALID, "project", "%q is not a project ID", quarantine.Clip(c.Project))
 	}
 	if c.Subscription == "" {
 		return quarantine.FieldErrorf(quarantine.EINVALID, "subscription", "subscription is required: the subscription on the dead-letter topic")
@@ -80,7 +80,7 @@ func (c *Config) Validate() error {
 	}
 	if c.Endpoint != "" {
 		if strings.Contains(c.Endpoint, "://") || !strings.Contains(c.Endpoint, ":") {
-			return quarantine.FieldErrorf(quarantine.EINVALID, "endpoint", "%q is not host:port, like 127.0.0.1:8085", clip(c.Endpoint))
+			return quarantine.FieldErrorf(quarantine.EINVALID, "endpoint", "%q is not host:port, like 127.0.0.1:8085", quarantine.Clip(c.Endpoint))
 		}
 		if c.CredentialsFile != "" {
 			return quarantine.FieldErrorf(quarantine.EINVALID, "credentials_file", "an emulator endpoint takes no credentials")
@@ -102,12 +102,12 @@ func split(name, kind string) (project, id string, err error) {
 	if strings.HasPrefix(name, "projects/") {
 		parts := strings.Split(name, "/")
 		if len(parts) != 4 || parts[2] != kind || !projectRE.MatchString(parts[1]) {
-			return "", "", fmt.Errorf("%q is neither an ID nor projects/PROJECT/%s/ID", clip(name), kind)
+			return "", "", fmt.Errorf("%q is neither an ID nor projects/PROJECT/%s/ID", quarantine.Clip(name), kind)
 		}
 		project, id = parts[1], parts[3]
 	}
 	if !resourceRE.MatchString(id) || strings.HasPrefix(id, "goog") {
-		return "", "", fmt.Errorf("%q is not a valid ID (3 to 255 letters, digits and -._~+%%, starting with a letter, not goog)", clip(id))
+		return "", "", fmt.Errorf("%q is not a valid ID (3 to 255 letters, digits and -._~+%%, starting with a letter, not goog)", quarantine.Clip(id))
 	}
 	return project, id, nil
 }
@@ -165,6 +165,3 @@ func (c Config) newClient(extra ...option.ClientOption) (*ps.Client, error) {
 	}
 	return cl, nil
 }
-
-// clip shortens untrusted input quoted back in a message.
-func clip(s string) string { return quarantine.Clip(s) }

@@ -163,7 +163,7 @@ func (dc decoder) forwarded(pm *ps.Message) *quarantine.Message {
 	if v, ok := a[AttrSourceDeliveryCount]; ok {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 0 {
-			problems = append(problems, AttrSourceDeliveryCount+" must be a count, got "+strconv.Quote(clip(v)))
+			problems = append(problems, AttrSourceDeliveryCount+" must be a count, got "+strconv.Quote(quarantine.Clip(v)))
 		} else {
 			m.Attempts = n
 			b.WriteString(" after " + strconv.Itoa(n) + " deliveries")
@@ -180,7 +180,7 @@ func (dc decoder) forwarded(pm *ps.Message) *quarantine.Message {
 			t = t.UTC()
 			m.EnqueuedAt = &t
 		} else {
-			problems = append(problems, AttrSourcePublishTime+" must be an RFC 3339 time, got "+strconv.Quote(clip(v)))
+			problems = append(problems, AttrSourcePublishTime+" must be an RFC 3339 time, got "+strconv.Quote(quarantine.Clip(v)))
 		}
 	}
 	if _, _, err := split(sub, "subscriptions"); err != nil {

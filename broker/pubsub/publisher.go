@@ -209,7 +209,7 @@ func outcome(ctx context.Context, err error, topic string) replay.Result {
 	}
 	failed := func(code, what string) replay.Result {
 		return replay.Result{Outcome: quarantine.ItemFailed, Err: &quarantine.Error{Code: code, Err: err,
-			Message: fmt.Sprintf("pubsub: %s %q: %v", what, clip(topic), err)}}
+			Message: fmt.Sprintf("pubsub: %s %q: %v", what, quarantine.Clip(topic), err)}}
 	}
 	if errors.Is(err, ps.ErrOversizedMessage) {
 		return failed(quarantine.EINVALID, "the message is too large for topic")
@@ -227,7 +227,7 @@ func outcome(ctx context.Context, err error, topic string) replay.Result {
 		err = ctx.Err()
 	}
 	r.Err = &quarantine.Error{Code: quarantine.EUNAVAILABLE, Err: err,
-		Message: fmt.Sprintf("pubsub: the message for topic %q was not confirmed: %v", clip(topic), err)}
+		Message: fmt.Sprintf("pubsub: the message for topic %q was not confirmed: %v", quarantine.Clip(topic), err)}
 	return r
 }
 
