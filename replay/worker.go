@@ -435,6 +435,9 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 			var earliest time.Time // the earliest slot
 			for _, p := range rest {
 				if p.slot.IsZero() || now.Sub(p.slot) > lateBy {
+					if !p.slot.IsZero() {
+						w.e.cfg.Metrics.lateItems(1)
+					}
 					p.slot = time.Time{}
 					need = append(need, p)
 					continue
