@@ -418,7 +418,52 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 		rest := groups[label]
 		var done []quarantine.ReplayResult
 		var slotsAt time.Time // no slot free before then
+		// Parts are published without waiting for the broker's answer
+		// to the one before (the publisher pipelines them): a worker
+		// waiting for confirms would publish the next items late. The
+		// answers are handled as they come, at most maxParts waited for.
+		answers := make(chan partAnswer, maxParts)
+		outstanding := 0
+		handle := func(a partAnswer) {
+			outstanding--
+			var retry time.Duration
+			var rel []quarantine.ReplayLease
+			done, rel, retry = w.answered(ctx, b, label, a, done)
+			release = append(release, rel...)
+			wait = max(wait, retry)
+			if len(done) >= recordEvery(b) {
+				w.recordAsync(ctx, done, leasedAt.Add(w.e.cfg.Lease))
+				done = nil
+			}
+		}
+		// pause waits d, handling the answers that come meanwhile.
+		pause := func(d time.Duration) {
+			t := time.NewTimer(max(d, 0))
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					return
+				case a := <-answers:
+					handle(a)
+					if wait > 0 {
+						return
+					}
+				}
+			}
+		}
 		for len(rest) > 0 {
+			for outstanding > 0 {
+				select {
+				case a := <-answers:
+					handle(a)
+					continue
+				default:
+				}
+				break
+			}
 			if h := w.e.heldFor(label); h > 0 && wait == 0 {
 				wait = h // the destination asked to wait (or is down): the rest goes back
 			}
@@ -467,7 +512,7 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 				}
 			}
 			if earliest.IsZero() {
-				sleep(ctx, min(max(time.Until(slotsAt), 0), w.e.cfg.Poll))
+				pause(min(time.Until(slotsAt), w.e.cfg.Poll))
 				continue
 			}
 			// Published together: the items due within half the lateness
@@ -480,7 +525,7 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 				}
 			}
 			if d := at.Sub(now); d > 0 {
-				sleep(ctx, min(d, w.e.cfg.Poll))
+				pause(min(d, w.e.cfg.Poll))
 				continue
 			}
 			var ready []*pending
@@ -495,61 +540,19 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 			for i, p := range ready {
 				outs[i] = p.out
 			}
-			started := time.Now()
-			res := ready[0].route.Publisher.Publish(ctx, outs)
-			w.e.cfg.Metrics.publishTook(time.Since(started))
-			transient := false
-			refused := 0 // the most refusals of an item given back (0: none refused)
-			for i, p := range ready {
-				var r Result
-				if i < len(res) {
-					r = res[i]
-				} else {
-					r = Result{Outcome: quarantine.ItemPending, Err: fmt.Errorf("the publisher gave no answer")}
-				}
-				switch r.Outcome {
-				case quarantine.ItemPublished, quarantine.ItemDeduplicated:
-					done = append(done, w.result(b, p, r.Outcome, ""))
-				case quarantine.ItemFailed:
-					done = append(done, w.result(b, p, quarantine.ItemFailed, errText(r.Err)))
-				default:
-					if r.Refused {
-						refusals := p.lease.Item.Refusals + 1
-						if refusals >= w.e.cfg.PublishAttempts {
-							done = append(done, w.result(b, p, quarantine.ItemFailed,
-								fmt.Sprintf("refused %d times; the last: %s", refusals, errText(r.Err))))
-							continue
-						}
-						p.lease.Refusal = errText(r.Err)
-						refused = max(refused, refusals)
-					}
-					transient = true
-					release = append(release, p.lease)
-					if r.RetryAfter > wait {
-						wait = r.RetryAfter
-					}
-					w.e.cfg.Metrics.outcome(p.out.Queue, "retry")
-				}
+			for outstanding >= maxParts {
+				handle(<-answers)
 			}
-			if len(done) >= recordEvery(b) {
-				w.recordAsync(ctx, done, leasedAt.Add(w.e.cfg.Lease))
-				done = nil
-			}
-			if transient {
-				w.failures++
-				switch {
-				case refused > 0:
-					wait = max(wait, fullJitter(refused, w.e.cfg.RetryMin, w.e.cfg.RetryMax))
-				case wait == 0:
-					wait = collect.Backoff(w.failures, 200*time.Millisecond, 30*time.Second)
-				}
-				// Every worker of this engine waits, not only this one.
-				w.e.hold(ctx, label, time.Now().Add(wait))
-				w.e.log.Warn("destination did not take every message; retrying later", "replay", b.ID,
-					"destination", label, "retry_in", wait, "err", firstErr(res))
-			} else {
-				w.failures = 0
-			}
+			outstanding++
+			go func(part []*pending) {
+				started := time.Now()
+				res := part[0].route.Publisher.Publish(ctx, outs)
+				w.e.cfg.Metrics.publishTook(time.Since(started))
+				answers <- partAnswer{part, res}
+			}(ready)
+		}
+		for outstanding > 0 {
+			handle(<-answers)
 		}
 		w.recordAsync(ctx, done, leasedAt.Add(w.e.cfg.Lease))
 		if wait > 0 {
@@ -570,6 +573,74 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 		cancel()
 	}
 	return wait
+}
+
+// maxParts is how many parts of a chunk a worker has published and not
+// had the broker's answer for, at most.
+const maxParts = 8
+
+// partAnswer is the broker's answer to a part of a chunk.
+type partAnswer struct {
+	part []*pending
+	res  []Result
+}
+
+// answered handles the broker's answer a to a part published to the
+// destination label: it returns done with the outcomes to record added,
+// the leases to give back (a refusal, no answer) and how long to wait
+// before publishing to label again (0: no need).
+func (w *worker) answered(ctx context.Context, b *quarantine.ReplayBatch, label string, a partAnswer, done []quarantine.ReplayResult) ([]quarantine.ReplayResult, []quarantine.ReplayLease, time.Duration) {
+	var release []quarantine.ReplayLease
+	var wait time.Duration
+	transient := false
+	refused := 0 // the most refusals of an item given back (0: none refused)
+	for i, p := range a.part {
+		var r Result
+		if i < len(a.res) {
+			r = a.res[i]
+		} else {
+			r = Result{Outcome: quarantine.ItemPending, Err: fmt.Errorf("the publisher gave no answer")}
+		}
+		switch r.Outcome {
+		case quarantine.ItemPublished, quarantine.ItemDeduplicated:
+			done = append(done, w.result(b, p, r.Outcome, ""))
+		case quarantine.ItemFailed:
+			done = append(done, w.result(b, p, quarantine.ItemFailed, errText(r.Err)))
+		default:
+			if r.Refused {
+				refusals := p.lease.Item.Refusals + 1
+				if refusals >= w.e.cfg.PublishAttempts {
+					done = append(done, w.result(b, p, quarantine.ItemFailed,
+						fmt.Sprintf("refused %d times; the last: %s", refusals, errText(r.Err))))
+					continue
+				}
+				p.lease.Refusal = errText(r.Err)
+				refused = max(refused, refusals)
+			}
+			transient = true
+			release = append(release, p.lease)
+			if r.RetryAfter > wait {
+				wait = r.RetryAfter
+			}
+			w.e.cfg.Metrics.outcome(p.out.Queue, "retry")
+		}
+	}
+	if !transient {
+		w.failures = 0
+		return done, release, 0
+	}
+	w.failures++
+	switch {
+	case refused > 0:
+		wait = max(wait, fullJitter(refused, w.e.cfg.RetryMin, w.e.cfg.RetryMax))
+	case wait == 0:
+		wait = collect.Backoff(w.failures, 200*time.Millisecond, 30*time.Second)
+	}
+	// Every worker of this engine waits, not only this one.
+	w.e.hold(ctx, label, time.Now().Add(wait))
+	w.e.log.Warn("destination did not take every message; retrying later", "replay", b.ID,
+		"destination", label, "retry_in", wait, "err", firstErr(a.res))
+	return done, release, wait
 }
 
 // takeSlots takes up to want slots of the schedule of b publishing to the
