@@ -16,6 +16,11 @@ import (
 type worker struct {
 	e  *Engine
 	id string
+	// leaseTook and slotsTook follow how long this worker's leases and
+	// takes of slots took (moving averages): the lead its next ones ask
+	// for, so that the slots they get are not already due when they
+	// return.
+	leaseTook, slotsTook time.Duration
 	// recording is closed when the record under way in the background
 	// ends (nil: none): at most one at a time, so that what a worker
 	// published and did not record yet stays within recordEvery twice.
@@ -61,6 +66,21 @@ func slotTime(first time.Time, rate float64, k int) time.Time {
 // above 250/s would need more than.
 func late(b *quarantine.ReplayBatch) time.Duration {
 	return max(2*time.Millisecond, time.Duration(float64(max(b.Burst, 1))/b.Rate/2*float64(time.Second)))
+}
+
+// lead is how long after a store call's start its slots should begin,
+// when the schedule is idle: a little more than such calls took lately
+// (took, a decaying maximum), at most maxLead.
+func lead(took time.Duration) time.Duration {
+	return min(took+took/4, maxLead)
+}
+
+// maxLead caps lead.
+const maxLead = 100 * time.Millisecond
+
+// observe folds a call's duration d into the decaying maximum *took.
+func observe(took *time.Duration, d time.Duration) {
+	*took = max(d, *took-*took/8)
 }
 
 func (w *worker) run(ctx context.Context) {
@@ -126,7 +146,11 @@ func (w *worker) run(ctx context.Context) {
 		paid := w.dest
 		tl, ok := st.(TokenLeaser)
 		if ok && paid != "" && w.e.heldFor(paid) == 0 {
-			leases, due, tokWait, err = tl.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, paid), 0, ahead(b))
+			started, ld := time.Now(), lead(w.leaseTook)
+			leases, due, tokWait, err = tl.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, paid), ld, ahead(b, ld))
+			if err == nil && len(leases) > 0 {
+				observe(&w.leaseTook, time.Since(started))
+			}
 		} else {
 			paid = ""
 			leases, err = st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq)
@@ -197,20 +221,12 @@ func recordEvery(b *quarantine.ReplayBatch) int { return max(b.Burst/4, 1) }
 const minAhead = 200 * time.Millisecond
 
 // ahead is how long after a lease's start the last slot of its chunk may
-// be: two chunks' time, at least minAhead. The other worker of an engine
-// (DefaultWorkers) then holds the next chunk's slots while one is
-// published: a worker's last record and next lease have a chunk's time
-// before the schedule would go idle.
-//
-// The worker asks for no lead: a schedule left idle starts again at the
-// lease, and the items of a lease that came back too late for their
-// slots take new ones. Measured with BenchmarkReplayBinaryVsBare, a lead
-// of the leases' recent latency (so that an idle schedule's first slots
-// come after the lease returns) cost more than it saved: 0.48 and 0.41
-// of a bare publisher on SQLite and PostgreSQL against 0.75 and 0.60
-// without (the slots an idle schedule loses were not used anyway).
-func ahead(b *quarantine.ReplayBatch) time.Duration {
-	return max(minAhead, 2*chunkTime(b))
+// be: two chunks' time after the lead, at least minAhead. The other
+// worker of an engine (DefaultWorkers) then holds the next chunk's slots
+// while one is published: a worker's last record and next lease have a
+// chunk's time before the schedule would go idle.
+func ahead(b *quarantine.ReplayBatch, lead time.Duration) time.Duration {
+	return max(minAhead, lead+2*chunkTime(b))
 }
 
 // chunkTime is the time between the first and the last slot of a chunk
@@ -633,7 +649,12 @@ func (w *worker) answered(ctx context.Context, b *quarantine.ReplayBatch, label 
 // due now.
 func (w *worker) takeSlots(ctx context.Context, b *quarantine.ReplayBatch, label string, want int) (int, time.Time, time.Duration, error) {
 	if tl, ok := w.e.cfg.Store.(TokenLeaser); ok {
-		return tl.TakeReplaySlots(ctx, buckets(b, label), want, 0, ahead(b))
+		started, ld := time.Now(), lead(w.slotsTook)
+		n, first, wait, err := tl.TakeReplaySlots(ctx, buckets(b, label), want, ld, ahead(b, ld))
+		if err == nil && n > 0 {
+			observe(&w.slotsTook, time.Since(started))
+		}
+		return n, first, wait, err
 	}
 	n, wait, err := w.e.cfg.Store.TakeReplayTokens(ctx, buckets(b, label), 1)
 	return n, time.Now(), wait, err
