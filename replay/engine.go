@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/quarantine-dev/quarantine"
 )
 
@@ -28,19 +26,24 @@ type Store interface {
 	HoldReplayTokens(ctx context.Context, key string, until time.Time) error
 }
 
-// TokenLeaser is an optional capability of a Store: a lease that reserves
-// the rate tokens of what it leases in its own transaction, saving the
-// engine one write per chunk, and ahead of their refill, so that the
-// lease and the read of its messages happen while the tokens come. Both
-// stores have it.
+// TokenLeaser is an optional capability of a Store: the engine's shared
+// publish schedule (slots, one per item, never closer than 1/rate on any
+// rate bucket, however many engines take them), taken with a lease in
+// its own transaction (saving the engine one write per chunk) and ahead
+// of the slots, so that the lease and the read of its messages happen
+// while the slots come. Both stores have it. A store without it is paced
+// with TakeReplayTokens, one token (one slot) at a time.
 type TokenLeaser interface {
 	// LeaseReplayItemsWithin leases like LeaseReplayItems, but no more
-	// items than every one of buckets grants tokens for, due at most
-	// ahead from now (the budget TakeReplayTokens takes from, drawn below
-	// empty by at most ahead × rate), and returns when they are due: the
-	// items must not be published before. With no token to reserve it
-	// leases nothing and returns how long until there is one.
-	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, ahead time.Duration) (leases []quarantine.ReplayLease, due time.Time, wait time.Duration, err error)
+	// items than every one of buckets grants slots for: the first at
+	// least lead after now, every one at most ahead after now. It returns
+	// the first slot: the k-th item leased must not be published before
+	// slotTime(first, r, k), r the lowest rate of buckets. With no slot
+	// free it leases nothing and returns how long until there is one.
+	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) (leases []quarantine.ReplayLease, first time.Time, wait time.Duration, err error)
+	// TakeReplaySlots takes up to want slots of the same schedule, as a
+	// lease does: how many, and the first (or how long until one is free).
+	TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (n int, first time.Time, wait time.Duration, err error)
 }
 
 // SystemActor records what the engine does by itself (halts, breaker
@@ -53,7 +56,8 @@ const (
 	DefaultPoll  = time.Second
 	// MaxChunk caps the items leased and published at once.
 	MaxChunk = 500
-	// DefaultWorkers is how many chunks of a batch are on their way at once.
+	// DefaultWorkers is how many chunks of a batch are on their way at
+	// once: one published, the next leased with its slots.
 	DefaultWorkers = 2
 	// DefaultPublishAttempts is how many times an item is offered to a
 	// destination that refuses it for now (a nack, a full queue,
@@ -80,8 +84,8 @@ type Config struct {
 	// a waiting batch (default 1 s).
 	Poll time.Duration
 	// Workers is how many chunks of one batch this engine has on their
-	// way at once (default 2): while one is published, the next is leased
-	// and the last recorded.
+	// way at once (default DefaultWorkers): while one is published, the
+	// next is leased and the last recorded.
 	Workers int
 	// PublishAttempts is how many times an item is offered to a
 	// destination that answers but refuses it for now (Result.Refused:
@@ -318,13 +322,4 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// newLimiter returns the local pacer of a batch.
-func newLimiter(b *quarantine.ReplayBatch) *rate.Limiter {
-	burst := b.Burst
-	if burst < 1 {
-		burst = 1
-	}
-	return rate.NewLimiter(rate.Limit(b.Rate), burst)
 }

@@ -17,6 +17,7 @@ type Metrics struct {
 	took      prometheus.Histogram
 	halts     prometheus.Counter
 	breakers  prometheus.Counter
+	late      prometheus.Counter
 }
 
 // NewMetrics registers the engine's metrics with reg.
@@ -39,8 +40,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "quarantine_replay_breaker_pauses_total",
 			Help: "Batches paused because their re-failure ratio passed the threshold.",
 		}),
+		late: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "quarantine_replay_late_total",
+			Help: "Replay items not published within the lateness allowed after their slot of the rate's schedule (a slow moment), given a new slot: each lost a slot of the rate.",
+		}),
 	}
-	reg.MustRegister(m.published, m.took, m.halts, m.breakers)
+	reg.MustRegister(m.published, m.took, m.halts, m.breakers, m.late)
 	return m
 }
 
@@ -97,5 +102,11 @@ func (c *batchCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range quarantine.ReplayStates {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
+	}
+}
+
+func (m *Metrics) lateItems(n int) {
+	if m != nil && n > 0 {
+		m.late.Add(float64(n))
 	}
 }

@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"context"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -22,8 +23,8 @@ type observed struct {
 	changed chan struct{} // closed and replaced at every counted event
 	obs     observation
 	out     map[leaseKey]bool    // leased, neither recorded nor released yet
-	due     map[string]time.Time // message id: when its last lease's tokens were due
-	ahead   int                  // leases returned before their tokens were due
+	due     map[string]time.Time // message id: its slot in its last lease that took slots
+	ahead   int                  // leases returned before their first slot
 }
 
 // observation is what the engines did so far.
@@ -108,19 +109,23 @@ func (o *observed) LeaseReplayItems(ctx context.Context, batchID, owner string, 
 	return ls, err
 }
 
-func (o *observed) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
+func (o *observed) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
 	o.event(func(c *observation) { c.Leasing++ })
-	ls, due, wait, err := o.Store.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, buckets, ahead)
+	ls, first, wait, err := o.Store.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, buckets, lead, ahead)
 	o.mu.Lock()
-	for _, l := range ls {
-		o.due[l.Item.MessageID] = due
+	rate := buckets[0].Rate
+	for _, b := range buckets {
+		rate = min(rate, b.Rate)
 	}
-	if len(ls) > 0 && due.After(time.Now()) {
+	for k, l := range ls {
+		o.due[l.Item.MessageID] = first.Add(time.Duration(math.Round(float64(k) / rate * 1e9)))
+	}
+	if len(ls) > 0 && first.After(time.Now()) {
 		o.ahead++
 	}
 	o.mu.Unlock()
 	o.leased(ls)
-	return ls, due, wait, err
+	return ls, first, wait, err
 }
 
 // dues returns when the tokens of each message's last lease that took

@@ -3,10 +3,10 @@ package replay
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
@@ -14,9 +14,17 @@ import (
 
 // worker runs one batch in one engine until it is no longer running here.
 type worker struct {
-	e   *Engine
-	id  string
-	lim *rate.Limiter
+	e  *Engine
+	id string
+	// leaseTook and slotsTook follow how long this worker's leases and
+	// takes of slots took (moving averages): the lead its next ones ask
+	// for, so that the slots they get are not already due when they
+	// return.
+	leaseTook, slotsTook time.Duration
+	// recording is closed when the record under way in the background
+	// ends (nil: none): at most one at a time, so that what a worker
+	// published and did not record yet stays within recordEvery twice.
+	recording chan struct{}
 
 	// The breaker judges what was published since this worker started (a
 	// resume after a breaker pause starts a new worker, so the operator's
@@ -30,15 +38,53 @@ type worker struct {
 }
 
 // buckets are the shared rate buckets of batch b publishing to the
-// destination label.
+// destination label: they hand out its slots (TokenLeaser), the burst is
+// not drawn on (see late). Their burst is one, so that a store without
+// slots (TakeReplayTokens) grants one slot at a time from the same rows.
 func buckets(b *quarantine.ReplayBatch, label string) []quarantine.RateBucket {
 	return []quarantine.RateBucket{
-		{Key: "batch:" + b.ID, Rate: b.Rate, Burst: max(b.Burst, 1)},
-		{Key: destBucket(label), Rate: b.Rate, Burst: max(b.Burst, 1)},
+		{Key: "batch:" + b.ID, Rate: b.Rate, Burst: 1},
+		{Key: destBucket(label), Rate: b.Rate, Burst: 1},
 	}
 }
 
+// slotTime is the slot of the k-th item of a grant of slots whose first
+// is first, at rate (the stores' replays.SlotTime).
+func slotTime(first time.Time, rate float64, k int) time.Time {
+	return first.Add(time.Duration(math.Round(float64(k) / rate * 1e9)))
+}
+
+// late is how long after its slot an item of b may still be published;
+// one later is given a new slot. Slots are 1/rate apart at least, so a
+// closed interval of length 1 + l holds at most floor(rate × (1 + l)) + 1
+// of them: at most rate + burst while l < burst/rate. Half of that is
+// the publisher's (the wake-up after the slot, the publish call), half is
+// left for the way to the consumer (the broker, the consumer's own
+// delays): at most rate + burst arrive in any second where they are
+// consumed, as long as their transit varies by less than that half. At
+// least 2 ms (a timer's wake-up), which only a burst of one at a rate
+// above 250/s would need more than.
+func late(b *quarantine.ReplayBatch) time.Duration {
+	return max(2*time.Millisecond, time.Duration(float64(max(b.Burst, 1))/b.Rate/2*float64(time.Second)))
+}
+
+// lead is how long after a store call's start its slots should begin,
+// when the schedule is idle: a little more than such calls took lately
+// (took, a decaying maximum), at most maxLead.
+func lead(took time.Duration) time.Duration {
+	return min(took+took/4, maxLead)
+}
+
+// maxLead caps lead.
+const maxLead = 100 * time.Millisecond
+
+// observe folds a call's duration d into the decaying maximum *took.
+func observe(took *time.Duration, d time.Duration) {
+	*took = max(d, *took-*took/8)
+}
+
 func (w *worker) run(ctx context.Context) {
+	defer w.awaitRecord()
 	st := w.e.cfg.Store
 	var b *quarantine.ReplayBatch
 	var readAt time.Time
@@ -63,9 +109,6 @@ func (w *worker) run(ctx context.Context) {
 		}
 		if b.State != quarantine.ReplayRunning {
 			return
-		}
-		if w.lim == nil || w.lim.Limit() != rate.Limit(b.Rate) || w.lim.Burst() != max(b.Burst, 1) {
-			w.lim = newLimiter(b)
 		}
 		if fresh && w.breaker(ctx, b) {
 			return
@@ -103,7 +146,11 @@ func (w *worker) run(ctx context.Context) {
 		paid := w.dest
 		tl, ok := st.(TokenLeaser)
 		if ok && paid != "" && w.e.heldFor(paid) == 0 {
-			leases, due, tokWait, err = tl.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, paid), ahead(b))
+			started, ld := time.Now(), lead(w.leaseTook)
+			leases, due, tokWait, err = tl.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, paid), ld, ahead(b, ld))
+			if err == nil && len(leases) > 0 {
+				observe(&w.leaseTook, time.Since(started))
+			}
 		} else {
 			paid = ""
 			leases, err = st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq)
@@ -146,39 +193,44 @@ func (w *worker) run(ctx context.Context) {
 const refresh = time.Second
 
 // chunk is how many items to lease at once: what the batch may publish in
-// about a fifth of a second, within half its burst (when that is at least
-// one). A worker leases a chunk once its tokens can be reserved, ahead(b)
-// before they are due, and publishes it when they are: the lease and the
-// read of its messages overlap the wait, and the rate buckets, never full
-// meanwhile, keep counting, so that a lease that comes late loses nothing
-// of the rate either.
+// about a fifth of a second (its slots; the burst is not drawn on). What
+// a worker published is recorded every recordEvery items. A worker leases a chunk with its slots (TokenLeaser), before the
+// first is due, and publishes each item at its slot: the lease and the
+// read of its messages overlap the wait, and the schedule, shared by
+// every engine, goes on while other workers' chunks are published.
 func chunk(b *quarantine.ReplayBatch) int {
 	n := int(b.Rate / 5)
 	n = max(n, 1)
-	n = min(n, max(b.Burst/2, 1), MaxChunk)
-	return n
+	return min(n, MaxChunk)
 }
 
-// maxAhead caps how long before their tokens are due a chunk is leased:
-// a chunk leased before a pause or a cancel is published at most that
-// long after it, and the tokens of a chunk leased and then not published
-// (a shutdown, a crash, a destination asking to wait) are lost, never
-// given back (that could let a later chunk above the rate): at most that
-// long of the rate.
-const maxAhead = 200 * time.Millisecond
+// recordEvery is how many of the items a worker published it records at
+// once (in the background, one record at a time, and what is left at the
+// end of a chunk's destination): a quarter of the burst, so that a
+// process stopped or killed leaves at most about the burst published and
+// not recorded (its two workers', each with one record under way and
+// the next one's items), to be published again once their leases end.
+func recordEvery(b *quarantine.ReplayBatch) int { return max(b.Burst/4, 1) }
 
-// ahead is how long before its tokens are due a chunk of b may be leased:
-// a chunk's time (a destination's shared bucket goes below empty by at
-// most a chunk), at most maxAhead.
-func ahead(b *quarantine.ReplayBatch) time.Duration {
-	if b.Rate <= 0 {
-		return 0
-	}
-	return min(time.Duration(float64(chunk(b))/b.Rate*float64(time.Second)), maxAhead)
+// minAhead is how long after a lease's start the last slot of its chunk
+// may be at least. A chunk leased before a pause or a cancel is
+// published at most about ahead after it, and the slots of a chunk
+// leased and then not published (a shutdown, a crash, a destination
+// asking to wait) are lost, never given back (that could let a later
+// chunk above the rate): at most that long of the rate.
+const minAhead = 200 * time.Millisecond
+
+// ahead is how long after a lease's start the last slot of its chunk may
+// be: two chunks' time after the lead, at least minAhead. The other
+// worker of an engine (DefaultWorkers) then holds the next chunk's slots
+// while one is published: a worker's last record and next lease have a
+// chunk's time before the schedule would go idle.
+func ahead(b *quarantine.ReplayBatch, lead time.Duration) time.Duration {
+	return max(minAhead, lead+2*chunkTime(b))
 }
 
-// chunkTime is how long the rate of b takes to grant a chunk's tokens
-// after the first.
+// chunkTime is the time between the first and the last slot of a chunk
+// of b.
 func chunkTime(b *quarantine.ReplayBatch) time.Duration {
 	if b.Rate <= 0 {
 		return 0
@@ -312,48 +364,106 @@ type pending struct {
 	out     Outgoing
 	dropped []string
 	route   Route
+	slot    time.Time // not published before; zero: no slot yet
 }
 
-// publish publishes leased items, destination by destination, within
-// the rate, recording after each broker answer so that a crash repeats
-// at most one chunk. The lease reserved the tokens of the items going to
-// destination paid ("": none), due at due: those are published then. It
-// returns how long to wait before the next lease (after a broker outage
-// or a destination asking to slow down).
+// publish publishes leased items, destination by destination, each at
+// its slot of the shared schedule, recording what the destination
+// answered every recordEvery(b) items and once its items are out.
+// The lease took the slots of the items going to destination paid ("":
+// none), the first at due; the others' are taken here. An item not
+// published within late(b) of its slot (a slow moment) is given a new
+// one rather than published with the items due after it. It returns how
+// long to wait before the next lease (after a broker outage or a
+// destination asking to slow down).
 func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases []quarantine.ReplayLease, paid string, due time.Time) time.Duration {
 	st := w.e.cfg.Store
 	leasedAt := time.Now()
 	var failed []quarantine.ReplayResult
 	var order []string
-	groups := map[string][]pending{}
+	groups := map[string][]*pending{}
 	for _, l := range leases {
 		route, err := w.e.cfg.Router.Route(b, l.Message)
 		if err != nil {
-			failed = append(failed, w.result(b, pending{lease: l}, quarantine.ItemFailed, quarantine.ErrorMessage(err)))
+			failed = append(failed, w.result(b, &pending{lease: l}, quarantine.ItemFailed, quarantine.ErrorMessage(err)))
 			continue
 		}
 		out, dropped := Prepare(b, l, route.Queue)
 		if _, ok := groups[route.Label]; !ok {
 			order = append(order, route.Label)
 		}
-		groups[route.Label] = append(groups[route.Label], pending{lease: l, out: out, dropped: dropped, route: route})
+		groups[route.Label] = append(groups[route.Label], &pending{lease: l, out: out, dropped: dropped, route: route})
 	}
 	w.record(ctx, failed, leasedAt.Add(w.e.cfg.Lease))
 	w.dest = ""
 	if len(order) == 1 {
 		w.dest = order[0]
 	}
+	if g := groups[paid]; len(g) > 0 {
+		// The k-th item leased has the k-th slot; those routed elsewhere
+		// leave theirs unused.
+		index := make(map[int]int, len(leases))
+		for k, l := range leases {
+			index[l.Item.Seq] = k
+		}
+		for _, p := range g {
+			p.slot = slotTime(due, b.Rate, index[p.lease.Item.Seq])
+		}
+	}
 
 	var release []quarantine.ReplayLease
 	var wait time.Duration
+	lateBy := late(b)
 	for gi, label := range order {
 		rest := groups[label]
-		if label == paid {
-			// Not before the reserved tokens are due; a shutdown
-			// meanwhile gives the items back (below).
-			sleep(ctx, time.Until(due))
+		var done []quarantine.ReplayResult
+		var slotsAt time.Time // no slot free before then
+		// Parts are published without waiting for the broker's answer
+		// to the one before (the publisher pipelines them): a worker
+		// waiting for confirms would publish the next items late. The
+		// answers are handled as they come, at most maxParts waited for.
+		answers := make(chan partAnswer, maxParts)
+		outstanding := 0
+		handle := func(a partAnswer) {
+			outstanding--
+			var retry time.Duration
+			var rel []quarantine.ReplayLease
+			done, rel, retry = w.answered(ctx, b, label, a, done)
+			release = append(release, rel...)
+			wait = max(wait, retry)
+			if len(done) >= recordEvery(b) {
+				w.recordAsync(ctx, done, leasedAt.Add(w.e.cfg.Lease))
+				done = nil
+			}
+		}
+		// pause waits d, handling the answers that come meanwhile.
+		pause := func(d time.Duration) {
+			t := time.NewTimer(max(d, 0))
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					return
+				case a := <-answers:
+					handle(a)
+					if wait > 0 {
+						return
+					}
+				}
+			}
 		}
 		for len(rest) > 0 {
+			for outstanding > 0 {
+				select {
+				case a := <-answers:
+					handle(a)
+					continue
+				default:
+				}
+				break
+			}
 			if h := w.e.heldFor(label); h > 0 && wait == 0 {
 				wait = h // the destination asked to wait (or is down): the rest goes back
 			}
@@ -365,88 +475,86 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 				}
 				break
 			}
-			var n int
-			var tokWait time.Duration
-			var err error
-			if label == paid {
-				n, paid = len(rest), "" // taken with the lease
-			} else {
-				n, tokWait, err = st.TakeReplayTokens(ctx, buckets(b, label), len(rest))
-			}
-			if err != nil {
-				if ctx.Err() == nil {
-					w.e.log.Warn("cannot take rate tokens", "replay", b.ID, "err", err)
+			now := time.Now()
+			var need, slotted []*pending
+			var earliest time.Time // the earliest slot
+			for _, p := range rest {
+				if p.slot.IsZero() || now.Sub(p.slot) > lateBy {
+					if !p.slot.IsZero() {
+						w.e.cfg.Metrics.lateItems(1)
+					}
+					p.slot = time.Time{}
+					need = append(need, p)
+					continue
 				}
-				wait = w.e.cfg.Poll
+				slotted = append(slotted, p)
+				if earliest.IsZero() || p.slot.Before(earliest) {
+					earliest = p.slot
+				}
+			}
+			if len(need) > 0 && !now.Before(slotsAt) && (earliest.IsZero() || earliest.After(now)) {
+				n, first, slotWait, err := w.takeSlots(ctx, b, label, len(need))
+				if err != nil {
+					if ctx.Err() == nil {
+						w.e.log.Warn("cannot take publish slots", "replay", b.ID, "err", err)
+					}
+					wait = w.e.cfg.Poll
+					continue
+				}
+				for k := range n {
+					need[k].slot = slotTime(first, b.Rate, k)
+				}
+				if n == 0 {
+					slotsAt = time.Now().Add(slotWait)
+				}
+				if n > 0 || !earliest.IsZero() {
+					continue
+				}
+			}
+			if earliest.IsZero() {
+				pause(min(time.Until(slotsAt), w.e.cfg.Poll))
 				continue
 			}
-			if n == 0 {
-				sleep(ctx, min(max(tokWait, time.Millisecond), w.e.cfg.Poll))
+			// Published together: the items due within half the lateness
+			// allowed after the earliest, once the last of them is due
+			// (never one before its slot): fewer, larger publishes.
+			at := earliest
+			for _, p := range slotted {
+				if p.slot.After(at) && p.slot.Sub(earliest) <= lateBy/2 {
+					at = p.slot
+				}
+			}
+			if d := at.Sub(now); d > 0 {
+				pause(min(d, w.e.cfg.Poll))
 				continue
 			}
-			if err := w.lim.WaitN(ctx, min(n, w.lim.Burst())); err != nil {
-				continue // ctx ended: the loop gives the rest back
+			var ready []*pending
+			for _, p := range slotted {
+				if !p.slot.After(now) {
+					ready = append(ready, p)
+				}
 			}
-			part := rest[:n]
-			rest = rest[n:]
-			outs := make([]Outgoing, len(part))
-			for i, p := range part {
+			slices.SortStableFunc(ready, func(x, y *pending) int { return x.slot.Compare(y.slot) })
+			rest = slices.DeleteFunc(rest, func(p *pending) bool { return slices.Contains(ready, p) })
+			outs := make([]Outgoing, len(ready))
+			for i, p := range ready {
 				outs[i] = p.out
 			}
-			started := time.Now()
-			res := part[0].route.Publisher.Publish(ctx, outs)
-			w.e.cfg.Metrics.publishTook(time.Since(started))
-			var done []quarantine.ReplayResult
-			transient := false
-			refused := 0 // the most refusals of an item given back (0: none refused)
-			for i, p := range part {
-				var r Result
-				if i < len(res) {
-					r = res[i]
-				} else {
-					r = Result{Outcome: quarantine.ItemPending, Err: fmt.Errorf("the publisher gave no answer")}
-				}
-				switch r.Outcome {
-				case quarantine.ItemPublished, quarantine.ItemDeduplicated:
-					done = append(done, w.result(b, p, r.Outcome, ""))
-				case quarantine.ItemFailed:
-					done = append(done, w.result(b, p, quarantine.ItemFailed, errText(r.Err)))
-				default:
-					if r.Refused {
-						refusals := p.lease.Item.Refusals + 1
-						if refusals >= w.e.cfg.PublishAttempts {
-							done = append(done, w.result(b, p, quarantine.ItemFailed,
-								fmt.Sprintf("refused %d times; the last: %s", refusals, errText(r.Err))))
-							continue
-						}
-						p.lease.Refusal = errText(r.Err)
-						refused = max(refused, refusals)
-					}
-					transient = true
-					release = append(release, p.lease)
-					if r.RetryAfter > wait {
-						wait = r.RetryAfter
-					}
-					w.e.cfg.Metrics.outcome(p.out.Queue, "retry")
-				}
+			for outstanding >= maxParts {
+				handle(<-answers)
 			}
-			w.record(ctx, done, leasedAt.Add(w.e.cfg.Lease))
-			if transient {
-				w.failures++
-				switch {
-				case refused > 0:
-					wait = max(wait, fullJitter(refused, w.e.cfg.RetryMin, w.e.cfg.RetryMax))
-				case wait == 0:
-					wait = collect.Backoff(w.failures, 200*time.Millisecond, 30*time.Second)
-				}
-				// Every worker of this engine waits, not only this one.
-				w.e.hold(ctx, label, time.Now().Add(wait))
-				w.e.log.Warn("destination did not take every message; retrying later", "replay", b.ID,
-					"destination", label, "retry_in", wait, "err", firstErr(res))
-			} else {
-				w.failures = 0
-			}
+			outstanding++
+			go func(part []*pending) {
+				started := time.Now()
+				res := part[0].route.Publisher.Publish(ctx, outs)
+				w.e.cfg.Metrics.publishTook(time.Since(started))
+				answers <- partAnswer{part, res}
+			}(ready)
 		}
+		for outstanding > 0 {
+			handle(<-answers)
+		}
+		w.recordAsync(ctx, done, leasedAt.Add(w.e.cfg.Lease))
 		if wait > 0 {
 			for _, l := range order[gi+1:] {
 				for _, p := range groups[l] {
@@ -467,8 +575,93 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 	return wait
 }
 
+// maxParts is how many parts of a chunk a worker has published and not
+// had the broker's answer for, at most.
+const maxParts = 8
+
+// partAnswer is the broker's answer to a part of a chunk.
+type partAnswer struct {
+	part []*pending
+	res  []Result
+}
+
+// answered handles the broker's answer a to a part published to the
+// destination label: it returns done with the outcomes to record added,
+// the leases to give back (a refusal, no answer) and how long to wait
+// before publishing to label again (0: no need).
+func (w *worker) answered(ctx context.Context, b *quarantine.ReplayBatch, label string, a partAnswer, done []quarantine.ReplayResult) ([]quarantine.ReplayResult, []quarantine.ReplayLease, time.Duration) {
+	var release []quarantine.ReplayLease
+	var wait time.Duration
+	transient := false
+	refused := 0 // the most refusals of an item given back (0: none refused)
+	for i, p := range a.part {
+		var r Result
+		if i < len(a.res) {
+			r = a.res[i]
+		} else {
+			r = Result{Outcome: quarantine.ItemPending, Err: fmt.Errorf("the publisher gave no answer")}
+		}
+		switch r.Outcome {
+		case quarantine.ItemPublished, quarantine.ItemDeduplicated:
+			done = append(done, w.result(b, p, r.Outcome, ""))
+		case quarantine.ItemFailed:
+			done = append(done, w.result(b, p, quarantine.ItemFailed, errText(r.Err)))
+		default:
+			if r.Refused {
+				refusals := p.lease.Item.Refusals + 1
+				if refusals >= w.e.cfg.PublishAttempts {
+					done = append(done, w.result(b, p, quarantine.ItemFailed,
+						fmt.Sprintf("refused %d times; the last: %s", refusals, errText(r.Err))))
+					continue
+				}
+				p.lease.Refusal = errText(r.Err)
+				refused = max(refused, refusals)
+			}
+			transient = true
+			release = append(release, p.lease)
+			if r.RetryAfter > wait {
+				wait = r.RetryAfter
+			}
+			w.e.cfg.Metrics.outcome(p.out.Queue, "retry")
+		}
+	}
+	if !transient {
+		w.failures = 0
+		return done, release, 0
+	}
+	w.failures++
+	switch {
+	case refused > 0:
+		wait = max(wait, fullJitter(refused, w.e.cfg.RetryMin, w.e.cfg.RetryMax))
+	case wait == 0:
+		wait = collect.Backoff(w.failures, 200*time.Millisecond, 30*time.Second)
+	}
+	// Every worker of this engine waits, not only this one.
+	w.e.hold(ctx, label, time.Now().Add(wait))
+	w.e.log.Warn("destination did not take every message; retrying later", "replay", b.ID,
+		"destination", label, "retry_in", wait, "err", firstErr(a.res))
+	return done, release, wait
+}
+
+// takeSlots takes up to want slots of the schedule of b publishing to the
+// destination label: how many and the first, or how long until one is
+// free. A store without slots grants one token (one slot) at a time,
+// due now.
+func (w *worker) takeSlots(ctx context.Context, b *quarantine.ReplayBatch, label string, want int) (int, time.Time, time.Duration, error) {
+	if tl, ok := w.e.cfg.Store.(TokenLeaser); ok {
+		started, ld := time.Now(), lead(w.slotsTook)
+		n, first, wait, err := tl.TakeReplaySlots(ctx, buckets(b, label), want, ld, ahead(b, ld))
+		if err == nil && n > 0 {
+			observe(&w.slotsTook, time.Since(started))
+		}
+		return n, first, wait, err
+	}
+	n, wait, err := w.e.cfg.Store.TakeReplayTokens(ctx, buckets(b, label), 1)
+	return n, time.Now(), wait, err
+}
+
 // result builds the record of one item.
-func (w *worker) result(b *quarantine.ReplayBatch, p pending, o quarantine.ItemOutcome, reason string) quarantine.ReplayResult {
+func (w *worker) result(b *quarantine.ReplayBatch, p *pending, o quarantine.ItemOutcome, reason string) quarantine.ReplayResult {
 	m := p.lease.Message
 	return quarantine.ReplayResult{
 		BatchID:        b.ID,
@@ -481,6 +674,30 @@ func (w *worker) result(b *quarantine.ReplayBatch, p pending, o quarantine.ItemO
 		PayloadSHA256:  m.PayloadSHA256,
 		DroppedHeaders: p.dropped,
 		At:             w.e.cfg.Now(),
+	}
+}
+
+// recordAsync records results in the background once the record under
+// way (if any) ended, while the worker goes on publishing or leases its
+// next chunk; run waits for the last one before it returns.
+func (w *worker) recordAsync(ctx context.Context, results []quarantine.ReplayResult, until time.Time) {
+	w.awaitRecord()
+	if len(results) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	w.recording = done
+	go func() {
+		defer close(done)
+		w.record(ctx, results, until)
+	}()
+}
+
+// awaitRecord waits until the record under way in the background ended.
+func (w *worker) awaitRecord() {
+	if w.recording != nil {
+		<-w.recording
+		w.recording = nil
 	}
 }
 

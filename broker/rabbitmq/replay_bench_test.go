@@ -40,8 +40,13 @@ func deadLetters1K(b *testBroker, dlq string, n int, run string) string {
 // It enables the shovel plugin on the broker if needed.
 func shovelMove(b *testing.B, br *testBroker, msgs []replay.Outgoing) time.Duration {
 	b.Helper()
+	// rabbitmq-plugins writes the node's enabled-plugins file, which a
+	// private node keeps in its own folder: asked of the node, not the
+	// CLI's default (/etc/rabbitmq/enabled_plugins).
+	file := strings.Trim(strings.TrimSpace(rabbitmqctl(b, "eval",
+		"element(2, application:get_env(rabbit, enabled_plugins_file)).")), `"`)
 	cmd := exec.Command("rabbitmq-plugins", append(nodeArgs(b), "enable", "rabbitmq_shovel")...)
-	cmd.Env = ctlEnv()
+	cmd.Env = append(ctlEnv(), "RABBITMQ_ENABLED_PLUGINS_FILE="+file)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		b.Fatalf("rabbitmq-plugins enable rabbitmq_shovel: %v\n%s", err, out)
@@ -66,7 +71,13 @@ func shovelMove(b *testing.B, br *testBroker, msgs []replay.Outgoing) time.Durat
 		}
 	}
 	took := time.Since(start)
-	rabbitmqctl(b, "clear_parameter", "shovel", name)
+	// The shovel deletes itself once the queue is moved
+	// (src-delete-after); clear it only if it is still there.
+	cmd = exec.Command("rabbitmqctl", append(nodeArgs(b), "clear_parameter", "shovel", name)...)
+	cmd.Env = ctlEnv()
+	if out, err := cmd.CombinedOutput(); err != nil && !strings.Contains(string(out), "Parameter does not exist") {
+		b.Fatalf("rabbitmqctl clear_parameter shovel %s: %v\n%s", name, err, out)
+	}
 	return took
 }
 
@@ -241,10 +252,14 @@ replay: {canary: 0, max_rate: 1000000}
 				ID string `json:"id"`
 			} `json:"replay"`
 		}
-		api.MustDo(b, 201, "POST", "/api/v1/replays", map[string]any{
+		// 201, or 202 while the batch is pinned in the background.
+		status, raw := api.Do(b, "POST", "/api/v1/replays", map[string]any{
 			"filter": map[string]any{"queue": []string{w}}, "expect_count": half, "rate": 1000000, "burst": replay.MaxChunk * 20,
 			"destination": map[string]any{"queue": targets[i]}, "reason": "benchmark",
 		}, &created)
+		if status != 201 && status != 202 {
+			b.Fatalf("POST /api/v1/replays: status %d: %s", status, raw)
+		}
 		ids = append(ids, created.Replay.ID)
 	}
 	created := time.Since(start)

@@ -30,7 +30,7 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	var n int
 	var wait time.Duration
 	err = s.inTx(ctx, "take replay tokens", func(tx pgx.Tx) (err error) {
-		n, _, wait, _, err = takeTokens(ctx, tx, bs, want, s.clock, 0)
+		n, _, wait, _, err = takeTokens(ctx, tx, bs, s.clock, tokens(want, 0))
 		return err
 	})
 	if err != nil {
@@ -39,14 +39,33 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	return n, wait, nil
 }
 
-// takeTokens reserves up to want tokens from every bucket of bs
-// (validated, in key order), due at most ahead later (see
-// replays.Reserve), in tx: buckets seen for the first time are inserted
-// full, then every bucket row is locked in key order. It returns how
-// many and when they are due, or, when none, how long until one can be,
-// and now: clock's time once the rows were locked (the lock may have
-// waited for another engine's transaction), the time they were taken at.
-func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, want int, clock func() time.Time, ahead time.Duration) (n int, due time.Time, wait time.Duration, now time.Time, err error) {
+// reserver grants from buckets at their levels at now: replays.Reserve
+// (tokens) or replays.Slots (the engine's schedule).
+type reserver func(bs []quarantine.RateBucket, levels []replays.Level, now time.Time) (n int, due time.Time, wait time.Duration, next []replays.Level)
+
+// tokens reserves up to want tokens, due at most ahead later.
+func tokens(want int, ahead time.Duration) reserver {
+	return func(bs []quarantine.RateBucket, levels []replays.Level, now time.Time) (int, time.Time, time.Duration, []replays.Level) {
+		return replays.Reserve(bs, levels, want, now, ahead)
+	}
+}
+
+// slots grants up to want slots, the first lead after now at the
+// earliest, every one within ahead.
+func slots(want int, lead, ahead time.Duration) reserver {
+	return func(bs []quarantine.RateBucket, levels []replays.Level, now time.Time) (int, time.Time, time.Duration, []replays.Level) {
+		return replays.Slots(bs, levels, want, now, lead, ahead)
+	}
+}
+
+// takeTokens grants from every bucket of bs (validated, in key order)
+// what reserve grants, in tx: buckets seen for the first time are
+// inserted full, then every bucket row is locked in key order. It
+// returns how many and when they are due (the first slot, for slots), or,
+// when none, how long until one can be, and now: clock's time once the
+// rows were locked (the lock may have waited for another engine's
+// transaction), the time they were taken at.
+func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, clock func() time.Time, reserve reserver) (n int, due time.Time, wait time.Duration, now time.Time, err error) {
 	keys, full := mk(len(bs)), make([]float64, len(bs))
 	for i, b := range bs {
 		keys[i], full[i] = b.Key, replays.Capacity(b)
@@ -79,7 +98,7 @@ func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, want
 		}
 		levels[i] = l
 	}
-	n, due, wait, next := replays.Reserve(bs, levels, want, now, ahead)
+	n, due, wait, next := reserve(bs, levels, now)
 	if n == 0 {
 		return 0, time.Time{}, wait, now, nil // nothing taken: the stored state refills to the same tokens later
 	}
@@ -109,4 +128,32 @@ func (s *Store) HoldReplayTokens(ctx context.Context, key string, until time.Tim
 			key, until.UTC().Truncate(time.Microsecond))
 		return err
 	})
+}
+
+// TakeReplaySlots grants up to want publish slots from every bucket at
+// once (replays.Slots): the first at least lead after now, every one at
+// most ahead after now. It returns how many and the first (item k's slot
+// is replays.SlotTime(first, r, k), r the lowest rate of buckets), or,
+// when none, how long until one is free. Rows are locked as
+// TakeReplayTokens locks them. Errors: EINVALID for a bucket without key
+// or positive rate, EUNAVAILABLE.
+func (s *Store) TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (int, time.Time, time.Duration, error) {
+	bs, err := replays.Buckets(buckets)
+	if err != nil {
+		return 0, time.Time{}, 0, err
+	}
+	if want <= 0 || len(bs) == 0 {
+		return max(want, 0), s.clock(), 0, nil
+	}
+	var n int
+	var first time.Time
+	var wait time.Duration
+	err = s.inTx(ctx, "take replay slots", func(tx pgx.Tx) (err error) {
+		n, first, wait, _, err = takeTokens(ctx, tx, bs, s.clock, slots(want, lead, ahead))
+		return err
+	})
+	if err != nil {
+		return 0, time.Time{}, 0, err
+	}
+	return n, first, wait, nil
 }

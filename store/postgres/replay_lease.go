@@ -49,20 +49,22 @@ WHERE m.id = ANY($1::text[])`
 // owner; see store.Replays. Errors: EINVALID for an empty owner,
 // EUNAVAILABLE, EINTERNAL.
 func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int) ([]quarantine.ReplayLease, error) {
-	out, _, _, err := s.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, nil, 0)
+	out, _, _, err := s.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, nil, 0, 0)
 	return out, err
 }
 
 // LeaseReplayItemsWithin leases like LeaseReplayItems, but no more items
-// than every one of buckets grants tokens for, reserved in the same
-// transaction, due by ahead at the latest (replays.Reserve; TakeReplayTokens
-// shares the budget and takes with no ahead): the free items are locked
-// first (SKIP LOCKED), then the buckets, then as many items as there are
-// tokens are leased; it returns when their tokens are due. With no token
-// to reserve it leases nothing and returns how long until there is one.
+// than every one of buckets grants publish slots for, taken in the same
+// transaction (replays.Slots: the first at least lead after now, every
+// one within ahead; TakeReplaySlots shares the schedule): the free items
+// are locked first (SKIP LOCKED), then the buckets, then as many items
+// as there are slots are leased; it returns the first slot: the k-th
+// item leased (in the order returned) must not be published before
+// replays.SlotTime(first, r, k), r the lowest rate of buckets. With no
+// slot free it leases nothing and returns how long until there is one.
 // No buckets: LeaseReplayItems (due now). Errors: EINVALID for an empty
 // owner or a bad bucket, EUNAVAILABLE, EINTERNAL.
-func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
+func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
 	if owner == "" {
 		return nil, time.Time{}, 0, quarantine.Errorf(quarantine.EINVALID, "a lease needs an owner")
 	}
@@ -102,7 +104,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 			// for them (another engine's transaction, stopped or slow)
 			// must not shorten it, or another lease could take the items
 			// at once.
-			if granted, due, wait, now, err = takeTokens(ctx, tx, bs, len(seqs), s.clock, ahead); err != nil || granted == 0 {
+			if granted, due, wait, now, err = takeTokens(ctx, tx, bs, s.clock, slots(len(seqs), lead, ahead)); err != nil || granted == 0 {
 				return err
 			}
 			rows, err = tx.Query(ctx, leasePickedSQL, batchID, seqs[:granted], owner, now.Add(ttl), now)

@@ -62,7 +62,7 @@ func TestLeaseWithinRunsFromTheBucketLock(t *testing.T) {
 	}
 	done := make(chan leased, 1)
 	go func() {
-		ls, _, _, err := s.LeaseReplayItemsWithin(ctx, b.ID, "engine-1", 1, 10*time.Second, 0, bs, 0)
+		ls, _, _, err := s.LeaseReplayItemsWithin(ctx, b.ID, "engine-1", 1, 10*time.Second, 0, bs, 0, 0)
 		done <- leased{len(ls), err}
 	}()
 	// Wait until the lease waits for the holder's lock.

@@ -27,7 +27,7 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	var n int
 	var wait time.Duration
 	err = s.write(ctx, "take replay tokens", func(tx *sql.Tx) (err error) {
-		n, _, wait, err = takeTokens(ctx, tx, bs, want, s.clock(), 0)
+		n, _, wait, err = takeTokens(ctx, tx, bs, s.clock(), tokens(want, 0))
 		return err
 	})
 	if err != nil {
@@ -36,11 +36,30 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	return n, wait, nil
 }
 
-// takeTokens reserves up to want tokens from every bucket of bs
-// (validated, in key order) at now, due at most ahead later (see
-// replays.Reserve), in tx; it returns how many and when they are due,
-// or, when none, how long until one can be.
-func takeTokens(ctx context.Context, tx *sql.Tx, bs []quarantine.RateBucket, want int, now time.Time, ahead time.Duration) (int, time.Time, time.Duration, error) {
+// reserver grants from buckets at their levels at now: replays.Reserve
+// (tokens) or replays.Slots (the engine's schedule).
+type reserver func(bs []quarantine.RateBucket, levels []replays.Level, now time.Time) (n int, due time.Time, wait time.Duration, next []replays.Level)
+
+// tokens reserves up to want tokens, due at most ahead later.
+func tokens(want int, ahead time.Duration) reserver {
+	return func(bs []quarantine.RateBucket, levels []replays.Level, now time.Time) (int, time.Time, time.Duration, []replays.Level) {
+		return replays.Reserve(bs, levels, want, now, ahead)
+	}
+}
+
+// slots grants up to want slots, the first lead after now at the
+// earliest, every one within ahead.
+func slots(want int, lead, ahead time.Duration) reserver {
+	return func(bs []quarantine.RateBucket, levels []replays.Level, now time.Time) (int, time.Time, time.Duration, []replays.Level) {
+		return replays.Slots(bs, levels, want, now, lead, ahead)
+	}
+}
+
+// takeTokens grants from every bucket of bs (validated, in key order)
+// at now what reserve grants, in tx; it returns how many and when they
+// are due (the first slot, for slots), or, when none, how long until one
+// can be.
+func takeTokens(ctx context.Context, tx *sql.Tx, bs []quarantine.RateBucket, now time.Time, reserve reserver) (int, time.Time, time.Duration, error) {
 	levels := make([]replays.Level, len(bs))
 	for i, b := range bs {
 		var t float64
@@ -55,7 +74,7 @@ func takeTokens(ctx context.Context, tx *sql.Tx, bs []quarantine.RateBucket, wan
 			levels[i] = replays.Level{Tokens: t, At: fromMicros(at)}
 		}
 	}
-	n, due, wait, next := replays.Reserve(bs, levels, want, now, ahead)
+	n, due, wait, next := reserve(bs, levels, now)
 	if n == 0 {
 		// Nothing taken: the stored state refills to the same tokens
 		// later, and this transaction stays a read.
@@ -83,4 +102,31 @@ func (s *Store) HoldReplayTokens(ctx context.Context, key string, until time.Tim
 			key, micros(until.UTC().Truncate(time.Microsecond)))
 		return err
 	})
+}
+
+// TakeReplaySlots grants up to want publish slots from every bucket at
+// once (replays.Slots): the first at least lead after now, every one at
+// most ahead after now. It returns how many and the first (item k's slot
+// is replays.SlotTime(first, r, k), r the lowest rate of buckets), or,
+// when none, how long until one is free. Errors: EINVALID for a bucket
+// without key or positive rate, EUNAVAILABLE.
+func (s *Store) TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (int, time.Time, time.Duration, error) {
+	bs, err := replays.Buckets(buckets)
+	if err != nil {
+		return 0, time.Time{}, 0, err
+	}
+	if want <= 0 || len(bs) == 0 {
+		return max(want, 0), s.clock(), 0, nil
+	}
+	var n int
+	var first time.Time
+	var wait time.Duration
+	err = s.write(ctx, "take replay slots", func(tx *sql.Tx) (err error) {
+		n, first, wait, err = takeTokens(ctx, tx, bs, s.clock(), slots(want, lead, ahead))
+		return err
+	})
+	if err != nil {
+		return 0, time.Time{}, 0, err
+	}
+	return n, first, wait, nil
 }

@@ -18,7 +18,7 @@ import (
 // write lock, so concurrent leasers never get the same item. Errors:
 // EINVALID for an empty owner, EUNAVAILABLE.
 func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int) ([]quarantine.ReplayLease, error) {
-	out, _, _, err := s.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, nil, 0)
+	out, _, _, err := s.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, nil, 0, 0)
 	return out, err
 }
 
@@ -27,13 +27,16 @@ func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n i
 var leasedColumns = strings.ReplaceAll(itemColumns, "i.", "")
 
 // LeaseReplayItemsWithin leases like LeaseReplayItems, but no more items
-// than every one of buckets grants tokens for, reserved in the same write
-// transaction, due by ahead at the latest (replays.Reserve; TakeReplayTokens
-// shares the budget and takes with no ahead); it returns when they are
-// due. With no token to reserve it leases nothing and returns how long
-// until there is one. No buckets: LeaseReplayItems (due now). Errors:
-// EINVALID for an empty owner or a bad bucket, EUNAVAILABLE.
-func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
+// than every one of buckets grants publish slots for, taken in the same
+// write transaction (replays.Slots: the first at least lead after now,
+// every one within ahead; TakeReplaySlots shares the schedule); it
+// returns the first slot: the k-th item leased (in the order returned)
+// must not be published before replays.SlotTime(first, r, k), r the
+// lowest rate of buckets. With no slot free it leases nothing and
+// returns how long until there is one. No buckets: LeaseReplayItems (due
+// now). Errors: EINVALID for an empty owner or a bad bucket,
+// EUNAVAILABLE.
+func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
 	if owner == "" {
 		return nil, time.Time{}, 0, quarantine.Errorf(quarantine.EINVALID, "a lease needs an owner")
 	}
@@ -85,7 +88,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		}
 		if len(bs) > 0 {
 			var granted int
-			if granted, due, wait, err = takeTokens(ctx, tx, bs, len(seqs), now, ahead); err != nil || granted == 0 {
+			if granted, due, wait, err = takeTokens(ctx, tx, bs, now, slots(len(seqs), lead, ahead)); err != nil || granted == 0 {
 				return err
 			}
 			seqs = seqs[:granted]

@@ -123,11 +123,13 @@ func testReplayTokensHold(t *testing.T, h Harness) {
 	}
 }
 
-// tokenLeaser is the lease that reserves its rate tokens in the same
-// transaction (replay.TokenLeaser); every store implements it.
+// tokenLeaser is the lease that takes its publish slots in the same
+// transaction, and the take of slots alone (replay.TokenLeaser); every
+// store implements it.
 type tokenLeaser interface {
 	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int,
-		buckets []quarantine.RateBucket, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error)
+		buckets []quarantine.RateBucket, lead, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error)
+	TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (int, time.Time, time.Duration, error)
 }
 
 // leaseSetup opens a store with a clock of the test's and returns it with
@@ -147,155 +149,156 @@ func leaseSetup(t *testing.T, h Harness, n int) (store.Store, *testClock, tokenL
 	return s, clock, l, createReplay(t, s, replayReq(ids(msgs)...), nil)
 }
 
-// testReplayLeaseWithin: a lease that takes its tokens leases no more
-// items than the buckets grant, takes them from the budget TakeReplayTokens
-// shares, and leases nothing (with a wait) when no token is there.
+// near says whether a and b are within a microsecond (what the stores
+// keep).
+func near(a, b time.Time) bool {
+	d := a.Sub(b)
+	return d >= -time.Microsecond && d <= time.Microsecond
+}
+
+// testReplayLeaseWithin: a lease that takes its slots leases no more
+// items than the buckets grant slots for (one per item, 1/rate apart, on
+// the slowest bucket), from the schedule TakeReplaySlots shares, and
+// leases nothing (with a wait) when no slot is free within ahead.
 func testReplayLeaseWithin(t *testing.T, h Harness) {
-	s, clock, l, batch := leaseSetup(t, h, 10)
+	_, clock, l, batch := leaseSetup(t, h, 10)
 	ctx := t.Context()
 	bs := []quarantine.RateBucket{{Key: "dest:x", Rate: 2, Burst: 4}, {Key: "batch:" + batch.ID, Rate: 100, Burst: 100}}
-	got, due, wait, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-1", 10, time.Minute, 0, bs, 0)
+	got, first, wait, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-1", 10, time.Minute, 0, bs, 0, 0)
 	wantOK(t, err, "LeaseReplayItemsWithin")
-	if !slices.Equal(leaseSeqs(got), []int{0, 1, 2, 3}) || wait != 0 || got[0].Fence != 1 || got[0].Message == nil {
-		t.Fatalf("first lease %v (wait %s), want the burst of 4: seqs 0-3", leaseSeqs(got), wait)
+	if !slices.Equal(leaseSeqs(got), []int{0}) || wait != 0 || got[0].Fence != 1 || got[0].Message == nil {
+		t.Fatalf("first lease %v (wait %s), want one slot now: seq 0", leaseSeqs(got), wait)
 	}
-	// (The store's clock keeps microseconds.)
-	if d := due.Sub(clock.Now()); d < -time.Microsecond || d > time.Microsecond {
-		t.Fatalf("taken with no ahead, the tokens are due %s after now, want now", d)
+	if !near(first, clock.Now()) {
+		t.Fatalf("an idle schedule with no lead: the first slot is %s after now, want now", first.Sub(clock.Now()))
 	}
-	got, _, wait, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 0, bs, 0)
+	got, _, wait, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 0, bs, 0, 0)
 	wantOK(t, err, "LeaseReplayItemsWithin")
-	if len(got) != 0 || wait <= 0 || wait > 500*time.Millisecond {
-		t.Fatalf("with no token: leased %v, wait %s; want nothing and at most 500ms", leaseSeqs(got), wait)
+	if len(got) != 0 || wait < 499*time.Millisecond || wait > 501*time.Millisecond {
+		t.Fatalf("with no slot free now: leased %v, wait %s; want nothing for 500ms", leaseSeqs(got), wait)
 	}
-	// The same budget as TakeReplayTokens.
+	// The same schedule as TakeReplaySlots.
 	clock.Add(time.Second)
-	n, _, err := s.TakeReplayTokens(ctx, bs[:1], 1)
-	wantOK(t, err, "TakeReplayTokens")
-	if n != 1 {
-		t.Fatalf("TakeReplayTokens after 1s gave %d, want 1", n)
+	n, first, _, err := l.TakeReplaySlots(ctx, bs[:1], 1, 0, 0)
+	wantOK(t, err, "TakeReplaySlots")
+	if n != 1 || !near(first, clock.Now()) {
+		t.Fatalf("TakeReplaySlots after 1s gave %d from %s after now, want 1 now", n, first.Sub(clock.Now()))
 	}
-	got, _, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 0, bs, 0)
+	got, first, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 0, bs, 0, time.Second)
 	wantOK(t, err, "LeaseReplayItemsWithin")
-	if !slices.Equal(leaseSeqs(got), []int{4}) {
-		t.Fatalf("after 1s and one token taken elsewhere: leased %v, want [4]", leaseSeqs(got))
+	if !slices.Equal(leaseSeqs(got), []int{1, 2}) || !near(first, clock.Now().Add(500*time.Millisecond)) {
+		t.Fatalf("after one slot taken elsewhere, 1s ahead: leased %v from +%s, want [1 2] from +500ms", leaseSeqs(got), first.Sub(clock.Now()))
 	}
-	// No free item: no token is taken.
-	clock.Add(10 * time.Second)
-	got, _, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 2, bs, time.Second)
+	// No free item: no slot is taken.
+	got, _, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 10, time.Minute, 2, bs, 0, 10*time.Second)
 	wantOK(t, err, "LeaseReplayItemsWithin")
 	if len(got) != 0 {
 		t.Fatalf("past the canary bound: leased %v", leaseSeqs(got))
 	}
-	n, _, err = s.TakeReplayTokens(ctx, bs[:1], 10)
-	wantOK(t, err, "TakeReplayTokens")
-	if n != 4 {
-		t.Fatalf("a lease of nothing took tokens: %d left of the burst 4", n)
+	n, first, _, err = l.TakeReplaySlots(ctx, bs[:1], 1, 0, 10*time.Second)
+	wantOK(t, err, "TakeReplaySlots")
+	if n != 1 || !near(first, clock.Now().Add(1500*time.Millisecond)) {
+		t.Fatalf("a lease of nothing took slots: the next is %s after now, want 1.5s", first.Sub(clock.Now()))
 	}
-	_, _, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 1, time.Minute, 0, []quarantine.RateBucket{{Key: "k"}}, 0)
+	_, _, _, err = l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 1, time.Minute, 0, []quarantine.RateBucket{{Key: "k"}}, 0, 0)
+	wantCode(t, err, quarantine.EINVALID)
+	_, _, _, err = l.TakeReplaySlots(ctx, []quarantine.RateBucket{{Key: "k", Rate: -1}}, 1, 0, 0)
 	wantCode(t, err, quarantine.EINVALID)
 }
 
-// testReplayLeaseAhead: a lease may reserve its tokens ahead of the
-// refill, by at most ahead: it leases its items now and says when their
-// tokens are due; every other taker of the budget, ahead or not, comes
-// after.
+// testReplayLeaseAhead: a lease takes slots up to ahead after now, the
+// next ones where the schedule left off; an idle schedule starts lead
+// after now; every other taker comes after.
 func testReplayLeaseAhead(t *testing.T, h Harness) {
-	s, clock, l, batch := leaseSetup(t, h, 12)
+	_, clock, l, batch := leaseSetup(t, h, 12)
 	ctx := t.Context()
 	bs := []quarantine.RateBucket{{Key: "dest:y", Rate: 10, Burst: 4}, {Key: "batch:" + batch.ID, Rate: 100, Burst: 100}}
 	start := clock.Now()
 	ahead := 500 * time.Millisecond
 	steps := []struct {
-		seqs []int
-		due  time.Duration // after start
+		seqs  []int
+		first time.Duration // after start
 	}{
-		{[]int{0, 1, 2, 3}, 0},                      // the burst, due now
-		{[]int{4, 5, 6, 7}, 400 * time.Millisecond}, // refilled by 0.4 s
-		{[]int{8}, 500 * time.Millisecond},          // only one more within ahead
+		{[]int{0, 1, 2, 3}, 0},                // slots at 0, 0.1, 0.2, 0.3 s
+		{[]int{4, 5}, 400 * time.Millisecond}, // 0.4, 0.5: within ahead
 	}
 	for i, st := range steps {
-		got, due, wait, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-1", 4, time.Minute, 0, bs, ahead)
+		got, first, wait, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-1", 4, time.Minute, 0, bs, 0, ahead)
 		wantOK(t, err, "LeaseReplayItemsWithin")
-		if d := due.Sub(start.Add(st.due)); !slices.Equal(leaseSeqs(got), st.seqs) || wait != 0 || d < -time.Microsecond || d > time.Microsecond {
-			t.Fatalf("lease %d: %v due +%s (wait %s), want %v due +%s", i, leaseSeqs(got), due.Sub(start), wait, st.seqs, st.due)
+		if !slices.Equal(leaseSeqs(got), st.seqs) || wait != 0 || !near(first, start.Add(st.first)) {
+			t.Fatalf("lease %d: %v from +%s (wait %s), want %v from +%s", i, leaseSeqs(got), first.Sub(start), wait, st.seqs, st.first)
 		}
 	}
-	got, _, wait, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 4, time.Minute, 0, bs, ahead)
+	got, _, wait, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 4, time.Minute, 0, bs, 0, ahead)
 	wantOK(t, err, "LeaseReplayItemsWithin")
 	if len(got) != 0 || wait < 99*time.Millisecond || wait > 101*time.Millisecond {
 		t.Fatalf("nothing within ahead: leased %v, wait %s; want nothing for 100ms", leaseSeqs(got), wait)
 	}
-	// What was reserved ahead binds a taker that takes no ahead.
-	clock.Add(550 * time.Millisecond)
-	n, wait, err := s.TakeReplayTokens(ctx, bs[:1], 1)
-	wantOK(t, err, "TakeReplayTokens")
-	if n != 0 || wait < 49*time.Millisecond || wait > 51*time.Millisecond {
-		t.Fatalf("at +0.55s: %d tokens, wait %s; want none until +0.6s", n, wait)
+	// Idle again (the last slot, +0.5 s, passed): the next grant starts
+	// lead after now.
+	clock.Add(2 * time.Second)
+	got, first, _, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 4, time.Minute, 0, bs, 50*time.Millisecond, ahead)
+	wantOK(t, err, "LeaseReplayItemsWithin")
+	if !slices.Equal(leaseSeqs(got), []int{6, 7, 8, 9}) || !near(first, clock.Now().Add(50*time.Millisecond)) {
+		t.Fatalf("an idle schedule with lead 50ms: leased %v from +%s, want [6 7 8 9] from +50ms", leaseSeqs(got), first.Sub(clock.Now()))
 	}
-	clock.Add(450 * time.Millisecond)
-	n, _, err = s.TakeReplayTokens(ctx, bs[:1], 10)
-	wantOK(t, err, "TakeReplayTokens")
-	if n != 4 {
-		t.Fatalf("at +1s: %d tokens, want the burst of 4 refilled since +0.6s", n)
+	// What was leased ahead binds a taker that takes none ahead.
+	n, _, wait, err := l.TakeReplaySlots(ctx, bs[:1], 1, 0, 0)
+	wantOK(t, err, "TakeReplaySlots")
+	if n != 0 || wait < 449*time.Millisecond || wait > 451*time.Millisecond {
+		t.Fatalf("after the lease: %d slots, wait %s; want none until +450ms", n, wait)
 	}
 }
 
-// testReplayTokensAheadWithinTheRate: takers reserving with random ahead
-// and takers taking now, at random times, share one budget: the tokens,
-// used when they are due, never exceed burst + rate × d in any interval
-// d, and none is due later than its ahead.
+// testReplayTokensAheadWithinTheRate: leases and takes of slots with
+// random leads and aheads, at random times, share one schedule: its
+// slots are never closer than 1/rate (so at most 1 + rate × d fall in
+// any interval d), none is before its take or after its ahead, and a
+// schedule kept busy loses little.
 func testReplayTokensAheadWithinTheRate(t *testing.T, h Harness) {
 	s, clock, l, batch := leaseSetup(t, h, 4)
 	ctx := t.Context()
-	const rate, burst = 20, 4
-	bs := []quarantine.RateBucket{{Key: "dest:z", Rate: rate, Burst: burst}}
-	type use struct {
-		at time.Time
-		n  int
-	}
-	var uses []use
+	const rate = 20
+	bs := []quarantine.RateBucket{{Key: "dest:z", Rate: rate, Burst: 4}}
+	var slots []time.Time
 	rng := rand.New(rand.NewPCG(3, 4))
 	start := clock.Now()
 	for range 150 {
 		clock.Add(time.Duration(rng.IntN(60)) * time.Millisecond)
 		now := clock.Now()
-		if rng.IntN(3) == 0 {
-			n, _, err := s.TakeReplayTokens(ctx, bs, 1+rng.IntN(4))
-			wantOK(t, err, "TakeReplayTokens")
-			if n > 0 {
-				uses = append(uses, use{now, n})
-			}
-			continue
-		}
+		lead := time.Duration(rng.IntN(50)) * time.Millisecond
 		ahead := time.Duration(rng.IntN(300)) * time.Millisecond
-		got, due, _, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine", 1+rng.IntN(4), time.Minute, 0, bs, ahead)
-		wantOK(t, err, "LeaseReplayItemsWithin")
-		if len(got) == 0 {
-			continue
-		}
-		if d := due.Sub(now); d < -time.Microsecond || d > ahead+time.Microsecond {
-			t.Fatalf("a lease at +%s with ahead %s is due at +%s", now.Sub(start), ahead, due.Sub(start))
-		}
-		uses = append(uses, use{due, len(got)})
-		// Given back unpublished: the items are free again, the tokens
-		// stay spent.
-		wantOK(t, s.ReleaseReplayItems(ctx, got), "ReleaseReplayItems")
-	}
-	slices.SortStableFunc(uses, func(a, b use) int { return a.at.Compare(b.at) })
-	total := 0
-	for i := range uses {
-		total += uses[i].n
-		sum := 0
-		for j := i; j < len(uses); j++ {
-			sum += uses[j].n
-			d := uses[j].at.Sub(uses[i].at).Seconds()
-			if limit := burst + rate*d + 1e-6; float64(sum) > limit {
-				t.Fatalf("%d tokens used in %.6fs, more than burst + rate × d = %.3f", sum, d, limit)
+		var n int
+		var first time.Time
+		if rng.IntN(3) == 0 {
+			var err error
+			n, first, _, err = l.TakeReplaySlots(ctx, bs, 1+rng.IntN(4), lead, ahead)
+			wantOK(t, err, "TakeReplaySlots")
+		} else {
+			got, f, _, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine", 1+rng.IntN(4), time.Minute, 0, bs, lead, ahead)
+			wantOK(t, err, "LeaseReplayItemsWithin")
+			n, first = len(got), f
+			// Given back unpublished: the items are free again, the
+			// slots stay spent.
+			if n > 0 {
+				wantOK(t, s.ReleaseReplayItems(ctx, got), "ReleaseReplayItems")
 			}
 		}
+		for k := range n {
+			at := first.Add(time.Duration(float64(k) / rate * float64(time.Second)))
+			if at.Before(now.Add(-time.Microsecond)) || at.After(now.Add(max(lead, ahead)+time.Microsecond)) {
+				t.Fatalf("a take at +%s with lead %s, ahead %s has a slot at +%s", now.Sub(start), lead, ahead, at.Sub(start))
+			}
+			slots = append(slots, at)
+		}
 	}
-	if span := clock.Now().Sub(start).Seconds(); float64(total) < rate*span/2 {
-		t.Fatalf("only %d tokens in %.1fs at %d/s", total, span, rate)
+	slices.SortFunc(slots, func(a, b time.Time) int { return a.Compare(b) })
+	for i := 1; i < len(slots); i++ {
+		if d := slots[i].Sub(slots[i-1]); d < time.Second/rate-time.Microsecond {
+			t.Fatalf("slots %d and %d are %s apart, less than 1/rate", i-1, i, d)
+		}
+	}
+	if span := clock.Now().Sub(start).Seconds(); float64(len(slots)) < rate*span/2 {
+		t.Fatalf("only %d slots in %.1fs at %d/s", len(slots), span, rate)
 	}
 }
