@@ -12,16 +12,23 @@ import (
 // by a connection of its own, in the background, not by the writer at the
 // end of the commit that filled it: with SQLite's automatic checkpoint
 // every 1000 pages, the collector's single writer spent about 8% of the
-// binary's CPU copying pages (BenchmarkBinaryVsBareDrain's profile), and
-// every write waited meanwhile. The checkpointer runs a PASSIVE
-// checkpoint, which never waits for the writer or the readers, after
-// writes, at most once every checkpointEvery. The writer keeps an
-// automatic checkpoint far above that, as a backstop should the
-// checkpointer fall behind.
+// binary's CPU copying pages, and every write waited meanwhile. The
+// checkpointer runs a PASSIVE checkpoint, which never waits for the
+// writer or the readers, after writes, at most once every
+// checkpointEvery.
+//
+// The writer keeps an automatic checkpoint as a backstop should the
+// checkpointer fall behind, set far above what a long read lets pile up:
+// a pin's snapshot is one read that lasts the whole pin, the WAL cannot
+// be copied back past it meanwhile, and a million items leave a few
+// hundred MiB. With the backstop at 64 MiB, the first commit after the
+// snapshot ended copied all of it inside the writer, and an HTTP ingest
+// waited 0.9 to 1.3 s behind it (docs/benchmarks.md).
 const (
 	checkpointEvery = 100 * time.Millisecond
-	// backstop is the writer's wal_autocheckpoint, in pages of 4 KiB.
-	backstop = "16384"
+	// backstop is the writer's wal_autocheckpoint, in pages of 4 KiB
+	// (1 GiB).
+	backstop = "262144"
 )
 
 // checkpointer checkpoints the WAL of one store in the background.

@@ -12,7 +12,7 @@ import (
 
 // TestWALIsCheckpointedInTheBackground writes far more than the WAL may
 // hold and checks that the checkpointer, not the writer's backstop
-// (backstop pages, 64 MiB), copies it back after the writes: each batch
+// (backstop pages, 1 GiB), copies it back after the writes: each batch
 // is followed by a complete checkpoint, and the WAL file stays a few
 // batches long.
 //
