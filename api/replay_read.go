@@ -101,7 +101,15 @@ func (s *Server) listReplays(w http.ResponseWriter, r *http.Request) {
 	now := s.cfg.Now()
 	page := replayPage{Items: make([]rules.ReplayView, 0, len(batches))}
 	for _, b := range batches {
-		page.Items = append(page.Items, rules.NewReplayView(b, now))
+		v := rules.NewReplayView(b, now)
+		// The achieved rate as GET /api/v1/replays/{id} answers it:
+		// pauses, halts and the canary's observation excluded (read from
+		// the batch's state changes; nothing to read before it starts).
+		if v.AchievedRate, err = rules.ReplayRate(r.Context(), s.cfg.Store, b, now); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		page.Items = append(page.Items, v)
 	}
 	if next != "" {
 		page.NextCursor = &next

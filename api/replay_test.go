@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"testing"
@@ -241,4 +242,54 @@ func TestReplayPauseResumeCancel(t *testing.T) {
 	}
 	// Viewers read but do not act.
 	e.act(id, "pause", e.viewer, "no", http.StatusForbidden)
+}
+
+// The list answers the achieved rate GET of one batch answers: published
+// per second while publishing, a pause excluded. The batch published 1 of
+// its 2 messages at 1 msg/s, then was paused for ten minutes: 1, not the
+// 0.0 of the whole time since its start.
+func TestReplayListAchievedRateExcludesPauses(t *testing.T) {
+	t.Parallel()
+	now := time.Now().Add(10 * time.Minute)
+	e := newEnv(t, withNow(func() time.Time { return now }))
+	ctx := t.Context()
+	var msgs []*quarantine.Message
+	for i := range 2 {
+		m := &quarantine.Message{Queue: "orders.eu", JobName: "charge", IdempotencyKey: fmt.Sprintf("order:%d", i), Source: "test",
+			DedupeKey: fmt.Sprintf("list-rate-%d", i), Owner: "orders", ContentType: "application/json", Payload: []byte(`{}`), Reason: "declined"}
+		m.Normalize(time.Now())
+		msgs = append(msgs, m)
+	}
+	ins, err := e.store.InsertBatch(ctx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range ins {
+		ids = append(ids, r.ID)
+	}
+	b, err := e.store.CreateReplay(ctx, quarantine.ReplayRequest{IDs: ids, Rate: 1, Reason: "fixed", Actor: "token:operator"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := e.store.LeaseReplayItems(ctx, b.ID, "engine", 1, time.Minute, 0)
+	if err != nil || len(ls) != 1 {
+		t.Fatalf("lease: %v %v", ls, err)
+	}
+	if _, err := e.store.RecordReplayResults(ctx, []quarantine.ReplayResult{{BatchID: b.ID, MessageID: ls[0].Item.MessageID, Fence: ls[0].Fence,
+		Outcome: quarantine.ItemPublished, Destination: "memory:test/orders", PayloadVersion: ls[0].Message.PayloadVersion,
+		PayloadSHA256: ls[0].Message.PayloadSHA256, At: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.store.ChangeReplay(ctx, quarantine.ReplayChange{BatchID: b.ID, Action: quarantine.ReplayActPause, Actor: "token:operator", Reason: "downstream slow"}); err != nil {
+		t.Fatal(err)
+	}
+	if one := e.replay(b.ID, e.viewer); one.AchievedRate == nil || *one.AchievedRate != 1 {
+		t.Fatalf("GET of the batch: achieved rate %v, want 1", one.AchievedRate)
+	}
+	var page struct{ Items []replayBatch }
+	e.get("/api/v1/replays", e.viewer).want(t, http.StatusOK).decode(t, &page)
+	if len(page.Items) != 1 || page.Items[0].AchievedRate == nil || *page.Items[0].AchievedRate != 1 {
+		t.Fatalf("the list: %+v, want the batch at 1 msg/s", page.Items)
+	}
 }

@@ -978,7 +978,7 @@ type RekeyResult struct {
 type ReplayBatch struct {
 	// AchievedRate (published + deduplicated) per second while publishing: the time the batch
 	// ran from its start until it finished (or now), without the canary's
-	// observation and (on GET of one batch) without the time it was paused or
+	// observation and without the time it was paused or
 	// halted; that time is at least published / rate, so one message published
 	// in a few milliseconds shows the configured rate. Null before it starts.
 	AchievedRate *float32      `json:"achieved_rate"`
