@@ -43,10 +43,15 @@ services: ## start the project's own PostgreSQL, RabbitMQ, NATS, goaws and Alert
 services-stop: ## stop the private service instances that `make services` started, and nothing else
 	./scripts/services.sh stop
 
+# TIMING_TESTS count arrivals per second at a consumer: make test runs them
+# by themselves, after the rest (broker/rabbitmq timingTest).
+TIMING_TESTS = ^TestReplayTwoProcesses
+
 test: services ## run every test, uncached (needs services; installs the npm tools of the OpenAPI tests into .tools/node); the API suite runs on both stores
 	./scripts/node-tools.sh
-	$(WITH_SERVICES) $(GO) test -count=1 ./...
+	$(WITH_SERVICES) QUARANTINE_TIMING_TESTS=later $(GO) test -count=1 ./...
 	$(WITH_SERVICES) QUARANTINE_API_TEST_STORE=postgres $(GO) test -count=1 ./api/
+	$(WITH_SERVICES) $(GO) test -count=1 -run '$(TIMING_TESTS)' ./broker/rabbitmq/
 
 test-isolated: ## make test (CI=true) from a fresh clone in a network namespace of its own, where none of the machine's services can be reached (scripts/test-isolated.sh)
 	./scripts/test-isolated.sh

@@ -26,6 +26,7 @@ func TestReplayTwoProcessesExactRate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the quarantine binary")
 	}
+	timingTest(t)
 	const rate, burst = 200, 20
 	n := 10000
 	if s := os.Getenv("QUARANTINE_RATE_TEST_N"); s != "" {
@@ -144,4 +145,21 @@ func perTenth(ms []replayedMsg, first time.Time) []int {
 		out[i]++
 	}
 	return out
+}
+
+// timingTest defers t to make test's timing step when
+// QUARANTINE_TIMING_TESTS is "later". t counts arrivals per second at a
+// consumer: the way from the engines to it goes through two service
+// processes, PostgreSQL and RabbitMQ, and with the rest of the suite's
+// packages running beside it on two cores that way stalled for 100 ms and
+// more (229 in one second at 200/20, where alone it stays at 215 at
+// most). make test runs the whole suite with "later", then these tests by
+// themselves (-run TestReplayTwoProcesses ./broker/rabbitmq/), so they
+// still run, and fail, on every make test; go test run by hand runs them
+// in place.
+func timingTest(t *testing.T) {
+	t.Helper()
+	if os.Getenv("QUARANTINE_TIMING_TESTS") == "later" {
+		t.Skip("counts arrivals per second: make test runs it in its timing step, by itself")
+	}
 }

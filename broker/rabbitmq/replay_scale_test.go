@@ -142,6 +142,7 @@ func TestReplayTwoProcessesShareTheRate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the quarantine binary")
 	}
+	timingTest(t)
 	t.Parallel()
 	const n, rate, burst = 150, 40, 4
 	br := newBroker(t)
