@@ -58,7 +58,8 @@ type Config struct {
 	// group (KIP-345, group.instance.id): restarted with the same id, even
 	// after a kill -9, it takes its partitions back at once instead of
 	// after the session timeout. Every serve instance of the group needs
-	// its own (two members with one id fence each other). A static member
+	// its own (a member joining with an id in use replaces, and fences,
+	// the member that had it). A static member
 	// does not leave the group when it stops: the partitions of an
 	// instance stopped for good wait session_timeout before they move.
 	// Letters, digits, '.', '_' and '-', at most 249 bytes, like a topic.
