@@ -7,9 +7,12 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	// As in the binary, which imports every broker: Kafka's dead-letter
-	// headers (registered by the package) are dropped from every replay
-	// (TestReplayPublishesThePinnedSet checks it on the memory broker).
+	// headers and Pub/Sub's dead-letter attributes (registered by the
+	// packages) are dropped from every replay
+	// (TestPrepareDropsEveryBrokersDeadLetterBookkeeping;
+	// TestReplayPublishesThePinnedSet checks Kafka's on the memory broker).
 	_ "github.com/quarantine-dev/quarantine/broker/kafka"
+	_ "github.com/quarantine-dev/quarantine/broker/pubsub"
 	"github.com/quarantine-dev/quarantine/replay"
 )
 
@@ -81,5 +84,30 @@ func TestRegisterBookkeeping(t *testing.T) {
 		if _, ok := after[k]; ok != v {
 			t.Errorf("%s replayed: %v, want %v (headers %v)", k, ok, v, after)
 		}
+	}
+}
+
+// The dead-letter bookkeeping the broker packages register (Kafka
+// Connect's, Spring's and Streams' headers, Pub/Sub's
+// CloudPubSubDeadLetterSource* attributes) is dropped from a replay to any
+// broker, in any case; the job's own headers are kept.
+func TestPrepareDropsEveryBrokersDeadLetterBookkeeping(t *testing.T) {
+	t.Parallel()
+	h, dropped := prepared(map[string]string{
+		"__connect.errors.topic": "orders", "kafka_dlt-original-offset": "7", "__streams.errors.exception": "E",
+		"CloudPubSubDeadLetterSourceSubscription": "orders-sub", "CloudPubSubDeadLetterSourceSubscriptionProject": "p",
+		"CloudPubSubDeadLetterSourceTopicPublishTime": "2026-01-02T03:04:05Z", "cloudpubsubdeadlettersourcedeliverycount": "5",
+		"CloudPubSubDeadLetterSourceDeliveryErrorMessage": "500", "tenant": "acme",
+	})
+	want := map[string]string{
+		"tenant":                    "acme",
+		replay.HeaderIdempotencyKey: "order:7", replay.HeaderJobName: "charge",
+		replay.HeaderReplayID: "rb-1", replay.HeaderReplayedBy: "alice", replay.HeaderOriginalID: "m-1",
+	}
+	if !reflect.DeepEqual(h, want) {
+		t.Errorf("headers %v, want %v", h, want)
+	}
+	if len(dropped) != 0 {
+		t.Errorf("dropped %v: bookkeeping is not a redaction", dropped)
 	}
 }

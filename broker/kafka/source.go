@@ -97,6 +97,9 @@ func (s *Source) client() (*kgo.Client, error) {
 		kgo.OnPartitionsLost(s.lost),
 		kgo.WithLogger(kgoLogger{s.log}),
 	)
+	if s.cfg.InstanceID != nil {
+		opts = append(opts, kgo.InstanceID(*s.cfg.InstanceID))
+	}
 	if s.cfg.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(s.cfg.SessionTimeout), kgo.RebalanceTimeout(max(s.cfg.SessionTimeout, 10*time.Second)))
 	}

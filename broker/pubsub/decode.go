@@ -12,6 +12,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/replay"
 )
 
 // The attributes Pub/Sub adds to a message it forwards to a dead-letter
@@ -220,6 +221,18 @@ func claimsEnvelope(body []byte) bool {
 	b := bytes.TrimLeft(body, " \t\r\n")
 	return len(b) > 0 && b[0] == '{' && bytes.Contains(b, []byte(`"envelope"`))
 }
+
+// deadLetterAttributes are the attributes a dead-letter policy adds when
+// it forwards a message. They describe the dead-lettering, not the job:
+// no replay copies them, whatever broker it goes to (init registers them
+// with the replay engine, which drops them in replay.Prepare). The replay
+// engine matches a prefix only when it ends in "-" or ".", so the names
+// are listed; the Pub/Sub publisher also drops any other attribute of the
+// CloudPubSubDeadLetterSource prefix (Bookkeeping).
+var deadLetterAttributes = []string{AttrSourceSubscription, AttrSourceProject, AttrSourcePublishTime,
+	AttrSourceDeliveryCount, AttrSourceError}
+
+func init() { replay.RegisterBookkeeping(deadLetterAttributes...) }
 
 // Bookkeeping reports whether an attribute was added by a dead-lettering
 // (CloudPubSubDeadLetterSource*) or by the collector (x-pubsub-*), and is
