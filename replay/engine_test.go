@@ -143,22 +143,24 @@ func TestReplayPublishesALeaseWhenItsTokensAreDue(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ids := f.insert(12)
-	// Two batches at 2/s to one destination: its bucket, 2/s for both,
-	// grants a token every 500 ms, each leased (chunks of one) once it can
-	// be reserved, 200 ms ahead of it. A lease then does not wait for
-	// SQLite's writer behind the record of the token before, so that even
-	// on a loaded machine leases come back before their tokens are due.
-	// Each batch gets about 1/s: a worker's local limiter (its batch's
-	// 2/s) never holds a message back, so only the wait for the due time
-	// keeps it from arriving early (with one batch the limiter of a worker
-	// taking every token paces it alone, and this test would not notice
-	// the wait missing).
+	// Two batches at 2/s to one destination: its schedule, 2/s for both,
+	// has a slot every 500 ms, each leased (chunks of one) up to its
+	// lead ahead of it. Each batch gets about 1/s, half its own rate, so
+	// that only the wait for the slot keeps a message from arriving early
+	// (with one batch its own schedule would pace it as well, and this
+	// test would not notice the wait missing).
 	b1 := f.create(ids[:6], quarantine.ReplayRequest{Rate: 2, Burst: 2})
 	b2 := f.create(ids[6:], quarantine.ReplayRequest{Rate: 2, Burst: 2})
 	f.engine(replay.Config{})
 	f.waitState(b1.ID, 60*time.Second, quarantine.ReplayCompleted)
 	f.waitState(b2.ID, 60*time.Second, quarantine.ReplayCompleted)
 	due, ahead := f.obs.dues()
+	if ahead == 0 && raceEnabled {
+		// A lease asks for slots at most maxLead (100 ms) after its start;
+		// under the race detector on a loaded machine every lease took
+		// longer than that, so that none came back ahead of its slot.
+		t.Skip("inconclusive under the race detector: every lease came back after its slot (nothing was published early either)")
+	}
 	if ahead == 0 {
 		t.Fatal("no lease returned before its tokens were due: nothing was tested")
 	}
