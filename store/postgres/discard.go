@@ -9,6 +9,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/ops"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
 // Discard marks the selected messages discarded; see store.Store. The
@@ -24,7 +25,7 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 	if err := ops.CheckDiscard(d); err != nil {
 		return quarantine.BulkResult{}, err
 	}
-	if err := s.searchReady(ctx, filterText(d.Filter)); err != nil {
+	if err := s.searchReady(ctx, search.FilterText(d.Filter)); err != nil {
 		return quarantine.BulkResult{}, err
 	}
 	var res quarantine.BulkResult
@@ -129,7 +130,7 @@ func inDiscardSet(ref string) string {
 
 // StartDiscard records a running discard operation; see store.Discards.
 func (s *Store) StartDiscard(ctx context.Context, d quarantine.Discard, confirmAbove int) (quarantine.DiscardOperation, error) {
-	if err := s.searchReady(ctx, filterText(d.Filter)); err != nil {
+	if err := s.searchReady(ctx, search.FilterText(d.Filter)); err != nil {
 		return quarantine.DiscardOperation{}, err
 	}
 	now := s.clock()

@@ -134,3 +134,22 @@ func TooMany(n int64) error {
 	return quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "filter",
 		"the filter matches %d messages; at most %d can be changed at once", n, quarantine.MaxBulk)
 }
+
+// OwnersQuery starts a store's MessageOwners of ids: the map to fill,
+// and the ids to query (the distinct ones that can name a message; none
+// when there is nothing to read).
+func OwnersQuery(ids []string) (map[string]string, []string) {
+	return make(map[string]string, len(ids)), ValidIDs(ids)
+}
+
+// ReadOwners reads the id and owner of each row of a query into out.
+func ReadOwners(rows Rows, out map[string]string) error {
+	for rows.Next() {
+		var id, owner string
+		if err := rows.Scan(&id, &owner); err != nil {
+			return err
+		}
+		out[id] = owner
+	}
+	return rows.Err()
+}
