@@ -19,10 +19,15 @@ import (
 )
 
 // WholeSet readies f for a read of its whole set (counts, stats): no
-// cursor nor limit, a valid filter (Filter.Validate), then ready, the
-// store's wait until its search index has caught up for f's text.
+// cursor nor limit, then Checked.
 func WholeSet(ctx context.Context, f *quarantine.Filter, ready func(ctx context.Context, text string) error) error {
 	f.After, f.Limit = nil, 0
+	return Checked(ctx, f, ready)
+}
+
+// Checked checks f (Filter.Validate), then calls ready, the store's wait
+// until its search index has caught up for f's text.
+func Checked(ctx context.Context, f *quarantine.Filter, ready func(ctx context.Context, text string) error) error {
 	if err := f.Validate(); err != nil {
 		return err
 	}
