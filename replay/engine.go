@@ -24,23 +24,25 @@ type Store interface {
 	SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error)
 	TakeReplayTokens(ctx context.Context, buckets []quarantine.RateBucket, want int) (int, time.Duration, error)
 	HoldReplayTokens(ctx context.Context, key string, until time.Time) error
+	// LeaseReplayItemsWithin leases like LeaseReplayItems, but no more
+	// items than every one of buckets grants slots for (the engine's
+	// shared publish schedule: slots, one per item, never closer than
+	// 1/rate on any rate bucket, however many engines take them), in the
+	// lease's own transaction (saving the engine one write per chunk) and
+	// ahead of the slots, so that the lease and the read of its messages
+	// happen while the slots come: the first at least lead after now,
+	// every one at most ahead after now. It returns the first slot: the
+	// k-th item leased must not be published before slotTime(first, r,
+	// k), r the lowest rate of buckets. With no slot free it leases
+	// nothing and returns how long until there is one.
+	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) (leases []quarantine.ReplayLease, first time.Time, wait time.Duration, err error)
 }
 
-// TokenLeaser is an optional capability of a Store: the engine's shared
-// publish schedule (slots, one per item, never closer than 1/rate on any
-// rate bucket, however many engines take them), taken with a lease in
-// its own transaction (saving the engine one write per chunk) and ahead
-// of the slots, so that the lease and the read of its messages happen
-// while the slots come. Both stores have it. A store without it is paced
-// with TakeReplayTokens, one token (one slot) at a time.
+// TokenLeaser is an optional capability of a Store: the take of slots
+// of the engine's shared publish schedule (see LeaseReplayItemsWithin)
+// without a lease. Both stores have it. A store without it is paced with
+// TakeReplayTokens, one token (one slot) at a time.
 type TokenLeaser interface {
-	// LeaseReplayItemsWithin leases like LeaseReplayItems, but no more
-	// items than every one of buckets grants slots for: the first at
-	// least lead after now, every one at most ahead after now. It returns
-	// the first slot: the k-th item leased must not be published before
-	// slotTime(first, r, k), r the lowest rate of buckets. With no slot
-	// free it leases nothing and returns how long until there is one.
-	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) (leases []quarantine.ReplayLease, first time.Time, wait time.Duration, err error)
 	// TakeReplaySlots takes up to want slots of the same schedule, as a
 	// lease does: how many, and the first (or how long until one is free).
 	TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (n int, first time.Time, wait time.Duration, err error)

@@ -144,10 +144,9 @@ func (w *worker) run(ctx context.Context) {
 		var tokWait time.Duration
 		var err error
 		paid := w.dest
-		tl, ok := st.(TokenLeaser)
-		if ok && paid != "" && w.e.heldFor(paid) == 0 {
+		if paid != "" && w.e.heldFor(paid) == 0 {
 			started, ld := time.Now(), lead(w.leaseTook)
-			leases, due, tokWait, err = tl.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, paid), ld, ahead(b, ld))
+			leases, due, tokWait, err = st.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, paid), ld, ahead(b, ld))
 			if err == nil && len(leases) > 0 {
 				observe(&w.leaseTook, time.Since(started))
 			}
@@ -194,7 +193,7 @@ const refresh = time.Second
 
 // chunk is how many items to lease at once: what the batch may publish in
 // about a fifth of a second (its slots; the burst is not drawn on). What
-// a worker published is recorded every recordEvery items. A worker leases a chunk with its slots (TokenLeaser), before the
+// a worker published is recorded every recordEvery items. A worker leases a chunk with its slots (LeaseReplayItemsWithin), before the
 // first is due, and publishes each item at its slot: the lease and the
 // read of its messages overlap the wait, and the schedule, shared by
 // every engine, goes on while other workers' chunks are published.

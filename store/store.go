@@ -319,6 +319,21 @@ type Replays interface {
 	// A bucket seen for the first time starts full. Returns the number
 	// taken and, when 0, how long until one token is available.
 	TakeReplayTokens(ctx context.Context, buckets []quarantine.RateBucket, want int) (int, time.Duration, error)
+
+	// LeaseReplayItemsWithin leases like LeaseReplayItems, but no more
+	// items than every one of buckets grants publish slots for (one slot
+	// per item, never closer than 1/rate on any bucket, however many
+	// engines share the database), taken in the same transaction: the
+	// first slot at least lead after now, every one at most ahead after
+	// now. It returns the first slot: the k-th item leased must not be
+	// published before slotTime(first, r, k), r the lowest rate of
+	// buckets. With no slot free it leases nothing and returns how long
+	// until there is one.
+	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) (leases []quarantine.ReplayLease, first time.Time, wait time.Duration, err error)
+
+	// TakeReplaySlots takes up to want slots of the same schedule, as a
+	// lease does: how many, and the first (or how long until one is free).
+	TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (n int, first time.Time, wait time.Duration, err error)
 }
 
 // Alarms is the durable state of the age alarms: one state row per alarm

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/auditlog"
 )
 
 // appendAudit seals e as the next event of the chain and stores it,
@@ -145,14 +146,8 @@ func (s *Store) VerifyAudit(ctx context.Context, expect ...quarantine.AuditHead)
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			e, err := scanAudit(rows)
-			if err != nil {
-				return err
-			}
-			if !v.Add(&e) {
-				break
-			}
+		if err := auditlog.Walk(v, rows, func(r pgx.Rows) (quarantine.AuditEvent, error) { return scanAudit(r) }); err != nil {
+			return err
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
 // Counts by queue and status are sums of the buckets of failure_groups
@@ -35,11 +36,7 @@ func countQuery(f *quarantine.Filter) (string, []any) {
 // CountByQueue counts the messages matching f by queue and status; see
 // store.Store. Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
 func (s *Store) CountByQueue(ctx context.Context, f quarantine.Filter) ([]quarantine.QueueCount, error) {
-	f.After, f.Limit = nil, 0
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	if err := s.searchReady(ctx, f.Text); err != nil {
+	if err := search.WholeSet(ctx, &f, s.searchReady); err != nil {
 		return nil, err
 	}
 	q, args := countQuery(&f)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/ops"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
 // Discard marks the selected messages discarded; see store.Store. The
@@ -24,31 +25,43 @@ func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.B
 	if err := ops.CheckDiscard(d); err != nil {
 		return quarantine.BulkResult{}, err
 	}
-	if err := s.searchReady(ctx, filterText(d.Filter)); err != nil {
+	if err := s.searchReady(ctx, search.FilterText(d.Filter)); err != nil {
 		return quarantine.BulkResult{}, err
 	}
 	var res quarantine.BulkResult
 	err := s.inTx(ctx, "discard messages", func(tx pgx.Tx) error {
 		var err error
-		res, err = ops.Discard(d, ops.DiscardTx{
-			SelectFilter: func(f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
-				return lockFilter(ctx, tx, f, limit)
-			},
-			CountFilter: func(f quarantine.Filter) (n int64, err error) {
-				w := filterWhere(&f)
-				err = tx.QueryRow(ctx, "SELECT count(*) FROM messages m"+w.sql(), w.args...).Scan(&n)
-				return n, err
-			},
-			SelectIDs:     func(ids []string) (map[string]quarantine.Status, error) { return lockIDs(ctx, tx, ids) },
-			MarkDiscarded: func(ids []string) error { return s.markDiscarded(ctx, tx, ids) },
-			Audit:         func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
-		})
+		res, err = ops.Discard(ctx, d, discardTx{replayTx{s: s, tx: tx}})
 		return err
 	})
 	if err != nil {
 		return quarantine.BulkResult{}, err
 	}
 	return res, nil
+}
+
+// discardTx is one transaction of the store as the shared discard flow
+// (ops.Discard) uses it.
+type discardTx struct{ replayTx }
+
+var _ ops.DiscardTx = discardTx{}
+
+func (t discardTx) SelectFilter(ctx context.Context, f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
+	return lockFilter(ctx, t.tx, f, limit)
+}
+
+func (t discardTx) CountFilter(ctx context.Context, f quarantine.Filter) (n int64, err error) {
+	w := filterWhere(&f)
+	err = t.tx.QueryRow(ctx, "SELECT count(*) FROM messages m"+w.sql(), w.args...).Scan(&n)
+	return n, err
+}
+
+func (t discardTx) SelectIDs(ctx context.Context, ids []string) (map[string]quarantine.Status, error) {
+	return lockIDs(ctx, t.tx, ids)
+}
+
+func (t discardTx) MarkDiscarded(ctx context.Context, ids []string) error {
+	return t.s.markDiscarded(ctx, t.tx, ids)
 }
 
 // markDiscarded sets the status of ids to discarded, now.
@@ -117,7 +130,7 @@ func inDiscardSet(ref string) string {
 
 // StartDiscard records a running discard operation; see store.Discards.
 func (s *Store) StartDiscard(ctx context.Context, d quarantine.Discard, confirmAbove int) (quarantine.DiscardOperation, error) {
-	if err := s.searchReady(ctx, filterText(d.Filter)); err != nil {
+	if err := s.searchReady(ctx, search.FilterText(d.Filter)); err != nil {
 		return quarantine.DiscardOperation{}, err
 	}
 	now := s.clock()

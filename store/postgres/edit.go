@@ -25,34 +25,43 @@ func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*qua
 	var out *quarantine.Message
 	err := s.inTx(ctx, "edit a payload", func(tx pgx.Tx) error {
 		var err error
-		out, err = ops.Edit(e, ops.EditTx{
-			Current: func() (cur ops.Current, err error) {
-				err = tx.QueryRow(ctx, `SELECT status, payload_sha256, payload_version, content_type
-					FROM messages WHERE id = $1 FOR UPDATE`, e.MessageID).Scan(&cur.Status, &cur.SHA256, &cur.Version, &cur.ContentType)
-				return cur, orNotFound(err, notfound.Message(e.MessageID))
-			},
-			Write: func(p ops.EditPlan, payload []byte) error {
-				now := s.clock()
-				bin, txt := splitPayload(payload)
-				if _, err := tx.Exec(ctx, `INSERT INTO payload_versions (message_id, version, sha256, prev_sha256,
-					size, content_type, actor, reason, created_at, payload, payload_text)
-					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-					e.MessageID, p.Version, p.SHA256, p.PrevSHA256, len(payload), p.ContentType, p.Actor,
-					e.Reason, now, bin, txt); err != nil {
-					return err
-				}
-				_, err := tx.Exec(ctx, `UPDATE messages SET payload_sha256 = $2, payload_version = $3,
-					payload_size = $4, content_type = $5, updated_at = $6 WHERE id = $1`,
-					e.MessageID, p.SHA256, p.Version, len(payload), p.ContentType, now)
-				return err
-			},
-			Audit: func(ev *quarantine.AuditEvent) error { return s.appendAudit(ctx, tx, ev) },
-			Get:   func() (*quarantine.Message, error) { return getMessage(ctx, tx, e.MessageID) },
-		})
+		out, err = ops.Edit(ctx, e, editTx{replayTx{s: s, tx: tx}})
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// editTx is one transaction of the store as the shared edit flow
+// (ops.Edit) uses it.
+type editTx struct{ replayTx }
+
+var _ ops.EditTx = editTx{}
+
+func (t editTx) Current(ctx context.Context, id string) (cur ops.Current, err error) {
+	err = t.tx.QueryRow(ctx, `SELECT status, payload_sha256, payload_version, content_type
+		FROM messages WHERE id = $1 FOR UPDATE`, id).Scan(&cur.Status, &cur.SHA256, &cur.Version, &cur.ContentType)
+	return cur, orNotFound(err, notfound.Message(id))
+}
+
+func (t editTx) WritePayload(ctx context.Context, e quarantine.PayloadEdit, p ops.EditPlan) error {
+	now := t.s.clock()
+	bin, txt := splitPayload(e.Payload)
+	if _, err := t.tx.Exec(ctx, `INSERT INTO payload_versions (message_id, version, sha256, prev_sha256,
+		size, content_type, actor, reason, created_at, payload, payload_text)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		e.MessageID, p.Version, p.SHA256, p.PrevSHA256, len(e.Payload), p.ContentType, p.Actor,
+		e.Reason, now, bin, txt); err != nil {
+		return err
+	}
+	_, err := t.tx.Exec(ctx, `UPDATE messages SET payload_sha256 = $2, payload_version = $3,
+		payload_size = $4, content_type = $5, updated_at = $6 WHERE id = $1`,
+		e.MessageID, p.SHA256, p.Version, len(e.Payload), p.ContentType, now)
+	return err
+}
+
+func (t editTx) Message(ctx context.Context, id string) (*quarantine.Message, error) {
+	return getMessage(ctx, t.tx, id)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
 // Failure groups. Migration 0002 keeps failure_groups, one row per
@@ -68,10 +69,7 @@ GROUP BY m.fingerprint ORDER BY 2 DESC, 4 DESC, 1 LIMIT ` + w.arg(f.Limit), w.ar
 // EUNAVAILABLE, EINTERNAL.
 func (s *Store) Groups(ctx context.Context, f quarantine.Filter) ([]quarantine.Group, error) {
 	f.After = nil
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	if err := s.searchReady(ctx, f.Text); err != nil {
+	if err := search.Checked(ctx, &f, s.searchReady); err != nil {
 		return nil, err
 	}
 	q, args := groupsQuery(&f)

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
 // MessageReplayItems returns the replay items of message id, one per
@@ -15,15 +16,12 @@ import (
 // message has none (no error). EINVALID for a limit outside
 // 1..quarantine.MaxLimit.
 func (s *Store) MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error) {
-	if err := quarantine.ValidateLimit(limit); err != nil {
-		return nil, err
-	}
-	out := []quarantine.ReplayItem{}
-	if !quarantine.ValidID(id) {
-		return out, nil
+	out, ok, err := replays.MessageItems(id, limit)
+	if err != nil || !ok {
+		return out, err
 	}
 	opts := pgx.TxOptions{AccessMode: pgx.ReadOnly}
-	err := s.inTxOpts(ctx, opts, "list a message's replay items", func(tx pgx.Tx) error {
+	err = s.inTxOpts(ctx, opts, "list a message's replay items", func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT `+itemColumns+` FROM replay_items i WHERE i.message_id = $1
 			ORDER BY i.batch_id DESC LIMIT $2`, id, limit)
 		if err != nil {

@@ -8,8 +8,7 @@ import (
 
 // MessageOwners implements store.Store: one query for every id.
 func (s *Store) MessageOwners(ctx context.Context, ids []string) (map[string]string, error) {
-	out := make(map[string]string, len(ids))
-	ids = ops.ValidIDs(ids)
+	out, ids := ops.OwnersQuery(ids)
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -18,12 +17,8 @@ func (s *Store) MessageOwners(ctx context.Context, ids []string) (map[string]str
 		return nil, translate(err, "read the owners of messages")
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var id, owner string
-		if err := rows.Scan(&id, &owner); err != nil {
-			return nil, translate(err, "read the owners of messages")
-		}
-		out[id] = owner
+	if err := ops.ReadOwners(rows, out); err != nil {
+		return nil, translate(err, "read the owners of messages")
 	}
-	return out, translate(rows.Err(), "read the owners of messages")
+	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/hours"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
 // Queue statistics. With no filter, or one on queue and owner only, the
@@ -17,9 +18,6 @@ import (
 // inflow_minutes; see inflowHistogram): the cost grows with the number of
 // queues, not with the size of the store nor with the inflow. Any other
 // filter aggregates the matching messages.
-
-// Inflow windows, before the window end (hours.WindowEnd).
-var inflowWindows = [3]time.Duration{5 * time.Minute, time.Hour, 24 * time.Hour}
 
 // statsOnly reports whether the maintained path answers f.
 func statsOnly(f *quarantine.Filter) bool {
@@ -33,11 +31,7 @@ func statsOnly(f *quarantine.Filter) bool {
 // (hours.WindowEnd); see store.Store. Owner is left empty. All is read in one
 // snapshot. Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
 func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
-	f.After, f.Limit = nil, 0
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	if err := s.searchReady(ctx, f.Text); err != nil {
+	if err := search.WholeSet(ctx, &f, s.searchReady); err != nil {
 		return nil, err
 	}
 	now = now.UTC()
@@ -120,23 +114,12 @@ func queueStatsKept(ctx context.Context, tx pgx.Tx, f *quarantine.Filter, now, u
 	if err != nil {
 		return nil, err
 	}
-	// The three windows as the buckets (end-24h, end-1h], (end-1h,
-	// end-5m] and (end-5m, end] of the kept counts.
-	end := hours.WindowEnd(now)
-	edges := []time.Time{end.Add(-inflowWindows[2]), end.Add(-inflowWindows[1]), end.Add(-inflowWindows[0]), end}
-	hs := make([]quarantine.QueueHistogram, len(queues))
-	for i := range hs {
-		hs[i].Counts = make([]int64, 3)
-	}
+	edges, hs := hours.InflowBuckets(now, len(queues))
 	r := quarantine.HistogramRequest{Kind: quarantine.HistogramInflow, Queues: queues, Owners: f.Owner, Edges: edges}
 	if err := inflowHistogram(ctx, tx, r, edges, usable, hs); err != nil {
 		return nil, err
 	}
-	for i, h := range hs {
-		out[i].Inflow5m = h.Counts[2]
-		out[i].Inflow1h = h.Counts[1] + h.Counts[2]
-		out[i].Inflow24h = h.Counts[0] + h.Counts[1] + h.Counts[2]
-	}
+	hours.SetInflow(out, hs)
 	return out, nil
 }
 
@@ -144,7 +127,7 @@ func queueStatsKept(ctx context.Context, tx pgx.Tx, f *quarantine.Filter, now, u
 func queueStatsScan(ctx context.Context, tx pgx.Tx, f *quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
 	w := filterWhere(f)
 	end := hours.WindowEnd(now)
-	t5, t1, t24, tn := w.arg(end.Add(-inflowWindows[0])), w.arg(end.Add(-inflowWindows[1])), w.arg(end.Add(-inflowWindows[2])), w.arg(end)
+	t5, t1, t24, tn := w.arg(end.Add(-hours.InflowWindows[0])), w.arg(end.Add(-hours.InflowWindows[1])), w.arg(end.Add(-hours.InflowWindows[2])), w.arg(end)
 	in := func(since string) string {
 		return `count(*) FILTER (WHERE m.collected_at > ` + since + ` AND m.collected_at <= ` + tn + `)`
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
@@ -151,14 +150,6 @@ func (s *Store) searchReady(ctx context.Context, text string) error {
 	// Entries another indexer holds: wait for its transaction to end.
 	_, err = s.pool.Exec(ctx, `SELECT 1 FROM search_pending ORDER BY seq LIMIT $1 FOR SHARE`, searchCatchUp)
 	return translate(err, "search messages")
-}
-
-// filterText is the text of an optional filter.
-func filterText(f *quarantine.Filter) string {
-	if f == nil {
-		return ""
-	}
-	return f.Text
 }
 
 // indexer is the store's background search indexer.

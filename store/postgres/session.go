@@ -2,13 +2,13 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
+	"github.com/quarantine-dev/quarantine/store/internal/sessions"
 )
 
 // The web UI's sessions (migration 0015); see store.Sessions. Each call is
@@ -24,8 +24,9 @@ func scanSession(row pgx.CollectableRow) (*quarantine.Session, error) {
 	if err := row.Scan(&s.IDHash, &s.TokenHash, &s.Person, &s.Role, &owners, &s.CreatedAt, &s.IdleUntil, &s.ExpiresAt); err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(owners), &s.Owners); err != nil {
-		return nil, quarantine.Internal(err, "a session's owners are not a JSON array")
+	var err error
+	if s.Owners, err = sessions.Owners(owners); err != nil {
+		return nil, err
 	}
 	s.CreatedAt, s.IdleUntil, s.ExpiresAt = s.CreatedAt.UTC(), s.IdleUntil.UTC(), s.ExpiresAt.UTC()
 	return &s, nil
@@ -34,22 +35,16 @@ func scanSession(row pgx.CollectableRow) (*quarantine.Session, error) {
 // CreateSession stores s with its times from the store's clock; see
 // store.Sessions. Errors: EINVALID, ECONFLICT, EUNAVAILABLE, EINTERNAL.
 func (s *Store) CreateSession(ctx context.Context, sess *quarantine.Session, idle, max time.Duration) error {
-	if err := sess.Validate(); err != nil {
+	c, owners, err := sessions.Start(sess, s.clock, idle, max)
+	if err != nil {
 		return err
 	}
-	owners := sess.Owners
-	if owners == nil {
-		owners = []string{}
-	}
-	ob, _ := json.Marshal(owners) // a slice of strings always marshals
-	c := *sess
-	c.Start(s.clock(), idle, max)
-	_, err := s.pool.Exec(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		c.IDHash, c.TokenHash, c.Person, string(c.Role), string(ob), c.CreatedAt, c.IdleUntil, c.ExpiresAt)
+	_, err = s.pool.Exec(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		c.IDHash, c.TokenHash, c.Person, string(c.Role), owners, c.CreatedAt, c.IdleUntil, c.ExpiresAt)
 	if err != nil {
 		return translate(err, "create a session")
 	}
-	sess.Owners, sess.CreatedAt, sess.IdleUntil, sess.ExpiresAt = owners, c.CreatedAt, c.IdleUntil, c.ExpiresAt
+	sessions.Started(sess, c)
 	return nil
 }
 
@@ -65,14 +60,11 @@ func (s *Store) UseSession(ctx context.Context, idHash string, idle time.Duratio
 	if err != nil {
 		return nil, translate(orNotFound(err, notfound.Session()), "read a session")
 	}
-	now := s.clock()
-	if sess.Ended(now) {
-		if err := s.DeleteSession(ctx, idHash); err != nil {
-			return nil, err
-		}
-		return nil, notfound.Session()
+	touch, err := sessions.Use(ctx, s, sess, idHash, s.clock(), idle)
+	if err != nil {
+		return nil, err
 	}
-	if !sess.Use(now, idle) {
+	if !touch {
 		return sess, nil
 	}
 	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET idle_until = $1 WHERE id_hash = $2`, sess.IdleUntil, sess.IDHash)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/auditlog"
 )
 
 const auditColumns = `seq, time, actor, action, subject, details, prev_hash, hash`
@@ -150,14 +151,8 @@ func (s *Store) VerifyAudit(ctx context.Context, expect ...quarantine.AuditHead)
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			e, err := scanAudit(rows)
-			if err != nil {
-				return err
-			}
-			if !v.Add(&e) {
-				break
-			}
+		if err := auditlog.Walk(v, rows, func(r *sql.Rows) (quarantine.AuditEvent, error) { return scanAudit(r) }); err != nil {
+			return err
 		}
 		if err := rows.Err(); err != nil {
 			return err

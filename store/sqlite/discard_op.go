@@ -8,6 +8,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/ops"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
 // The discard operations (quarantine.DiscardOperation). The set of an
@@ -37,7 +38,7 @@ func markRowid(mark string) int64 {
 // The mark and the count are read from one snapshot, without the writer;
 // the operation is then recorded in a short write.
 func (s *Store) StartDiscard(ctx context.Context, d quarantine.Discard, confirmAbove int) (quarantine.DiscardOperation, error) {
-	if err := s.searchReady(ctx, filterText(d.Filter)); err != nil {
+	if err := s.searchReady(ctx, search.FilterText(d.Filter)); err != nil {
 		return quarantine.DiscardOperation{}, err
 	}
 	now := s.clock()

@@ -24,31 +24,40 @@ func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*qua
 	var out *quarantine.Message
 	err := s.write(ctx, "edit a payload", func(tx *sql.Tx) error {
 		var err error
-		out, err = ops.Edit(e, ops.EditTx{
-			Current: func() (cur ops.Current, err error) {
-				err = tx.QueryRowContext(ctx, `SELECT status, payload_sha256, payload_version, content_type
-					FROM messages WHERE id = ?`, e.MessageID).Scan(&cur.Status, &cur.SHA256, &cur.Version, &cur.ContentType)
-				return cur, orNotFound(err, notfound.Message(e.MessageID))
-			},
-			Write: func(p ops.EditPlan, payload []byte) error {
-				now := micros(s.clock())
-				blob, text := splitPayload(payload)
-				if _, err := tx.ExecContext(ctx, insertVersion, e.MessageID, p.Version, p.SHA256, p.PrevSHA256, len(payload),
-					p.ContentType, p.Actor, e.Reason, now, blob, text); err != nil {
-					return err
-				}
-				_, err := tx.ExecContext(ctx, `UPDATE messages SET payload_sha256 = ?, payload_version = ?,
-					payload_size = ?, content_type = ?, updated_at = ? WHERE id = ?`,
-					p.SHA256, p.Version, len(payload), p.ContentType, now, e.MessageID)
-				return err
-			},
-			Audit: func(ev *quarantine.AuditEvent) error { _, err := s.appendAudit(ctx, tx, *ev); return err },
-			Get:   func() (*quarantine.Message, error) { return getMessage(ctx, tx, e.MessageID) },
-		})
+		out, err = ops.Edit(ctx, e, editTx{replayTx{s: s, tx: tx}})
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// editTx is one transaction of the store as the shared edit flow
+// (ops.Edit) uses it.
+type editTx struct{ replayTx }
+
+var _ ops.EditTx = editTx{}
+
+func (t editTx) Current(ctx context.Context, id string) (cur ops.Current, err error) {
+	err = t.tx.QueryRowContext(ctx, `SELECT status, payload_sha256, payload_version, content_type
+		FROM messages WHERE id = ?`, id).Scan(&cur.Status, &cur.SHA256, &cur.Version, &cur.ContentType)
+	return cur, orNotFound(err, notfound.Message(id))
+}
+
+func (t editTx) WritePayload(ctx context.Context, e quarantine.PayloadEdit, p ops.EditPlan) error {
+	now := micros(t.s.clock())
+	blob, text := splitPayload(e.Payload)
+	if _, err := t.tx.ExecContext(ctx, insertVersion, e.MessageID, p.Version, p.SHA256, p.PrevSHA256, len(e.Payload),
+		p.ContentType, p.Actor, e.Reason, now, blob, text); err != nil {
+		return err
+	}
+	_, err := t.tx.ExecContext(ctx, `UPDATE messages SET payload_sha256 = ?, payload_version = ?,
+		payload_size = ?, content_type = ?, updated_at = ? WHERE id = ?`,
+		p.SHA256, p.Version, len(e.Payload), p.ContentType, now, e.MessageID)
+	return err
+}
+
+func (t editTx) Message(ctx context.Context, id string) (*quarantine.Message, error) {
+	return getMessage(ctx, t.tx, id)
 }

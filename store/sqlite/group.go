@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
 // latestOffset makes a stored failed_at (unix microseconds) non-negative
@@ -135,10 +136,7 @@ func foldGroups(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message, idx
 // naming the field, EUNAVAILABLE.
 func (s *Store) Groups(ctx context.Context, f quarantine.Filter) ([]quarantine.Group, error) {
 	f.After = nil
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	if err := s.searchReady(ctx, f.Text); err != nil {
+	if err := search.Checked(ctx, &f, s.searchReady); err != nil {
 		return nil, err
 	}
 	q, args := groupsQuery(f)

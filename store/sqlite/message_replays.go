@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
 // MessageReplayItems returns the replay items of message id, one per
@@ -13,14 +14,11 @@ import (
 // order), oldest first. An unknown message has none (no error). EINVALID
 // for a limit outside 1..quarantine.MaxLimit.
 func (s *Store) MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error) {
-	if err := quarantine.ValidateLimit(limit); err != nil {
-		return nil, err
+	out, ok, err := replays.MessageItems(id, limit)
+	if err != nil || !ok {
+		return out, err
 	}
-	out := []quarantine.ReplayItem{}
-	if !quarantine.ValidID(id) {
-		return out, nil
-	}
-	err := s.read(ctx, "list a message's replay items", func(tx *sql.Tx) error {
+	err = s.read(ctx, "list a message's replay items", func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+itemColumns+` FROM replay_items i WHERE i.message_id = ?
 			ORDER BY i.batch_id DESC LIMIT ?`, id, limit)
 		if err != nil {

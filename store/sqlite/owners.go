@@ -10,8 +10,7 @@ import (
 // MessageOwners implements store.Store: one query for every id (a JSON
 // array parameter).
 func (s *Store) MessageOwners(ctx context.Context, ids []string) (map[string]string, error) {
-	out := make(map[string]string, len(ids))
-	ids = ops.ValidIDs(ids)
+	out, ids := ops.OwnersQuery(ids)
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -21,14 +20,7 @@ func (s *Store) MessageOwners(ctx context.Context, ids []string) (map[string]str
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			var id, owner string
-			if err := rows.Scan(&id, &owner); err != nil {
-				return err
-			}
-			out[id] = owner
-		}
-		return rows.Err()
+		return ops.ReadOwners(rows, out)
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/hours"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
 // QueueStats returns, per queue with messages matching f, the counts by
@@ -20,11 +21,7 @@ import (
 // (inflowHistogram); any other filter groups the matching messages. One snapshot. Errors: EINVALID naming the field,
 // EUNAVAILABLE.
 func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
-	f.After, f.Limit = nil, 0
-	if err := f.Validate(); err != nil {
-		return nil, err
-	}
-	if err := s.searchReady(ctx, f.Text); err != nil {
+	if err := search.WholeSet(ctx, &f, s.searchReady); err != nil {
 		return nil, err
 	}
 	var out []quarantine.QueueStats
@@ -48,7 +45,7 @@ func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Ti
 func inflowArgs(now time.Time) []any {
 	end := hours.WindowEnd(now)
 	n := micros(end)
-	return []any{micros(end.Add(-5 * time.Minute)), n, micros(end.Add(-time.Hour)), n, micros(end.Add(-24 * time.Hour)), n}
+	return []any{micros(end.Add(-hours.InflowWindows[0])), n, micros(end.Add(-hours.InflowWindows[1])), n, micros(end.Add(-hours.InflowWindows[2])), n}
 }
 
 func newQueueStats(queue string) quarantine.QueueStats {
@@ -112,14 +109,7 @@ func queueStatsKept(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now, u
 	if len(out) == 0 {
 		return out, nil
 	}
-	// The three windows as the buckets (end-24h, end-1h], (end-1h,
-	// end-5m] and (end-5m, end] of the kept counts.
-	end := hours.WindowEnd(now)
-	edges := []time.Time{end.Add(-24 * time.Hour), end.Add(-time.Hour), end.Add(-5 * time.Minute), end}
-	hs := make([]quarantine.QueueHistogram, len(out))
-	for i := range hs {
-		hs[i].Counts = make([]int64, 3)
-	}
+	edges, hs := hours.InflowBuckets(now, len(out))
 	r := quarantine.HistogramRequest{Kind: quarantine.HistogramInflow, Queues: queues, Owners: f.Owner, Edges: edges}
 	inOwner := ""
 	if len(f.Owner) > 0 {
@@ -128,11 +118,7 @@ func queueStatsKept(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now, u
 	if err := inflowHistogram(ctx, tx, r, inOwner, ownerArgs, usable, hs); err != nil {
 		return nil, err
 	}
-	for i, h := range hs {
-		out[i].Inflow5m = h.Counts[2]
-		out[i].Inflow1h = h.Counts[1] + h.Counts[2]
-		out[i].Inflow24h = h.Counts[0] + h.Counts[1] + h.Counts[2]
-	}
+	hours.SetInflow(out, hs)
 	return out, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
 // Replay batches live in replay_batches, their items in replay_items
@@ -40,7 +41,7 @@ func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, ke
 	if err := r.Validate(0); err != nil {
 		return nil, err
 	}
-	if err := s.searchReady(ctx, filterText(r.Filter)); err != nil {
+	if err := s.searchReady(ctx, search.FilterText(r.Filter)); err != nil {
 		return nil, err
 	}
 	return replays.Pin(ctx, pinner{s}, &r, keyRule, s.clock)

@@ -37,15 +37,12 @@ var leasedColumns = strings.ReplaceAll(itemColumns, "i.", "")
 // now). Errors: EINVALID for an empty owner or a bad bucket,
 // EUNAVAILABLE.
 func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
-	if owner == "" {
-		return nil, time.Time{}, 0, quarantine.Errorf(quarantine.EINVALID, "a lease needs an owner")
-	}
-	bs, err := replays.Buckets(buckets)
+	bs, lease, err := replays.LeaseWithin(batchID, owner, n, buckets)
 	if err != nil {
 		return nil, time.Time{}, 0, err
 	}
 	out := []quarantine.ReplayLease{}
-	if n <= 0 || !quarantine.ValidID(batchID) {
+	if !lease {
 		return out, time.Time{}, 0, nil
 	}
 	var due time.Time

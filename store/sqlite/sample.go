@@ -25,11 +25,8 @@ import (
 // stratified samples read in one snapshot. Errors: EINVALID naming the
 // field, EUNAVAILABLE.
 func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quarantine.Message, error) {
-	f, err := sampling.Filter(&r)
+	f, err := sampling.ReadyFilter(ctx, &r, s.searchReady)
 	if err != nil {
-		return nil, err
-	}
-	if err := s.searchReady(ctx, f.Text); err != nil {
 		return nil, err
 	}
 	lim := sampling.Limits{Exact: s.exact, SmallGroup: s.smallGroup}

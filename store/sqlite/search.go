@@ -254,14 +254,6 @@ func (s *Store) searchReady(ctx context.Context, text string) error {
 	}
 }
 
-// filterText is the text of an optional filter.
-func filterText(f *quarantine.Filter) string {
-	if f == nil {
-		return ""
-	}
-	return f.Text
-}
-
 // indexer is the store's background search indexer.
 type indexer = search.Indexer
 

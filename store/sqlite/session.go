@@ -3,11 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
+	"github.com/quarantine-dev/quarantine/store/internal/sessions"
 )
 
 // The web UI's sessions (migration 0015); see store.Sessions.
@@ -23,8 +23,9 @@ func scanSession(r scanner) (*quarantine.Session, error) {
 	}
 	s.Role = quarantine.Role(role)
 	s.CreatedAt, s.IdleUntil, s.ExpiresAt = fromMicros(created), fromMicros(idle), fromMicros(expires)
-	if err := json.Unmarshal([]byte(owners), &s.Owners); err != nil {
-		return nil, quarantine.Internal(err, "a session's owners are not a JSON array")
+	var err error
+	if s.Owners, err = sessions.Owners(owners); err != nil {
+		return nil, err
 	}
 	return &s, nil
 }
@@ -32,22 +33,13 @@ func scanSession(r scanner) (*quarantine.Session, error) {
 // CreateSession stores s with its times from the store's clock; see
 // store.Sessions. Errors: EINVALID, ECONFLICT, EUNAVAILABLE, EINTERNAL.
 func (s *Store) CreateSession(ctx context.Context, sess *quarantine.Session, idle, max time.Duration) error {
-	if err := sess.Validate(); err != nil {
+	c, owners, err := sessions.Start(sess, s.clock, idle, max)
+	if err != nil {
 		return err
 	}
-	owners := sess.Owners
-	if owners == nil {
-		owners = []string{}
-	}
-	ob, err := json.Marshal(owners)
-	if err != nil {
-		return quarantine.Internal(err, "cannot encode session owners")
-	}
-	c := *sess
-	c.Start(s.clock(), idle, max)
 	err = s.write(ctx, "create a session", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO sessions (`+sessionColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			c.IDHash, c.TokenHash, c.Person, string(c.Role), string(ob),
+			c.IDHash, c.TokenHash, c.Person, string(c.Role), owners,
 			micros(c.CreatedAt), micros(c.IdleUntil), micros(c.ExpiresAt))
 		if isConstraint(err) {
 			return quarantine.Errorf(quarantine.ECONFLICT, "a session with this id exists")
@@ -57,7 +49,7 @@ func (s *Store) CreateSession(ctx context.Context, sess *quarantine.Session, idl
 	if err != nil {
 		return err
 	}
-	sess.Owners, sess.CreatedAt, sess.IdleUntil, sess.ExpiresAt = owners, c.CreatedAt, c.IdleUntil, c.ExpiresAt
+	sessions.Started(sess, c)
 	return nil
 }
 
@@ -74,14 +66,11 @@ func (s *Store) UseSession(ctx context.Context, idHash string, idle time.Duratio
 	if err != nil {
 		return nil, err
 	}
-	now := s.clock()
-	if sess.Ended(now) {
-		if err := s.DeleteSession(ctx, idHash); err != nil {
-			return nil, err
-		}
-		return nil, notfound.Session()
+	touch, err := sessions.Use(ctx, s, sess, idHash, s.clock(), idle)
+	if err != nil {
+		return nil, err
 	}
-	if !sess.Use(now, idle) {
+	if !touch {
 		return sess, nil
 	}
 	err = s.write(ctx, "use a session", func(tx *sql.Tx) error {

@@ -112,12 +112,19 @@ func testDiscardIDs(t *testing.T, h Harness) {
 	}
 }
 
-func testDiscardFilter(t *testing.T, h Harness) {
+// discardDataset opens a store with the list dataset and returns it, the
+// messages, the filter the discard tests use and the ids it matches.
+func discardDataset(t *testing.T, h Harness) (store.Store, []*quarantine.Message, quarantine.Filter, []string) {
+	t.Helper()
 	s := h.Open(t)
-	ctx := t.Context()
 	msgs := listDataset(t, h, s)
 	f := quarantine.Filter{Queue: []string{"orders", "billing"}, Status: []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusReplayed, quarantine.StatusDiscarded}}
-	want := expected(f, msgs)
+	return s, msgs, f, expected(f, msgs)
+}
+
+func testDiscardFilter(t *testing.T, h Harness) {
+	s, msgs, f, want := discardDataset(t, h)
+	ctx := t.Context()
 	n := len(want) + 1
 	_, err := s.Discard(ctx, quarantine.Discard{Filter: &f, Reason: "bulk", Actor: "bob", ExpectCount: &n})
 	wantCode(t, err, quarantine.ECONFLICT)
@@ -129,21 +136,11 @@ func testDiscardFilter(t *testing.T, h Harness) {
 	if res.Matched != len(want) || len(res.Changed)+len(res.Skipped) != len(want) {
 		t.Fatalf("matched %d changed %d skipped %d, want %d in all", res.Matched, len(res.Changed), len(res.Skipped), len(want))
 	}
-	prev := map[string]quarantine.Status{}
-	var wantChanged []string
-	for _, m := range msgs {
-		if !slices.Contains(want, m.ID) {
-			continue
+	prev, wantChanged, skipped := expectDiscard(msgs, want)
+	for _, id := range skipped {
+		if !slices.ContainsFunc(res.Skipped, func(s quarantine.BulkSkipped) bool { return s.ID == id && s.Reason != "" }) {
+			t.Fatalf("discarded message %s not reported skipped: %+v", id, res.Skipped)
 		}
-		if m.Status == quarantine.StatusDiscarded {
-			if !slices.ContainsFunc(res.Skipped, func(s quarantine.BulkSkipped) bool { return s.ID == m.ID && s.Reason != "" }) {
-				t.Fatalf("discarded message %s not reported skipped: %+v", m.ID, res.Skipped)
-			}
-			continue
-		}
-		prev[m.ID] = m.Status
-		wantChanged = append(wantChanged, m.ID)
-		m.Status = quarantine.StatusDiscarded
 	}
 	slices.Sort(wantChanged)
 	got := slices.Sorted(slices.Values(res.Changed))
@@ -158,6 +155,27 @@ func testDiscardFilter(t *testing.T, h Harness) {
 	if wantCounts := expectedCounts(quarantine.Filter{}, msgs); !slices.Equal(counts, wantCounts) {
 		t.Fatalf("CountByQueue after the discard = %v, want %v", counts, wantCounts)
 	}
+}
+
+// expectDiscard is what discarding the messages of msgs that want names
+// does: those already discarded are skipped (skipped, in msgs order); the
+// others are changed (changed, in msgs order), prev has their statuses
+// before, and msgs has them discarded (what is stored afterwards).
+func expectDiscard(msgs []*quarantine.Message, want []string) (prev map[string]quarantine.Status, changed, skipped []string) {
+	prev = map[string]quarantine.Status{}
+	for _, m := range msgs {
+		if !slices.Contains(want, m.ID) {
+			continue
+		}
+		if m.Status == quarantine.StatusDiscarded {
+			skipped = append(skipped, m.ID)
+			continue
+		}
+		prev[m.ID] = m.Status
+		changed = append(changed, m.ID)
+		m.Status = quarantine.StatusDiscarded
+	}
+	return prev, changed, skipped
 }
 
 func testDiscardMaxBulk(t *testing.T, h Harness) {

@@ -14,11 +14,8 @@ import (
 // audit event per change, whatever the chunk size; a count above the
 // threshold needs expect_count, and a refused start records nothing.
 func testDiscardOperation(t *testing.T, h Harness) {
-	s := h.Open(t)
+	s, msgs, f, want := discardDataset(t, h)
 	ctx := t.Context()
-	msgs := listDataset(t, h, s)
-	f := quarantine.Filter{Queue: []string{"orders", "billing"}, Status: []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusReplayed, quarantine.StatusDiscarded}}
-	want := expected(f, msgs)
 	d := quarantine.Discard{Filter: &f, Reason: "incident", Actor: "bob"}
 
 	_, err := s.StartDiscard(ctx, d, len(want)-1)
@@ -50,19 +47,7 @@ func testDiscardOperation(t *testing.T, h Harness) {
 		t.Fatalf("RunningDiscards = %v, %v; want %s", running, err, op.ID)
 	}
 
-	prev := map[string]quarantine.Status{}
-	var skipped []string
-	for _, m := range msgs {
-		if !slices.Contains(want, m.ID) {
-			continue
-		}
-		if m.Status == quarantine.StatusDiscarded {
-			skipped = append(skipped, m.ID)
-			continue
-		}
-		prev[m.ID] = m.Status
-		m.Status = quarantine.StatusDiscarded
-	}
+	prev, _, skipped := expectDiscard(msgs, want)
 	var changed, skippedGot []string
 	for chunks := 0; op.State == quarantine.DiscardRunning; chunks++ {
 		if chunks > n {

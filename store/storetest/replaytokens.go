@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -123,30 +122,17 @@ func testReplayTokensHold(t *testing.T, h Harness) {
 	}
 }
 
-// tokenLeaser is the lease that takes its publish slots in the same
-// transaction, and the take of slots alone (replay.TokenLeaser); every
-// store implements it.
-type tokenLeaser interface {
-	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int,
-		buckets []quarantine.RateBucket, lead, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error)
-	TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (int, time.Time, time.Duration, error)
-}
-
 // leaseSetup opens a store with a clock of the test's and returns it with
-// its tokenLeaser and a batch of n new messages.
-func leaseSetup(t *testing.T, h Harness, n int) (store.Store, *testClock, tokenLeaser, *quarantine.ReplayBatch) {
+// a batch of n new messages.
+func leaseSetup(t *testing.T, h Harness, n int) (store.Store, *testClock, *quarantine.ReplayBatch) {
 	t.Helper()
 	s, clock := openClock(t, h)
-	l, ok := s.(tokenLeaser)
-	if !ok {
-		t.Fatalf("%T has no LeaseReplayItemsWithin", s)
-	}
 	var msgs []*quarantine.Message
 	for range n {
 		msgs = append(msgs, newMsg())
 	}
 	insert(t, s, msgs...)
-	return s, clock, l, createReplay(t, s, replayReq(ids(msgs)...), nil)
+	return s, clock, createReplay(t, s, replayReq(ids(msgs)...), nil)
 }
 
 // near says whether a and b are within a microsecond (what the stores
@@ -161,7 +147,7 @@ func near(a, b time.Time) bool {
 // the slowest bucket), from the schedule TakeReplaySlots shares, and
 // leases nothing (with a wait) when no slot is free within ahead.
 func testReplayLeaseWithin(t *testing.T, h Harness) {
-	_, clock, l, batch := leaseSetup(t, h, 10)
+	l, clock, batch := leaseSetup(t, h, 10)
 	ctx := t.Context()
 	bs := []quarantine.RateBucket{{Key: "dest:x", Rate: 2, Burst: 4}, {Key: "batch:" + batch.ID, Rate: 100, Burst: 100}}
 	got, first, wait, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-1", 10, time.Minute, 0, bs, 0, 0)
@@ -210,7 +196,7 @@ func testReplayLeaseWithin(t *testing.T, h Harness) {
 // next ones where the schedule left off; an idle schedule starts lead
 // after now; every other taker comes after.
 func testReplayLeaseAhead(t *testing.T, h Harness) {
-	_, clock, l, batch := leaseSetup(t, h, 12)
+	l, clock, batch := leaseSetup(t, h, 12)
 	ctx := t.Context()
 	bs := []quarantine.RateBucket{{Key: "dest:y", Rate: 10, Burst: 4}, {Key: "batch:" + batch.ID, Rate: 100, Burst: 100}}
 	start := clock.Now()
@@ -256,7 +242,7 @@ func testReplayLeaseAhead(t *testing.T, h Harness) {
 // any interval d), none is before its take or after its ahead, and a
 // schedule kept busy loses little.
 func testReplayTokensAheadWithinTheRate(t *testing.T, h Harness) {
-	s, clock, l, batch := leaseSetup(t, h, 4)
+	l, clock, batch := leaseSetup(t, h, 4)
 	ctx := t.Context()
 	const rate = 20
 	bs := []quarantine.RateBucket{{Key: "dest:z", Rate: rate, Burst: 4}}
@@ -281,7 +267,7 @@ func testReplayTokensAheadWithinTheRate(t *testing.T, h Harness) {
 			// Given back unpublished: the items are free again, the
 			// slots stay spent.
 			if n > 0 {
-				wantOK(t, s.ReleaseReplayItems(ctx, got), "ReleaseReplayItems")
+				wantOK(t, l.ReleaseReplayItems(ctx, got), "ReleaseReplayItems")
 			}
 		}
 		for k := range n {

@@ -16,7 +16,38 @@ package hours
 import (
 	"slices"
 	"time"
+
+	"github.com/quarantine-dev/quarantine"
 )
+
+// InflowWindows are the inflow windows of the queue stats (Inflow5m,
+// Inflow1h, Inflow24h), before the window end (WindowEnd).
+var InflowWindows = [3]time.Duration{5 * time.Minute, time.Hour, 24 * time.Hour}
+
+// InflowBuckets returns the three inflow windows read at now as the
+// edges of the buckets (end-24h, end-1h], (end-1h, end-5m] and
+// (end-5m, end] of the kept counts, and n histograms of those buckets,
+// zero, for a store's inflow histogram of n queues.
+func InflowBuckets(now time.Time, n int) ([]time.Time, []quarantine.QueueHistogram) {
+	end := WindowEnd(now)
+	w := InflowWindows
+	edges := []time.Time{end.Add(-w[2]), end.Add(-w[1]), end.Add(-w[0]), end}
+	hs := make([]quarantine.QueueHistogram, n)
+	for i := range hs {
+		hs[i].Counts = make([]int64, 3)
+	}
+	return edges, hs
+}
+
+// SetInflow sets the inflow windows of each of out from the histogram of
+// InflowBuckets at the same index.
+func SetInflow(out []quarantine.QueueStats, hs []quarantine.QueueHistogram) {
+	for i, h := range hs {
+		out[i].Inflow5m = h.Counts[2]
+		out[i].Inflow1h = h.Counts[1] + h.Counts[2]
+		out[i].Inflow24h = h.Counts[0] + h.Counts[1] + h.Counts[2]
+	}
+}
 
 // MinutesKept is how long the stores keep the minute counts: a row of
 // minute m may be deleted once m is this long before the store's clock

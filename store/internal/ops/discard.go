@@ -1,24 +1,28 @@
 package ops
 
-import "github.com/quarantine-dev/quarantine"
+import (
+	"context"
 
-// DiscardTx is what a store does inside its discard transaction: select
-// (and lock, where the store locks rows) the messages, mark the changed
-// ones discarded, and append the audit events.
-type DiscardTx struct {
+	"github.com/quarantine-dev/quarantine"
+)
+
+// DiscardTx is what the discard flow (Discard) needs of a store's
+// transaction: select (and lock, where the store locks rows) the
+// messages, mark the changed ones discarded, and append the audit events.
+type DiscardTx interface {
 	// SelectFilter returns up to limit messages matching f (a valid
 	// filter without cursor), in id order, with their statuses.
-	SelectFilter func(f quarantine.Filter, limit int) ([]quarantine.Selected, error)
+	SelectFilter(ctx context.Context, f quarantine.Filter, limit int) ([]quarantine.Selected, error)
 	// CountFilter counts the messages matching f; called only when f
 	// matches more than quarantine.MaxBulk, for the refusal.
-	CountFilter func(f quarantine.Filter) (int64, error)
+	CountFilter(ctx context.Context, f quarantine.Filter) (int64, error)
 	// SelectIDs returns the status of each of ids (valid message ids,
 	// distinct) that names a message.
-	SelectIDs func(ids []string) (map[string]quarantine.Status, error)
+	SelectIDs(ctx context.Context, ids []string) (map[string]quarantine.Status, error)
 	// MarkDiscarded sets the status of ids to discarded, now.
-	MarkDiscarded func(ids []string) error
-	// Audit appends the events in the same transaction.
-	Audit func(events []*quarantine.AuditEvent) error
+	MarkDiscarded(ctx context.Context, ids []string) error
+	// AppendAudits appends events in the same transaction.
+	AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error
 }
 
 // CheckDiscard checks d before any transaction: a valid request
@@ -37,13 +41,13 @@ func CheckDiscard(d quarantine.Discard) error {
 // by ids, the status rule and the expected count (d.Plan, on what is
 // really stored), the change, and one message.discard event per change
 // (plus the refusals) in the same transaction.
-func Discard(d quarantine.Discard, tx DiscardTx) (quarantine.BulkResult, error) {
+func Discard(ctx context.Context, d quarantine.Discard, tx DiscardTx) (quarantine.BulkResult, error) {
 	var sel []quarantine.Selected
 	var err error
 	if d.Filter != nil {
-		sel, err = selectFilter(*d.Filter, tx)
+		sel, err = selectFilter(ctx, *d.Filter, tx)
 	} else {
-		sel, err = selectIDs(d.IDs, tx)
+		sel, err = selectIDs(ctx, d.IDs, tx)
 	}
 	if err != nil {
 		return quarantine.BulkResult{}, err
@@ -53,11 +57,11 @@ func Discard(d quarantine.Discard, tx DiscardTx) (quarantine.BulkResult, error) 
 		return quarantine.BulkResult{}, err
 	}
 	if len(res.Changed) > 0 {
-		if err := tx.MarkDiscarded(res.Changed); err != nil {
+		if err := tx.MarkDiscarded(ctx, res.Changed); err != nil {
 			return quarantine.BulkResult{}, err
 		}
 	}
-	if err := tx.Audit(events); err != nil { // refusals only, when nothing changed
+	if err := tx.AppendAudits(ctx, events); err != nil { // refusals only, when nothing changed
 		return quarantine.BulkResult{}, err
 	}
 	return res, nil
@@ -66,16 +70,16 @@ func Discard(d quarantine.Discard, tx DiscardTx) (quarantine.BulkResult, error) 
 // selectFilter selects the messages matching f, refusing a filter that
 // matches more than quarantine.MaxBulk of them (EUNPROCESSABLE naming
 // filter, with the count).
-func selectFilter(f quarantine.Filter, tx DiscardTx) ([]quarantine.Selected, error) {
+func selectFilter(ctx context.Context, f quarantine.Filter, tx DiscardTx) ([]quarantine.Selected, error) {
 	f.After, f.Limit = nil, 1
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	sel, err := tx.SelectFilter(f, quarantine.MaxBulk+1)
+	sel, err := tx.SelectFilter(ctx, f, quarantine.MaxBulk+1)
 	if err != nil || len(sel) <= quarantine.MaxBulk {
 		return sel, err
 	}
-	n, err := tx.CountFilter(f)
+	n, err := tx.CountFilter(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -83,11 +87,11 @@ func selectFilter(f quarantine.Filter, tx DiscardTx) ([]quarantine.Selected, err
 }
 
 // selectIDs returns one entry per distinct id, in the order given.
-func selectIDs(ids []string, tx DiscardTx) ([]quarantine.Selected, error) {
+func selectIDs(ctx context.Context, ids []string, tx DiscardTx) ([]quarantine.Selected, error) {
 	status := map[string]quarantine.Status{}
 	if valid := ValidIDs(ids); len(valid) > 0 {
 		var err error
-		if status, err = tx.SelectIDs(valid); err != nil {
+		if status, err = tx.SelectIDs(ctx, valid); err != nil {
 			return nil, err
 		}
 	}
@@ -129,4 +133,23 @@ func ValidIDs(ids []string) []string {
 func TooMany(n int64) error {
 	return quarantine.FieldErrorf(quarantine.EUNPROCESSABLE, "filter",
 		"the filter matches %d messages; at most %d can be changed at once", n, quarantine.MaxBulk)
+}
+
+// OwnersQuery starts a store's MessageOwners of ids: the map to fill,
+// and the ids to query (the distinct ones that can name a message; none
+// when there is nothing to read).
+func OwnersQuery(ids []string) (map[string]string, []string) {
+	return make(map[string]string, len(ids)), ValidIDs(ids)
+}
+
+// ReadOwners reads the id and owner of each row of a query into out.
+func ReadOwners(rows Rows, out map[string]string) error {
+	for rows.Next() {
+		var id, owner string
+		if err := rows.Scan(&id, &owner); err != nil {
+			return err
+		}
+		out[id] = owner
+	}
+	return rows.Err()
 }

@@ -1,6 +1,8 @@
 package ops
 
 import (
+	"context"
+
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 )
@@ -64,28 +66,28 @@ func PlanEdit(e quarantine.PayloadEdit, cur Current) (EditPlan, error) {
 	return p, nil
 }
 
-// EditTx is what a store does inside its edit transaction: read the
-// current row (locked, where the store locks rows), write the new payload
-// version and the message's new state, append the audit event, and read
-// the message back.
-type EditTx struct {
-	// Current reads the message's row; ENOTFOUND when there is none.
-	Current func() (Current, error)
-	// Write stores the payload as version p.Version (its row in
-	// payload_versions) and moves the message to it (hash, version, size,
-	// content type, updated now).
-	Write func(p EditPlan, payload []byte) error
-	// Audit appends the event in the same transaction.
-	Audit func(ev *quarantine.AuditEvent) error
-	// Get reads the message as stored now.
-	Get func() (*quarantine.Message, error)
+// EditTx is what the edit flow (Edit) needs of a store's transaction:
+// read the current row (locked, where the store locks rows), write the
+// new payload version and the message's new state, append the audit
+// event, and read the message back.
+type EditTx interface {
+	// Current reads the row of message id; ENOTFOUND when there is none.
+	Current(ctx context.Context, id string) (Current, error)
+	// WritePayload stores e.Payload as version p.Version of message
+	// e.MessageID (its row in payload_versions, with e.Reason) and moves
+	// the message to it (hash, version, size, content type, updated now).
+	WritePayload(ctx context.Context, e quarantine.PayloadEdit, p EditPlan) error
+	// AppendAudits appends events in the same transaction.
+	AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error
+	// Message reads message id as stored now.
+	Message(ctx context.Context, id string) (*quarantine.Message, error)
 }
 
 // Edit runs e inside a store's transaction: the current row, the rules
 // (PlanEdit), the writes and the audit event, in that order. It returns
 // the edited message.
-func Edit(e quarantine.PayloadEdit, tx EditTx) (*quarantine.Message, error) {
-	cur, err := tx.Current()
+func Edit(ctx context.Context, e quarantine.PayloadEdit, tx EditTx) (*quarantine.Message, error) {
+	cur, err := tx.Current(ctx, e.MessageID)
 	if err != nil {
 		return nil, err
 	}
@@ -93,11 +95,11 @@ func Edit(e quarantine.PayloadEdit, tx EditTx) (*quarantine.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := tx.Write(p, e.Payload); err != nil {
+	if err := tx.WritePayload(ctx, e, p); err != nil {
 		return nil, err
 	}
-	if err := tx.Audit(&p.Event); err != nil {
+	if err := tx.AppendAudits(ctx, []*quarantine.AuditEvent{&p.Event}); err != nil {
 		return nil, err
 	}
-	return tx.Get()
+	return tx.Message(ctx, e.MessageID)
 }

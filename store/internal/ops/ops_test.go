@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -56,25 +57,25 @@ func TestDiscard(t *testing.T) {
 	a, b := quarantine.NewID(time.Now()), quarantine.NewID(time.Now())
 	var marked []string
 	var audited []*quarantine.AuditEvent
-	tx := DiscardTx{
-		SelectFilter: func(quarantine.Filter, int) ([]quarantine.Selected, error) {
+	tx := fakeDiscardTx{
+		selectFilter: func(quarantine.Filter, int) ([]quarantine.Selected, error) {
 			t.Fatal("no filter was given")
 			return nil, nil
 		},
-		SelectIDs: func(ids []string) (map[string]quarantine.Status, error) {
+		selectIDs: func(ids []string) (map[string]quarantine.Status, error) {
 			if !slices.Equal(ids, []string{a, b}) && !slices.Equal(ids, []string{b}) {
 				t.Errorf("the store was asked for %q, want the valid ids once each", ids)
 			}
 			return map[string]quarantine.Status{a: quarantine.StatusQuarantined, b: quarantine.StatusReplaying}, nil
 		},
-		MarkDiscarded: func(ids []string) error { marked = append(marked, ids...); return nil },
-		Audit:         func(evs []*quarantine.AuditEvent) error { audited = append(audited, evs...); return nil },
+		markDiscarded: func(ids []string) error { marked = append(marked, ids...); return nil },
+		appendAudits:  func(evs []*quarantine.AuditEvent) error { audited = append(audited, evs...); return nil },
 	}
 	d := quarantine.Discard{IDs: []string{a, b, a, "nope"}, Reason: "junk", Actor: "bob"}
 	if err := CheckDiscard(d); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Discard(d, tx)
+	res, err := Discard(context.Background(), d, tx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestDiscard(t *testing.T) {
 	}
 	// Nothing to change: nothing marked, the refusal still audited.
 	marked, audited = nil, nil
-	if _, err := Discard(quarantine.Discard{IDs: []string{b}, Reason: "junk", Actor: "bob"}, tx); err != nil {
+	if _, err := Discard(context.Background(), quarantine.Discard{IDs: []string{b}, Reason: "junk", Actor: "bob"}, tx); err != nil {
 		t.Fatal(err)
 	}
 	if marked != nil || len(audited) != 1 {
@@ -101,21 +102,21 @@ func TestDiscard(t *testing.T) {
 func TestDiscardRefusesTooBroadAFilter(t *testing.T) {
 	t.Parallel()
 	var limits []int
-	tx := DiscardTx{
-		SelectFilter: func(f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
+	tx := fakeDiscardTx{
+		selectFilter: func(f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
 			if f.After != nil {
 				t.Error("the selection was given a cursor")
 			}
 			limits = append(limits, limit)
 			return make([]quarantine.Selected, limit), nil // more than MaxBulk match
 		},
-		CountFilter:   func(quarantine.Filter) (int64, error) { return 12345, nil },
-		SelectIDs:     func([]string) (map[string]quarantine.Status, error) { t.Fatal("no ids were given"); return nil, nil },
-		MarkDiscarded: func([]string) error { t.Fatal("marked although the filter is too broad"); return nil },
-		Audit:         func([]*quarantine.AuditEvent) error { t.Fatal("audited a refused request"); return nil },
+		countFilter:   func(quarantine.Filter) (int64, error) { return 12345, nil },
+		selectIDs:     func([]string) (map[string]quarantine.Status, error) { t.Fatal("no ids were given"); return nil, nil },
+		markDiscarded: func([]string) error { t.Fatal("marked although the filter is too broad"); return nil },
+		appendAudits:  func([]*quarantine.AuditEvent) error { t.Fatal("audited a refused request"); return nil },
 	}
 	after := quarantine.CursorOf(&quarantine.Message{ID: quarantine.NewID(time.Now()), FailedAt: time.Now()})
-	_, err := Discard(quarantine.Discard{Filter: &quarantine.Filter{Queue: []string{"orders"}, After: after}, Reason: "junk", Actor: "bob"}, tx)
+	_, err := Discard(context.Background(), quarantine.Discard{Filter: &quarantine.Filter{Queue: []string{"orders"}, After: after}, Reason: "junk", Actor: "bob"}, tx)
 	if quarantine.ErrorCode(err) != quarantine.EUNPROCESSABLE || !strings.Contains(err.Error(), "12345") {
 		t.Fatalf("%v, want EUNPROCESSABLE with the count", err)
 	}
@@ -131,33 +132,87 @@ func TestEditWritesOnlyWhatThePlanAllows(t *testing.T) {
 	e := quarantine.PayloadEdit{MessageID: id, IfMatch: quarantine.PayloadHash(old), Payload: []byte(`{"a":2}`), Reason: "fix", Actor: "bob"}
 	var steps []string
 	tx := func(st quarantine.Status) EditTx {
-		return EditTx{
-			Current: func() (Current, error) {
+		return fakeEditTx{
+			current: func() (Current, error) {
 				steps = append(steps, "current")
 				return Current{Status: st, SHA256: quarantine.PayloadHash(old), Version: 3, ContentType: "application/json"}, nil
 			},
-			Write: func(p EditPlan, payload []byte) error {
+			write: func(p EditPlan, payload []byte) error {
 				steps = append(steps, "write")
 				if p.Version != 4 || p.PrevSHA256 != e.IfMatch || string(payload) != string(e.Payload) {
 					t.Errorf("plan %+v, payload %s", p, payload)
 				}
 				return nil
 			},
-			Audit: func(ev *quarantine.AuditEvent) error { steps = append(steps, "audit:"+ev.Action); return nil },
-			Get: func() (*quarantine.Message, error) {
+			audit: func(ev *quarantine.AuditEvent) error { steps = append(steps, "audit:"+ev.Action); return nil },
+			get: func() (*quarantine.Message, error) {
 				steps = append(steps, "get")
 				return &quarantine.Message{ID: id}, nil
 			},
 		}
 	}
-	if _, err := Edit(e, tx(quarantine.StatusQuarantined)); err != nil {
+	if _, err := Edit(context.Background(), e, tx(quarantine.StatusQuarantined)); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(steps, ","); got != "current,write,audit:"+quarantine.ActionEdit+",get" {
 		t.Fatalf("steps %s", got)
 	}
 	steps = nil
-	if _, err := Edit(e, tx(quarantine.StatusReplaying)); quarantine.ErrorCode(err) != quarantine.ECONFLICT || len(steps) != 1 {
+	if _, err := Edit(context.Background(), e, tx(quarantine.StatusReplaying)); quarantine.ErrorCode(err) != quarantine.ECONFLICT || len(steps) != 1 {
 		t.Fatalf("an edit while replaying: %v after %v, want ECONFLICT before any write", err, steps)
 	}
 }
+
+// fakeDiscardTx is a DiscardTx of functions, for the tests.
+type fakeDiscardTx struct {
+	selectFilter  func(quarantine.Filter, int) ([]quarantine.Selected, error)
+	countFilter   func(quarantine.Filter) (int64, error)
+	selectIDs     func([]string) (map[string]quarantine.Status, error)
+	markDiscarded func([]string) error
+	appendAudits  func([]*quarantine.AuditEvent) error
+}
+
+func (f fakeDiscardTx) SelectFilter(_ context.Context, fl quarantine.Filter, limit int) ([]quarantine.Selected, error) {
+	return f.selectFilter(fl, limit)
+}
+
+func (f fakeDiscardTx) CountFilter(_ context.Context, fl quarantine.Filter) (int64, error) {
+	return f.countFilter(fl)
+}
+
+func (f fakeDiscardTx) SelectIDs(_ context.Context, ids []string) (map[string]quarantine.Status, error) {
+	return f.selectIDs(ids)
+}
+
+func (f fakeDiscardTx) MarkDiscarded(_ context.Context, ids []string) error {
+	return f.markDiscarded(ids)
+}
+
+func (f fakeDiscardTx) AppendAudits(_ context.Context, evs []*quarantine.AuditEvent) error {
+	return f.appendAudits(evs)
+}
+
+// fakeEditTx is an EditTx of functions, for the tests.
+type fakeEditTx struct {
+	current func() (Current, error)
+	write   func(EditPlan, []byte) error
+	audit   func(*quarantine.AuditEvent) error
+	get     func() (*quarantine.Message, error)
+}
+
+func (f fakeEditTx) Current(context.Context, string) (Current, error) { return f.current() }
+
+func (f fakeEditTx) WritePayload(_ context.Context, e quarantine.PayloadEdit, p EditPlan) error {
+	return f.write(p, e.Payload)
+}
+
+func (f fakeEditTx) AppendAudits(_ context.Context, evs []*quarantine.AuditEvent) error {
+	for _, ev := range evs {
+		if err := f.audit(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f fakeEditTx) Message(context.Context, string) (*quarantine.Message, error) { return f.get() }

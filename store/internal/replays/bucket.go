@@ -140,3 +140,18 @@ func ceilTime(t time.Time) time.Time {
 	}
 	return t
 }
+
+// LeaseWithin starts a store's LeaseReplayItemsWithin: EINVALID for an
+// empty owner or a bad bucket; the buckets (Buckets), and whether to
+// lease at all (n above 0 and a batch id that can name a batch: nothing
+// leased, no error, otherwise).
+func LeaseWithin(batchID, owner string, n int, buckets []quarantine.RateBucket) ([]quarantine.RateBucket, bool, error) {
+	if owner == "" {
+		return nil, false, quarantine.Errorf(quarantine.EINVALID, "a lease needs an owner")
+	}
+	bs, err := Buckets(buckets)
+	if err != nil {
+		return nil, false, err
+	}
+	return bs, n > 0 && quarantine.ValidID(batchID), nil
+}

@@ -63,6 +63,16 @@ func Filter(r *quarantine.SampleRequest) (quarantine.Filter, error) {
 	return f, nil
 }
 
+// ReadyFilter is Filter, then ready: the store's wait until its search
+// index has caught up for the filter's text.
+func ReadyFilter(ctx context.Context, r *quarantine.SampleRequest, ready func(ctx context.Context, text string) error) (quarantine.Filter, error) {
+	f, err := Filter(r)
+	if err != nil {
+		return f, err
+	}
+	return f, ready(ctx, f.Text)
+}
+
 // Column is the column, and the group key, of a stratification.
 func Column(by string) string {
 	if by == quarantine.StratifyQueue {

@@ -10,10 +10,38 @@
 package search
 
 import (
+	"context"
 	"strings"
 
 	"golang.org/x/text/cases"
+
+	"github.com/quarantine-dev/quarantine"
 )
+
+// WholeSet readies f for a read of its whole set (counts, stats): no
+// cursor nor limit, then Checked.
+func WholeSet(ctx context.Context, f *quarantine.Filter, ready func(ctx context.Context, text string) error) error {
+	f.After, f.Limit = nil, 0
+	return Checked(ctx, f, ready)
+}
+
+// Checked checks f (Filter.Validate), then calls ready, the store's wait
+// until its search index has caught up for f's text.
+func Checked(ctx context.Context, f *quarantine.Filter, ready func(ctx context.Context, text string) error) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	return ready(ctx, f.Text)
+}
+
+// FilterText is the text of an optional filter ("" for none): what a
+// store's search readiness waits for.
+func FilterText(f *quarantine.Filter) string {
+	if f == nil {
+		return ""
+	}
+	return f.Text
+}
 
 // Sep separates the fields of a document. A folded q never contains it
 // (Fold maps it to a space), so no match spans two fields.
