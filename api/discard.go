@@ -102,16 +102,7 @@ func (s *Server) discardMessages(w http.ResponseWriter, r *http.Request) {
 // owners sees the operations it started and those whose filter is
 // confined to its owners (DiscardVisible; 404 for the others).
 func (s *Server) getDiscard(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	notFound := quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no discard operation %q", quarantine.Clip(id))
-	if !quarantine.ValidID(id) {
-		s.fail(w, r, notFound)
-		return
-	}
-	op, err := s.cfg.Store.GetDiscard(r.Context(), id)
-	if quarantine.ErrorCode(err) == quarantine.ENOTFOUND {
-		err = notFound
-	}
+	op, notFound, err := s.lookupDiscard(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -131,23 +122,17 @@ func (s *Server) getDiscard(w http.ResponseWriter, r *http.Request) {
 // lets it see: for the others, the 404 of an unknown one, and the
 // attempt is recorded as access.denied.
 func (s *Server) resumeDiscard(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	notFound := quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no discard operation %q", quarantine.Clip(id))
-	if !quarantine.ValidID(id) {
-		s.fail(w, r, notFound)
-		return
-	}
-	op, err := s.cfg.Store.GetDiscard(r.Context(), id)
+	op, notFound, err := s.lookupDiscard(r)
 	if err == nil && !rules.DiscardVisible(tokenFrom(r.Context()), op) {
 		// The 404 of an unknown operation; the attempt is recorded.
-		ev := quarantine.NewAuditEvent(tokenFrom(r.Context()).Actor(), quarantine.ActionAccessDenied, id, map[string]any{
+		ev := quarantine.NewAuditEvent(tokenFrom(r.Context()).Actor(), quarantine.ActionAccessDenied, op.ID, map[string]any{
 			"method": quarantine.Clip(r.Method), "path": rules.ClipPath(r.URL.Path), "reason": "the discard is outside the token's owners"})
 		if _, err = s.cfg.Store.AppendAudit(r.Context(), ev); err == nil {
 			err = notFound
 		}
 	}
 	if err == nil {
-		op, err = s.cfg.Discards.ResumeOne(r.Context(), id, tokenFrom(r.Context()).Actor())
+		op, err = s.cfg.Discards.ResumeOne(r.Context(), op.ID, tokenFrom(r.Context()).Actor())
 	}
 	if quarantine.ErrorCode(err) == quarantine.ENOTFOUND {
 		err = notFound
@@ -158,6 +143,22 @@ func (s *Server) resumeDiscard(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/api/v1/discards/"+op.ID)
 	s.writeJSON(w, r, http.StatusOK, op.Shown(s.cfg.Now()))
+}
+
+// lookupDiscard reads the discard operation the path's {id} names, with
+// the 404 of an unknown one (notFound, also err when the id is not one
+// or the store has no such operation).
+func (s *Server) lookupDiscard(r *http.Request) (op quarantine.DiscardOperation, notFound, err error) {
+	id := chi.URLParam(r, "id")
+	notFound = quarantine.FieldErrorf(quarantine.ENOTFOUND, "id", "no discard operation %q", quarantine.Clip(id))
+	if !quarantine.ValidID(id) {
+		return op, notFound, notFound
+	}
+	op, err = s.cfg.Store.GetDiscard(r.Context(), id)
+	if quarantine.ErrorCode(err) == quarantine.ENOTFOUND {
+		err = notFound
+	}
+	return op, notFound, err
 }
 
 // bulkDiscard checks a bulk discard body and builds the store's request.

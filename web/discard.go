@@ -23,18 +23,8 @@ type discardContent struct {
 // refresh, no script) while it runs. A token with owners sees the
 // operations rules.DiscardVisible lets it; the others are not found.
 func (h *Handler) discardProgress(w http.ResponseWriter, r *http.Request, s *session) {
-	id := r.PathValue("id")
-	if !quarantine.ValidID(id) {
-		h.notFound(w, r)
-		return
-	}
-	op, err := h.cfg.Store.GetDiscard(r.Context(), id)
-	switch {
-	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !rules.DiscardVisible(s.token, op)):
-		h.notFound(w, r)
-		return
-	case err != nil:
-		h.fail(w, r, s, err)
+	op, ok := h.visibleDiscard(w, r, s)
+	if !ok {
 		return
 	}
 	now := h.cfg.Now()
@@ -58,24 +48,36 @@ func (h *Handler) discardResume(w http.ResponseWriter, r *http.Request, s *sessi
 		h.refuse(w, r, s, r.URL.Path, "ui: resuming a discard needs an operator", "Your token may not resume a discard: it needs the operator role.")
 		return
 	}
+	op, ok := h.visibleDiscard(w, r, s)
+	if !ok {
+		return
+	}
+	// A completed one (ECONFLICT) has nothing to resume: its page says so.
+	if _, err := h.cfg.Discards.ResumeOne(r.Context(), op.ID, s.token.Actor()); err != nil && quarantine.ErrorCode(err) != quarantine.ECONFLICT {
+		h.fail(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, "/discards/"+op.ID, http.StatusSeeOther)
+}
+
+// visibleDiscard reads the discard operation the path's {id} names, false
+// (answered: not found, as an unknown one, or the store's error) when it
+// is not there or the session's token may not see it
+// (rules.DiscardVisible).
+func (h *Handler) visibleDiscard(w http.ResponseWriter, r *http.Request, s *session) (quarantine.DiscardOperation, bool) {
 	id := r.PathValue("id")
 	if !quarantine.ValidID(id) {
 		h.notFound(w, r)
-		return
+		return quarantine.DiscardOperation{}, false
 	}
 	op, err := h.cfg.Store.GetDiscard(r.Context(), id)
 	switch {
 	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND || (err == nil && !rules.DiscardVisible(s.token, op)):
 		h.notFound(w, r)
-		return
+		return op, false
 	case err != nil:
 		h.fail(w, r, s, err)
-		return
+		return op, false
 	}
-	// A completed one (ECONFLICT) has nothing to resume: its page says so.
-	if _, err := h.cfg.Discards.ResumeOne(r.Context(), id, s.token.Actor()); err != nil && quarantine.ErrorCode(err) != quarantine.ECONFLICT {
-		h.fail(w, r, s, err)
-		return
-	}
-	http.Redirect(w, r, "/discards/"+id, http.StatusSeeOther)
+	return op, true
 }

@@ -30,32 +30,13 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	var n int
 	var wait time.Duration
 	err = s.inTx(ctx, "take replay tokens", func(tx pgx.Tx) (err error) {
-		n, _, wait, _, err = takeTokens(ctx, tx, bs, s.clock, tokens(want, 0))
+		n, _, wait, _, err = takeTokens(ctx, tx, bs, s.clock, replays.ReserveTokens(want, 0))
 		return err
 	})
 	if err != nil {
 		return 0, 0, err
 	}
 	return n, wait, nil
-}
-
-// reserver grants from buckets at their levels at now: replays.Reserve
-// (tokens) or replays.Slots (the engine's schedule).
-type reserver func(bs []quarantine.RateBucket, levels []replays.Level, now time.Time) (n int, due time.Time, wait time.Duration, next []replays.Level)
-
-// tokens reserves up to want tokens, due at most ahead later.
-func tokens(want int, ahead time.Duration) reserver {
-	return func(bs []quarantine.RateBucket, levels []replays.Level, now time.Time) (int, time.Time, time.Duration, []replays.Level) {
-		return replays.Reserve(bs, levels, want, now, ahead)
-	}
-}
-
-// slots grants up to want slots, the first lead after now at the
-// earliest, every one within ahead.
-func slots(want int, lead, ahead time.Duration) reserver {
-	return func(bs []quarantine.RateBucket, levels []replays.Level, now time.Time) (int, time.Time, time.Duration, []replays.Level) {
-		return replays.Slots(bs, levels, want, now, lead, ahead)
-	}
 }
 
 // takeTokens grants from every bucket of bs (validated, in key order)
@@ -65,7 +46,7 @@ func slots(want int, lead, ahead time.Duration) reserver {
 // when none, how long until one can be, and now: clock's time once the
 // rows were locked (the lock may have waited for another engine's
 // transaction), the time they were taken at.
-func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, clock func() time.Time, reserve reserver) (n int, due time.Time, wait time.Duration, now time.Time, err error) {
+func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, clock func() time.Time, reserve replays.Reserver) (n int, due time.Time, wait time.Duration, now time.Time, err error) {
 	keys, full := mk(len(bs)), make([]float64, len(bs))
 	for i, b := range bs {
 		keys[i], full[i] = b.Key, replays.Capacity(b)
@@ -149,7 +130,7 @@ func (s *Store) TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBu
 	var first time.Time
 	var wait time.Duration
 	err = s.inTx(ctx, "take replay slots", func(tx pgx.Tx) (err error) {
-		n, first, wait, _, err = takeTokens(ctx, tx, bs, s.clock, slots(want, lead, ahead))
+		n, first, wait, _, err = takeTokens(ctx, tx, bs, s.clock, replays.ReserveSlots(want, lead, ahead))
 		return err
 	})
 	if err != nil {

@@ -101,7 +101,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 			// for them (another engine's transaction, stopped or slow)
 			// must not shorten it, or another lease could take the items
 			// at once.
-			if granted, due, wait, now, err = takeTokens(ctx, tx, bs, s.clock, slots(len(seqs), lead, ahead)); err != nil || granted == 0 {
+			if granted, due, wait, now, err = takeTokens(ctx, tx, bs, s.clock, replays.ReserveSlots(len(seqs), lead, ahead)); err != nil || granted == 0 {
 				return err
 			}
 			rows, err = tx.Query(ctx, leasePickedSQL, batchID, seqs[:granted], owner, now.Add(ttl), now)

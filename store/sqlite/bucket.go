@@ -27,7 +27,7 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	var n int
 	var wait time.Duration
 	err = s.write(ctx, "take replay tokens", func(tx *sql.Tx) (err error) {
-		n, _, wait, err = takeTokens(ctx, tx, bs, s.clock(), tokens(want, 0))
+		n, _, wait, err = takeTokens(ctx, tx, bs, s.clock(), replays.ReserveTokens(want, 0))
 		return err
 	})
 	if err != nil {
@@ -36,30 +36,11 @@ func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateB
 	return n, wait, nil
 }
 
-// reserver grants from buckets at their levels at now: replays.Reserve
-// (tokens) or replays.Slots (the engine's schedule).
-type reserver func(bs []quarantine.RateBucket, levels []replays.Level, now time.Time) (n int, due time.Time, wait time.Duration, next []replays.Level)
-
-// tokens reserves up to want tokens, due at most ahead later.
-func tokens(want int, ahead time.Duration) reserver {
-	return func(bs []quarantine.RateBucket, levels []replays.Level, now time.Time) (int, time.Time, time.Duration, []replays.Level) {
-		return replays.Reserve(bs, levels, want, now, ahead)
-	}
-}
-
-// slots grants up to want slots, the first lead after now at the
-// earliest, every one within ahead.
-func slots(want int, lead, ahead time.Duration) reserver {
-	return func(bs []quarantine.RateBucket, levels []replays.Level, now time.Time) (int, time.Time, time.Duration, []replays.Level) {
-		return replays.Slots(bs, levels, want, now, lead, ahead)
-	}
-}
-
 // takeTokens grants from every bucket of bs (validated, in key order)
 // at now what reserve grants, in tx; it returns how many and when they
 // are due (the first slot, for slots), or, when none, how long until one
 // can be.
-func takeTokens(ctx context.Context, tx *sql.Tx, bs []quarantine.RateBucket, now time.Time, reserve reserver) (int, time.Time, time.Duration, error) {
+func takeTokens(ctx context.Context, tx *sql.Tx, bs []quarantine.RateBucket, now time.Time, reserve replays.Reserver) (int, time.Time, time.Duration, error) {
 	levels := make([]replays.Level, len(bs))
 	for i, b := range bs {
 		var t float64
@@ -122,7 +103,7 @@ func (s *Store) TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBu
 	var first time.Time
 	var wait time.Duration
 	err = s.write(ctx, "take replay slots", func(tx *sql.Tx) (err error) {
-		n, first, wait, err = takeTokens(ctx, tx, bs, s.clock(), slots(want, lead, ahead))
+		n, first, wait, err = takeTokens(ctx, tx, bs, s.clock(), replays.ReserveSlots(want, lead, ahead))
 		return err
 	})
 	if err != nil {

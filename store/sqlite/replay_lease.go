@@ -85,7 +85,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		}
 		if len(bs) > 0 {
 			var granted int
-			if granted, due, wait, err = takeTokens(ctx, tx, bs, now, slots(len(seqs), lead, ahead)); err != nil || granted == 0 {
+			if granted, due, wait, err = takeTokens(ctx, tx, bs, now, replays.ReserveSlots(len(seqs), lead, ahead)); err != nil || granted == 0 {
 				return err
 			}
 			seqs = seqs[:granted]

@@ -82,3 +82,23 @@ func SlotTime(first time.Time, rate float64, k int) time.Time {
 func nextSlot(b quarantine.RateBucket, l Level) time.Time {
 	return l.At.Add(seconds((1 - l.Tokens) / b.Rate))
 }
+
+// Reserver grants from buckets at their levels at now: Reserve (tokens)
+// or Slots (the engine's schedule). Each store's take of tokens reads and
+// writes the levels around it.
+type Reserver func(bs []quarantine.RateBucket, levels []Level, now time.Time) (n int, due time.Time, wait time.Duration, next []Level)
+
+// ReserveTokens reserves up to want tokens, due at most ahead later.
+func ReserveTokens(want int, ahead time.Duration) Reserver {
+	return func(bs []quarantine.RateBucket, levels []Level, now time.Time) (int, time.Time, time.Duration, []Level) {
+		return Reserve(bs, levels, want, now, ahead)
+	}
+}
+
+// ReserveSlots grants up to want slots, the first lead after now at the
+// earliest, every one within ahead.
+func ReserveSlots(want int, lead, ahead time.Duration) Reserver {
+	return func(bs []quarantine.RateBucket, levels []Level, now time.Time) (int, time.Time, time.Duration, []Level) {
+		return Slots(bs, levels, want, now, lead, ahead)
+	}
+}
