@@ -80,7 +80,11 @@ func TestStaticMemberRestartAfterKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the quarantine binary")
 	}
-	t.Parallel()
+	// Not parallel with the package's other tests: beside
+	// TestSIGKILLCollectorProcess, that test's kfake cluster stopped
+	// accepting connections about 25 s in (connection refused; each test
+	// has a cluster of its own, and both pass alone). The cause is not
+	// found yet; the two subtests still run side by side.
 	bin := testbin.Path(t)
 	const session = 24 * time.Second
 	for _, tc := range []struct {
