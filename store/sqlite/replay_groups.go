@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+
+	"github.com/quarantine-dev/quarantine"
 )
 
 // The moves a replay makes (quarantined -> replaying, replaying ->
@@ -41,11 +43,30 @@ const moveWhere = `
 // failure-group counts: the UPDATE returns the moved messages' groups,
 // which are added to the groups of status to and taken from those of
 // status from, whose bounds and example are then recounted from the
-// messages still in them (the queue-and-status index, twice per group:
-// the first message, then the last one and the example together).
+// messages still in them (the queue-and-status index, once per bound
+// that left: the first message, or the last one and the example
+// together), and
+// their waiting minutes (moveWaiting).
 func moveStatus(ctx context.Context, tx *sql.Tx, ids string, from, to, set string, now int64) error {
 	_, err := moveStatusN(ctx, tx, ids, from, to, set, now)
 	return err
+}
+
+// moveWaiting moves the counts of waiting_minutes of the messages that
+// moved from status from to status to, counted by minute (inflowKey):
+// taken when they left quarantined, added when they joined it. The status
+// trigger skips a counted UPDATE since migration 0021.
+func moveWaiting(ctx context.Context, tx *sql.Tx, from, to string, moved map[inflowKey]int64) error {
+	const quarantined = string(quarantine.StatusQuarantined)
+	if from == to || (from != quarantined && to != quarantined) {
+		return nil
+	}
+	if from == quarantined {
+		for k, n := range moved {
+			moved[k] = -n
+		}
+	}
+	return upsertInflow(ctx, tx, "waiting_minutes", "minute", moved)
 }
 
 // moveStatusN is moveStatus returning how many messages moved.
@@ -62,6 +83,7 @@ func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set stri
 	type key struct{ f, q, o string }
 	byKey := map[key]*movedGroup{}
 	var groups []*movedGroup
+	waiting := map[inflowKey]int64{} // the quarantined messages moved, by minute of failed_at
 	for rows.Next() {
 		var m movedGroup
 		var at int64
@@ -70,6 +92,7 @@ func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set stri
 			rows.Close()
 			return 0, err
 		}
+		waiting[inflowKey{m.Q, m.O, inflowMinute(at)}]++
 		g := byKey[key{m.F, m.Q, m.O}]
 		if g == nil {
 			m.First, m.Last, m.Example = at, at, id
@@ -97,6 +120,9 @@ func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set stri
 	}
 	if len(groups) == 0 {
 		return 0, nil
+	}
+	if err := moveWaiting(ctx, tx, from, to, waiting); err != nil {
+		return 0, err
 	}
 	gj, err := json.Marshal(groups)
 	if err != nil {
@@ -126,15 +152,24 @@ func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set stri
 		sql.Named("groups", string(gj)), sql.Named("from", from)); err != nil {
 		return 0, fmt.Errorf("take from the failure groups: %w", err)
 	}
+	// A group whose first message left has its first recounted, one whose
+	// last left has its last and example recounted: each walk of the
+	// queue-and-status index only for the groups that need it.
 	const in = `FROM messages m WHERE m.queue = g.queue AND m.status = g.status AND m.fingerprint = g.fingerprint
 		AND m.owner = g.owner`
-	_, err = tx.ExecContext(ctx, `UPDATE failure_groups AS g SET
-		first_failed_at = (SELECT m.failed_at `+in+` ORDER BY m.failed_at, m.id LIMIT 1),
-		(last_failed_at, example_id) = (SELECT m.failed_at, m.id `+in+` ORDER BY m.failed_at DESC, m.id DESC LIMIT 1)
-		WHERE (g.fingerprint, g.queue, g.owner, g.status) IN (SELECT f.fingerprint, f.queue, f.owner, f.status
+	const left = `WHERE (g.fingerprint, g.queue, g.owner, g.status) IN (SELECT f.fingerprint, f.queue, f.owner, f.status
 			FROM json_each(:groups) j JOIN failure_groups f ON f.fingerprint = j.value->>'f' AND f.queue = j.value->>'q'
 				AND f.owner = j.value->>'o' AND f.status = :from
-			WHERE j.value->>'first' <= f.first_failed_at OR j.value->>'last' >= f.last_failed_at) AND g.n > 0`,
+			WHERE %s) AND g.n > 0`
+	if _, err = tx.ExecContext(ctx, `UPDATE failure_groups AS g SET
+		first_failed_at = (SELECT m.failed_at `+in+` ORDER BY m.failed_at, m.id LIMIT 1)
+		`+fmt.Sprintf(left, `j.value->>'first' <= f.first_failed_at`),
+		sql.Named("from", from), sql.Named("groups", string(gj))); err != nil {
+		return n, err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE failure_groups AS g SET
+		(last_failed_at, example_id) = (SELECT m.failed_at, m.id `+in+` ORDER BY m.failed_at DESC, m.id DESC LIMIT 1)
+		`+fmt.Sprintf(left, `j.value->>'last' >= f.last_failed_at`),
 		sql.Named("from", from), sql.Named("groups", string(gj)))
 	return n, err
 }
