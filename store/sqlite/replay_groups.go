@@ -12,8 +12,10 @@ import (
 // The moves a replay makes (quarantined -> replaying, replaying ->
 // replayed, replaying -> quarantined) count their failure groups per
 // group, in a few statements per set of messages, instead of by the
-// status trigger's four statements per message: the trigger skips the
-// UPDATE that status_moves.counted marks (migration 0007).
+// status trigger's four statements per message, and their waiting
+// minutes per minute: the row triggers skip the UPDATE that
+// status_moves.counted marks 2 (migrations 0007 and 0021; 1, the mark of
+// the release before, skips only the failure-group trigger).
 
 // movedGroup is what a set of messages moving together adds to, and takes
 // from, one failure group (fingerprint, queue, owner).
@@ -43,9 +45,8 @@ const moveWhere = `
 // failure-group counts: the UPDATE returns the moved messages' groups,
 // which are added to the groups of status to and taken from those of
 // status from, whose bounds and example are then recounted from the
-// messages still in them (the queue-and-status index, once per bound
-// that left: the first message, or the last one and the example
-// together), and
+// messages still in them (the queue-and-status index, twice per group:
+// the first message, then the last one and the example together), and
 // their waiting minutes (moveWaiting).
 func moveStatus(ctx context.Context, tx *sql.Tx, ids string, from, to, set string, now int64) error {
 	_, err := moveStatusN(ctx, tx, ids, from, to, set, now)
@@ -55,7 +56,8 @@ func moveStatus(ctx context.Context, tx *sql.Tx, ids string, from, to, set strin
 // moveWaiting moves the counts of waiting_minutes of the messages that
 // moved from status from to status to, counted by minute (inflowKey):
 // taken when they left quarantined, added when they joined it. The status
-// trigger skips a counted UPDATE since migration 0021.
+// trigger skips an UPDATE counted 2 (status_moves.counted) since
+// migration 0021.
 func moveWaiting(ctx context.Context, tx *sql.Tx, from, to string, moved map[inflowKey]int64) error {
 	const quarantined = string(quarantine.StatusQuarantined)
 	if from == to || (from != quarantined && to != quarantined) {
@@ -71,7 +73,7 @@ func moveWaiting(ctx context.Context, tx *sql.Tx, from, to string, moved map[inf
 
 // moveStatusN is moveStatus returning how many messages moved.
 func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set string, now int64) (int, error) {
-	if _, err := tx.ExecContext(ctx, `UPDATE status_moves SET counted = 1 WHERE id = 1`); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE status_moves SET counted = 2 WHERE id = 1`); err != nil {
 		return 0, err
 	}
 	rows, err := tx.QueryContext(ctx, `UPDATE messages SET status = :to, updated_at = :now`+set+moveWhere+`
@@ -152,24 +154,15 @@ func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set stri
 		sql.Named("groups", string(gj)), sql.Named("from", from)); err != nil {
 		return 0, fmt.Errorf("take from the failure groups: %w", err)
 	}
-	// A group whose first message left has its first recounted, one whose
-	// last left has its last and example recounted: each walk of the
-	// queue-and-status index only for the groups that need it.
 	const in = `FROM messages m WHERE m.queue = g.queue AND m.status = g.status AND m.fingerprint = g.fingerprint
 		AND m.owner = g.owner`
-	const left = `WHERE (g.fingerprint, g.queue, g.owner, g.status) IN (SELECT f.fingerprint, f.queue, f.owner, f.status
+	_, err = tx.ExecContext(ctx, `UPDATE failure_groups AS g SET
+		first_failed_at = (SELECT m.failed_at `+in+` ORDER BY m.failed_at, m.id LIMIT 1),
+		(last_failed_at, example_id) = (SELECT m.failed_at, m.id `+in+` ORDER BY m.failed_at DESC, m.id DESC LIMIT 1)
+		WHERE (g.fingerprint, g.queue, g.owner, g.status) IN (SELECT f.fingerprint, f.queue, f.owner, f.status
 			FROM json_each(:groups) j JOIN failure_groups f ON f.fingerprint = j.value->>'f' AND f.queue = j.value->>'q'
 				AND f.owner = j.value->>'o' AND f.status = :from
-			WHERE %s) AND g.n > 0`
-	if _, err = tx.ExecContext(ctx, `UPDATE failure_groups AS g SET
-		first_failed_at = (SELECT m.failed_at `+in+` ORDER BY m.failed_at, m.id LIMIT 1)
-		`+fmt.Sprintf(left, `j.value->>'first' <= f.first_failed_at`),
-		sql.Named("from", from), sql.Named("groups", string(gj))); err != nil {
-		return n, err
-	}
-	_, err = tx.ExecContext(ctx, `UPDATE failure_groups AS g SET
-		(last_failed_at, example_id) = (SELECT m.failed_at, m.id `+in+` ORDER BY m.failed_at DESC, m.id DESC LIMIT 1)
-		`+fmt.Sprintf(left, `j.value->>'last' >= f.last_failed_at`),
+			WHERE j.value->>'first' <= f.first_failed_at OR j.value->>'last' >= f.last_failed_at) AND g.n > 0`,
 		sql.Named("from", from), sql.Named("groups", string(gj)))
 	return n, err
 }
