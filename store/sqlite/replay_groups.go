@@ -5,17 +5,13 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-
-	"github.com/quarantine-dev/quarantine"
 )
 
 // The moves a replay makes (quarantined -> replaying, replaying ->
 // replayed, replaying -> quarantined) count their failure groups per
 // group, in a few statements per set of messages, instead of by the
-// status trigger's four statements per message, and their waiting
-// minutes per minute: the row triggers skip the UPDATE that
-// status_moves.counted marks 2 (migrations 0007 and 0021; 1, the mark of
-// the release before, skips only the failure-group trigger).
+// status trigger's four statements per message: the trigger skips the
+// UPDATE that status_moves.counted marks (migration 0007).
 
 // movedGroup is what a set of messages moving together adds to, and takes
 // from, one failure group (fingerprint, queue, owner).
@@ -46,34 +42,15 @@ const moveWhere = `
 // which are added to the groups of status to and taken from those of
 // status from, whose bounds and example are then recounted from the
 // messages still in them (the queue-and-status index, twice per group:
-// the first message, then the last one and the example together), and
-// their waiting minutes (moveWaiting).
+// the first message, then the last one and the example together).
 func moveStatus(ctx context.Context, tx *sql.Tx, ids string, from, to, set string, now int64) error {
 	_, err := moveStatusN(ctx, tx, ids, from, to, set, now)
 	return err
 }
 
-// moveWaiting moves the counts of waiting_minutes of the messages that
-// moved from status from to status to, counted by minute (inflowKey):
-// taken when they left quarantined, added when they joined it. The status
-// trigger skips an UPDATE counted 2 (status_moves.counted) since
-// migration 0021.
-func moveWaiting(ctx context.Context, tx *sql.Tx, from, to string, moved map[inflowKey]int64) error {
-	const quarantined = string(quarantine.StatusQuarantined)
-	if from == to || (from != quarantined && to != quarantined) {
-		return nil
-	}
-	if from == quarantined {
-		for k, n := range moved {
-			moved[k] = -n
-		}
-	}
-	return upsertInflow(ctx, tx, "waiting_minutes", "minute", moved)
-}
-
 // moveStatusN is moveStatus returning how many messages moved.
 func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set string, now int64) (int, error) {
-	if _, err := tx.ExecContext(ctx, `UPDATE status_moves SET counted = 2 WHERE id = 1`); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE status_moves SET counted = 1 WHERE id = 1`); err != nil {
 		return 0, err
 	}
 	rows, err := tx.QueryContext(ctx, `UPDATE messages SET status = :to, updated_at = :now`+set+moveWhere+`
@@ -85,7 +62,6 @@ func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set stri
 	type key struct{ f, q, o string }
 	byKey := map[key]*movedGroup{}
 	var groups []*movedGroup
-	waiting := map[inflowKey]int64{} // the quarantined messages moved, by minute of failed_at
 	for rows.Next() {
 		var m movedGroup
 		var at int64
@@ -94,7 +70,6 @@ func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set stri
 			rows.Close()
 			return 0, err
 		}
-		waiting[inflowKey{m.Q, m.O, inflowMinute(at)}]++
 		g := byKey[key{m.F, m.Q, m.O}]
 		if g == nil {
 			m.First, m.Last, m.Example = at, at, id
@@ -122,9 +97,6 @@ func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set stri
 	}
 	if len(groups) == 0 {
 		return 0, nil
-	}
-	if err := moveWaiting(ctx, tx, from, to, waiting); err != nil {
-		return 0, err
 	}
 	gj, err := json.Marshal(groups)
 	if err != nil {
