@@ -48,7 +48,7 @@ func WithClock(now func() time.Time) Option {
 // them back with read calls (docs/benchmarks.md, Memory and SQLite
 // tuning).
 const writePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
-	"&_pragma=foreign_keys(1)&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)&_txlock=immediate" +
+	"&_pragma=foreign_keys(1)&_pragma=cache_size(-65536)&_txlock=immediate" +
 	"&_pragma=wal_autocheckpoint(" + backstop + ")"
 
 // readPragmas are set on the read connections. They read the database
