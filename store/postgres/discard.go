@@ -129,6 +129,7 @@ func inDiscardSet(ref string) string {
 }
 
 // StartDiscard records a running discard operation; see store.Discards.
+// The mark, the count and the record are one transaction.
 func (s *Store) StartDiscard(ctx context.Context, d quarantine.Discard, confirmAbove int) (quarantine.DiscardOperation, error) {
 	if err := s.searchReady(ctx, search.FilterText(d.Filter)); err != nil {
 		return quarantine.DiscardOperation{}, err
@@ -137,30 +138,38 @@ func (s *Store) StartDiscard(ctx context.Context, d quarantine.Discard, confirmA
 	var op quarantine.DiscardOperation
 	err := s.inTx(ctx, "start a discard", func(tx pgx.Tx) error {
 		var err error
-		op, err = ops.StartDiscard(d, confirmAbove, quarantine.NewID(now), now, ops.StartTx{
-			Mark: func() (mark string, err error) {
-				err = tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&mark)
-				return mark, err
-			},
-			Count: func(f quarantine.Filter, mark string) (n int64, err error) {
-				w := filterWhere(&f)
-				w.conds = append(w.conds, inDiscardSet(w.arg(mark)))
-				err = tx.QueryRow(ctx, "SELECT count(*) FROM messages m"+w.sql(), w.args...).Scan(&n)
-				return n, err
-			},
-			Insert: func(op quarantine.DiscardOperation) error {
-				f, err := json.Marshal(op.Filter)
-				if err != nil {
-					return err
-				}
-				_, err = tx.Exec(ctx, `INSERT INTO discard_operations (id, state, actor, reason, filter, mark, matched, started_at, updated_at)
-					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, op.ID, op.State, op.Actor, op.Reason, string(f), op.Mark, op.Matched, op.StartedAt)
-				return err
-			},
-		})
+		op, err = ops.StartDiscard(ctx, d, confirmAbove, quarantine.NewID(now), now, startTx{tx})
 		return err
 	})
 	return op, err
+}
+
+// startTx is the transaction that starts a discard operation
+// (ops.StartDiscard).
+type startTx struct{ tx pgx.Tx }
+
+var _ ops.StartTx = startTx{}
+
+func (t startTx) Mark(ctx context.Context) (mark string, err error) {
+	err = t.tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&mark)
+	return mark, err
+}
+
+func (t startTx) Count(ctx context.Context, f quarantine.Filter, mark string) (n int64, err error) {
+	w := filterWhere(&f)
+	w.conds = append(w.conds, inDiscardSet(w.arg(mark)))
+	err = t.tx.QueryRow(ctx, "SELECT count(*) FROM messages m"+w.sql(), w.args...).Scan(&n)
+	return n, err
+}
+
+func (t startTx) Insert(ctx context.Context, op quarantine.DiscardOperation) error {
+	f, err := json.Marshal(op.Filter)
+	if err != nil {
+		return err
+	}
+	_, err = t.tx.Exec(ctx, `INSERT INTO discard_operations (id, state, actor, reason, filter, mark, matched, started_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, op.ID, op.State, op.Actor, op.Reason, string(f), op.Mark, op.Matched, op.StartedAt)
+	return err
 }
 
 // DiscardChunk applies the next chunk of a discard operation; see
@@ -170,29 +179,46 @@ func (s *Store) DiscardChunk(ctx context.Context, id string, n int) (quarantine.
 	var res quarantine.BulkResult
 	err := s.inTx(ctx, "discard a chunk", func(tx pgx.Tx) error {
 		var err error
-		op, res, err = ops.DiscardChunk(id, n, s.clock(), ops.ChunkTx{
-			Lock: func(id string) (quarantine.DiscardOperation, error) {
-				return getDiscard(ctx, tx, "WHERE id = $1 FOR UPDATE", id)
-			},
-			Select: func(op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
-				f := op.Filter
-				w := filterWhere(&f)
-				w.conds = append(w.conds, inDiscardSet(w.arg(op.Mark)), "m.id > "+w.arg(op.Cursor))
-				return lockSelected(ctx, tx, "SELECT m.id, m.status FROM messages m"+w.sql()+
-					" ORDER BY m.id LIMIT "+strconv.Itoa(limit)+" FOR UPDATE", w.args...)
-			},
-			MarkDiscarded: func(_ quarantine.Status, ids []string) error { return s.markDiscarded(ctx, tx, ids) },
-			Audit:         func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
-			Save: func(op quarantine.DiscardOperation) error {
-				_, err := tx.Exec(ctx, `UPDATE discard_operations SET state = $2, cursor = $3, discarded = $4, skipped = $5,
-					updated_at = $6, finished_at = $7 WHERE id = $1`,
-					op.ID, op.State, op.Cursor, op.Discarded, op.Skipped, op.UpdatedAt, op.FinishedAt)
-				return err
-			},
-		})
+		op, res, err = ops.DiscardChunk(ctx, id, n, s.clock(), chunkTx{s: s, tx: tx})
 		return err
 	})
 	return op, res, err
+}
+
+// chunkTx is the transaction of one chunk of a discard operation
+// (ops.DiscardChunk).
+type chunkTx struct {
+	s  *Store
+	tx pgx.Tx
+}
+
+var _ ops.ChunkTx = chunkTx{}
+
+func (t chunkTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation, error) {
+	return getDiscard(ctx, t.tx, "WHERE id = $1 FOR UPDATE", id)
+}
+
+func (t chunkTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
+	f := op.Filter
+	w := filterWhere(&f)
+	w.conds = append(w.conds, inDiscardSet(w.arg(op.Mark)), "m.id > "+w.arg(op.Cursor))
+	return lockSelected(ctx, t.tx, "SELECT m.id, m.status FROM messages m"+w.sql()+
+		" ORDER BY m.id LIMIT "+strconv.Itoa(limit)+" FOR UPDATE", w.args...)
+}
+
+func (t chunkTx) MarkDiscardedFrom(ctx context.Context, _ quarantine.Status, ids []string) error {
+	return t.s.markDiscarded(ctx, t.tx, ids)
+}
+
+func (t chunkTx) AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error {
+	return t.s.appendAudits(ctx, t.tx, events)
+}
+
+func (t chunkTx) Save(ctx context.Context, op quarantine.DiscardOperation) error {
+	_, err := t.tx.Exec(ctx, `UPDATE discard_operations SET state = $2, cursor = $3, discarded = $4, skipped = $5,
+		updated_at = $6, finished_at = $7 WHERE id = $1`,
+		op.ID, op.State, op.Cursor, op.Discarded, op.Skipped, op.UpdatedAt, op.FinishedAt)
+	return err
 }
 
 // FailDiscard ends a running discard operation as failed; see

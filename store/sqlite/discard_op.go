@@ -35,78 +35,107 @@ func markRowid(mark string) int64 {
 }
 
 // StartDiscard records a running discard operation; see store.Discards.
-// The mark and the count are read from one snapshot, without the writer;
-// the operation is then recorded in a short write.
+// The mark and the count are read from one snapshot, without the writer
+// (ops.NewDiscard); once that read has ended, the operation is recorded
+// in a short write.
 func (s *Store) StartDiscard(ctx context.Context, d quarantine.Discard, confirmAbove int) (quarantine.DiscardOperation, error) {
 	if err := s.searchReady(ctx, search.FilterText(d.Filter)); err != nil {
 		return quarantine.DiscardOperation{}, err
 	}
 	now := s.clock()
 	var op quarantine.DiscardOperation
-	err := s.read(ctx, "start a discard", func(rtx *sql.Tx) error {
+	err := s.read(ctx, "start a discard", func(tx *sql.Tx) error {
 		var err error
-		op, err = ops.StartDiscard(d, confirmAbove, quarantine.NewID(now), now, ops.StartTx{
-			Mark: func() (string, error) {
-				var mark int64
-				err := rtx.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) FROM messages`).Scan(&mark)
-				return strconv.FormatInt(mark, 10), err
-			},
-			Count: func(f quarantine.Filter, mark string) (n int64, err error) {
-				w, args := where(f, false)
-				err = rtx.QueryRowContext(ctx, "SELECT count(*) FROM messages m"+andWhere(w, "m.rowid <= ?"),
-					append(args, markRowid(mark))...).Scan(&n)
-				return n, err
-			},
-			Insert: func(op quarantine.DiscardOperation) error {
-				f, err := json.Marshal(op.Filter)
-				if err != nil {
-					return err
-				}
-				return s.write(ctx, "start a discard", func(tx *sql.Tx) error {
-					_, err := tx.ExecContext(ctx, `INSERT INTO discard_operations (id, state, actor, reason, filter, mark, matched, started_at, updated_at)
-						VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, op.ID, op.State, op.Actor, op.Reason, string(f), op.Mark, op.Matched,
-						micros(op.StartedAt), micros(op.UpdatedAt))
-					return err
-				})
-			},
-		})
+		op, err = ops.NewDiscard(ctx, d, confirmAbove, quarantine.NewID(now), now, startRead{tx})
+		return err
+	})
+	if err != nil {
+		return op, err
+	}
+	f, err := json.Marshal(op.Filter)
+	if err != nil {
+		return op, err
+	}
+	err = s.write(ctx, "start a discard", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO discard_operations (id, state, actor, reason, filter, mark, matched, started_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, op.ID, op.State, op.Actor, op.Reason, string(f), op.Mark, op.Matched,
+			micros(op.StartedAt), micros(op.UpdatedAt))
 		return err
 	})
 	return op, err
 }
 
+// startRead is a read transaction of the store as the start of a discard
+// operation reads it (ops.NewDiscard).
+type startRead struct{ tx *sql.Tx }
+
+var _ ops.StartReader = startRead{}
+
+func (r startRead) Mark(ctx context.Context) (string, error) {
+	var mark int64
+	err := r.tx.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) FROM messages`).Scan(&mark)
+	return strconv.FormatInt(mark, 10), err
+}
+
+func (r startRead) Count(ctx context.Context, f quarantine.Filter, mark string) (n int64, err error) {
+	w, args := where(f, false)
+	err = r.tx.QueryRowContext(ctx, "SELECT count(*) FROM messages m"+andWhere(w, "m.rowid <= ?"),
+		append(args, markRowid(mark))...).Scan(&n)
+	return n, err
+}
+
 // DiscardChunk applies the next chunk of a discard operation; see
-// store.Discards. The chunk walks the primary key's index in id order
-// (INDEXED BY), so that a filter with an index of its own does not sort
-// the whole set again for every chunk.
+// store.Discards.
 func (s *Store) DiscardChunk(ctx context.Context, id string, n int) (quarantine.DiscardOperation, quarantine.BulkResult, error) {
 	var op quarantine.DiscardOperation
 	var res quarantine.BulkResult
 	err := s.write(ctx, "discard a chunk", func(tx *sql.Tx) error {
 		var err error
-		op, res, err = ops.DiscardChunk(id, n, s.clock(), ops.ChunkTx{
-			Lock: func(id string) (quarantine.DiscardOperation, error) { return getDiscard(ctx, tx, id) },
-			Select: func(op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
-				w, args := where(op.Filter, false)
-				return querySelected(ctx, tx, "SELECT m.id, m.status FROM messages m INDEXED BY sqlite_autoindex_messages_1"+
-					andWhere(w, "m.rowid <= ? AND m.id > ?")+" ORDER BY m.id LIMIT "+strconv.Itoa(limit),
-					append(args, markRowid(op.Mark), op.Cursor)...)
-			},
-			MarkDiscarded: func(from quarantine.Status, ids []string) error {
-				// The failure groups move per group, not per message (replay_groups.go).
-				return moveStatus(ctx, tx, jsonArray(ids), string(from), string(quarantine.StatusDiscarded), "", micros(s.clock()))
-			},
-			Audit: func(events []*quarantine.AuditEvent) error { return s.appendAudits(ctx, tx, events) },
-			Save: func(op quarantine.DiscardOperation) error {
-				_, err := tx.ExecContext(ctx, `UPDATE discard_operations SET state = ?, cursor = ?, discarded = ?, skipped = ?,
-					updated_at = ?, finished_at = ? WHERE id = ?`,
-					op.State, op.Cursor, op.Discarded, op.Skipped, micros(op.UpdatedAt), microsPtr(op.FinishedAt), op.ID)
-				return err
-			},
-		})
+		op, res, err = ops.DiscardChunk(ctx, id, n, s.clock(), chunkTx{s: s, tx: tx})
 		return err
 	})
 	return op, res, err
+}
+
+// chunkTx is the write transaction of one chunk of a discard operation
+// (ops.DiscardChunk). SQLite has one writer: the operation is locked by
+// the transaction itself.
+type chunkTx struct {
+	s  *Store
+	tx *sql.Tx
+}
+
+var _ ops.ChunkTx = chunkTx{}
+
+func (t chunkTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation, error) {
+	return getDiscard(ctx, t.tx, id)
+}
+
+// Select walks the primary key's index in id order (INDEXED BY), so that
+// a filter with an index of its own does not sort the whole set again
+// for every chunk.
+func (t chunkTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
+	w, args := where(op.Filter, false)
+	return querySelected(ctx, t.tx, "SELECT m.id, m.status FROM messages m INDEXED BY sqlite_autoindex_messages_1"+
+		andWhere(w, "m.rowid <= ? AND m.id > ?")+" ORDER BY m.id LIMIT "+strconv.Itoa(limit),
+		append(args, markRowid(op.Mark), op.Cursor)...)
+}
+
+// MarkDiscardedFrom moves the failure groups per group, not per message
+// (replay_groups.go).
+func (t chunkTx) MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string) error {
+	return moveStatus(ctx, t.tx, jsonArray(ids), string(from), string(quarantine.StatusDiscarded), "", micros(t.s.clock()))
+}
+
+func (t chunkTx) AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error {
+	return t.s.appendAudits(ctx, t.tx, events)
+}
+
+func (t chunkTx) Save(ctx context.Context, op quarantine.DiscardOperation) error {
+	_, err := t.tx.ExecContext(ctx, `UPDATE discard_operations SET state = ?, cursor = ?, discarded = ?, skipped = ?,
+		updated_at = ?, finished_at = ? WHERE id = ?`,
+		op.State, op.Cursor, op.Discarded, op.Skipped, micros(op.UpdatedAt), microsPtr(op.FinishedAt), op.ID)
+	return err
 }
 
 // FailDiscard ends a running discard operation as failed; see

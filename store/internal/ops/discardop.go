@@ -1,27 +1,37 @@
 package ops
 
 import (
+	"context"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
 )
 
-// StartTx is what a store does to start a discard operation: take its
-// watermark, count the set under it, and record the operation.
-type StartTx struct {
+// StartReader is what starting a discard operation reads of a store: its
+// watermark and the count of the set under it, from one snapshot.
+type StartReader interface {
 	// Mark returns the watermark of the insert order now.
-	Mark func() (string, error)
+	Mark(ctx context.Context) (string, error)
 	// Count counts the messages matching f under mark.
-	Count func(f quarantine.Filter, mark string) (int64, error)
-	// Insert records op.
-	Insert func(op quarantine.DiscardOperation) error
+	Count(ctx context.Context, f quarantine.Filter, mark string) (int64, error)
 }
 
-// StartDiscard checks d (a filter: EINVALID naming filter otherwise, and
-// CheckDiscard), counts its set under a new watermark, checks the count
-// (d.CheckConfirmed with confirmAbove) and records a running operation
-// named id, started at now.
-func StartDiscard(d quarantine.Discard, confirmAbove int, id string, now time.Time, tx StartTx) (quarantine.DiscardOperation, error) {
+// StartTx is a store's transaction that starts a discard operation in
+// one go: read the watermark and the count, and record the operation.
+type StartTx interface {
+	StartReader
+	// Insert records op.
+	Insert(ctx context.Context, op quarantine.DiscardOperation) error
+}
+
+// NewDiscard checks d (a filter: EINVALID naming filter otherwise, and
+// CheckDiscard), counts its set under a new watermark read by r, checks
+// the count (d.CheckConfirmed with confirmAbove) and returns the running
+// operation named id, started at now, for the store to record. A store
+// whose reads and writes are separate transactions (SQLite: the count of
+// a large set is read without holding the single writer) records it
+// after its read ended; the others call StartDiscard.
+func NewDiscard(ctx context.Context, d quarantine.Discard, confirmAbove int, id string, now time.Time, r StartReader) (quarantine.DiscardOperation, error) {
 	if d.Filter == nil || len(d.IDs) > 0 {
 		return quarantine.DiscardOperation{}, quarantine.FieldErrorf(quarantine.EINVALID, "filter", "a discard operation needs a filter, not ids")
 	}
@@ -30,38 +40,48 @@ func StartDiscard(d quarantine.Discard, confirmAbove int, id string, now time.Ti
 	}
 	f := *d.Filter
 	f.After, f.Limit = nil, 0
-	mark, err := tx.Mark()
+	mark, err := r.Mark(ctx)
 	if err != nil {
 		return quarantine.DiscardOperation{}, err
 	}
-	n, err := tx.Count(f, mark)
+	n, err := r.Count(ctx, f, mark)
 	if err != nil {
 		return quarantine.DiscardOperation{}, err
 	}
 	if err := d.CheckConfirmed(n, confirmAbove); err != nil {
 		return quarantine.DiscardOperation{}, err
 	}
-	op := quarantine.DiscardOperation{ID: id, State: quarantine.DiscardRunning, Actor: d.Actor, Reason: d.Reason,
-		Matched: n, StartedAt: now, UpdatedAt: now, Filter: f, Mark: mark}
-	return op, tx.Insert(op)
+	return quarantine.DiscardOperation{ID: id, State: quarantine.DiscardRunning, Actor: d.Actor, Reason: d.Reason,
+		Matched: n, StartedAt: now, UpdatedAt: now, Filter: f, Mark: mark}, nil
 }
 
-// ChunkTx is what a store does inside the transaction of one chunk.
-type ChunkTx struct {
+// StartDiscard is NewDiscard and the record of the operation in the same
+// transaction tx.
+func StartDiscard(ctx context.Context, d quarantine.Discard, confirmAbove int, id string, now time.Time, tx StartTx) (quarantine.DiscardOperation, error) {
+	op, err := NewDiscard(ctx, d, confirmAbove, id, now, tx)
+	if err != nil {
+		return op, err
+	}
+	return op, tx.Insert(ctx, op)
+}
+
+// ChunkTx is what the transaction of one chunk of a discard operation
+// (DiscardChunk) needs of a store's transaction.
+type ChunkTx interface {
 	// Lock reads the operation id and locks it until the transaction
 	// ends (ENOTFOUND for an unknown id).
-	Lock func(id string) (quarantine.DiscardOperation, error)
+	Lock(ctx context.Context, id string) (quarantine.DiscardOperation, error)
 	// Select returns (and locks, where the store locks rows) up to limit
 	// messages of op's set (matching op.Filter under op.Mark) with an id
 	// above op.Cursor, in id order, with their statuses.
-	Select func(op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error)
-	// MarkDiscarded sets the status of ids, all in status from, to
+	Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error)
+	// MarkDiscardedFrom sets the status of ids, all in status from, to
 	// discarded, now.
-	MarkDiscarded func(from quarantine.Status, ids []string) error
-	// Audit appends the events in the same transaction.
-	Audit func(events []*quarantine.AuditEvent) error
+	MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string) error
+	// AppendAudits appends events in the same transaction.
+	AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error
 	// Save stores op's state, cursor and counts.
-	Save func(op quarantine.DiscardOperation) error
+	Save(ctx context.Context, op quarantine.DiscardOperation) error
 }
 
 // DiscardChunk applies the next chunk (up to n messages) of the operation
@@ -69,13 +89,13 @@ type ChunkTx struct {
 // events of quarantine.Discard.Plan, then the operation's progress. A
 // chunk of fewer than n messages completes the operation; an operation
 // that is not running is returned unchanged.
-func DiscardChunk(id string, n int, now time.Time, tx ChunkTx) (quarantine.DiscardOperation, quarantine.BulkResult, error) {
+func DiscardChunk(ctx context.Context, id string, n int, now time.Time, tx ChunkTx) (quarantine.DiscardOperation, quarantine.BulkResult, error) {
 	res := quarantine.BulkResult{Changed: []string{}, Skipped: []quarantine.BulkSkipped{}}
-	op, err := tx.Lock(id)
+	op, err := tx.Lock(ctx, id)
 	if err != nil || op.State != quarantine.DiscardRunning {
 		return op, res, err
 	}
-	sel, err := tx.Select(op, n)
+	sel, err := tx.Select(ctx, op, n)
 	if err != nil {
 		return op, res, err
 	}
@@ -88,10 +108,10 @@ func DiscardChunk(id string, n int, now time.Time, tx ChunkTx) (quarantine.Disca
 	// kept counts (failure groups, waiting minutes) that collectors'
 	// inserts move too, and their rows stay locked (PostgreSQL) from then
 	// until the commit; appending the events before keeps that short.
-	if err := tx.Audit(events); err != nil {
+	if err := tx.AppendAudits(ctx, events); err != nil {
 		return op, res, err
 	}
-	if err := markByStatus(sel, res.Changed, tx.MarkDiscarded); err != nil {
+	if err := markByStatus(ctx, sel, res.Changed, tx); err != nil {
 		return op, res, err
 	}
 	op.Discarded += int64(len(res.Changed))
@@ -103,13 +123,13 @@ func DiscardChunk(id string, n int, now time.Time, tx ChunkTx) (quarantine.Disca
 	if len(sel) < n {
 		op.State, op.FinishedAt = quarantine.DiscardCompleted, &now
 	}
-	return op, res, tx.Save(op)
+	return op, res, tx.Save(ctx, op)
 }
 
-// markByStatus calls mark once per status of the changed messages of sel,
+// markByStatus calls tx.MarkDiscardedFrom once per status of the changed messages of sel,
 // in the order of quarantine.Statuses, with their ids: a store moves each
 // status's counts in one go.
-func markByStatus(sel []quarantine.Selected, changed []string, mark func(quarantine.Status, []string) error) error {
+func markByStatus(ctx context.Context, sel []quarantine.Selected, changed []string, tx ChunkTx) error {
 	status := make(map[string]quarantine.Status, len(sel))
 	for _, m := range sel {
 		status[m.ID] = m.Status
@@ -120,7 +140,7 @@ func markByStatus(sel []quarantine.Selected, changed []string, mark func(quarant
 	}
 	for _, st := range quarantine.Statuses {
 		if ids := by[st]; len(ids) > 0 {
-			if err := mark(st, ids); err != nil {
+			if err := tx.MarkDiscardedFrom(ctx, st, ids); err != nil {
 				return err
 			}
 		}
