@@ -1,0 +1,202 @@
+package postgres_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/pgtest"
+	"github.com/quarantine-dev/quarantine/internal/testbin"
+	"github.com/quarantine-dev/quarantine/store/storetest"
+)
+
+// binaryRead is one request BenchmarkBinaryReads times: a GET, or a POST
+// of body; path(i) is the path of call i (a new search term each call).
+// check, when set, says what is wrong with an answer's body ("" when
+// nothing is).
+type binaryRead struct {
+	name  string
+	ui    bool // a page of the web UI (signed in), else the API (bearer token)
+	path  func(i int) string
+	body  string
+	check func(body []byte) string
+}
+
+// fixed is the path of a read that asks the same each call.
+func fixed(p string) func(int) string { return func(int) string { return p } }
+
+// items checks that an API answer's member name holds between lo and hi
+// entries.
+func items(name string, lo, hi int) func([]byte) string {
+	return func(raw []byte) string {
+		var v map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return err.Error()
+		}
+		var list []json.RawMessage
+		if err := json.Unmarshal(v[name], &list); err != nil {
+			return fmt.Sprintf("%s: %v", name, err)
+		}
+		if len(list) < lo || len(list) > hi {
+			return fmt.Sprintf("%d %s, want %d to %d", len(list), name, lo, hi)
+		}
+		return ""
+	}
+}
+
+// binaryReads are the reads of issue 23 (items 9 and 10) on a seed of
+// rows messages (internal/pgseed: 20 queues, 5 owners, 70% quarantined,
+// 300 failure groups): the first page of the list, unfiltered and by
+// queue, status (the common and a rarer one), owner and two of them, a
+// sample of 100, the failure groups, a search of a rare term (an order
+// ID of one payload, a different one each call), the queue list, a
+// /metrics scrape, and the web UI's overview, list and groups.
+func binaryReads(rows int) []binaryRead {
+	pick := func(i int) int { return (i*7919 + 12345) % rows }
+	page := items("items", 50, 50)
+	return []binaryRead{
+		{name: "list", path: fixed("/api/v1/messages?limit=50"), check: page},
+		{name: "list-queue", path: fixed("/api/v1/messages?limit=50&queue=queue-03"), check: page},
+		{name: "list-status", path: fixed("/api/v1/messages?limit=50&status=quarantined"), check: page},
+		{name: "list-status-rare", path: fixed("/api/v1/messages?limit=50&status=refailed"), check: page},
+		{name: "list-owner", path: fixed("/api/v1/messages?limit=50&owner=team-2"), check: page},
+		{name: "list-queue-status", path: fixed("/api/v1/messages?limit=50&queue=queue-03&status=quarantined"), check: page},
+		{name: "list-owner-status", path: fixed("/api/v1/messages?limit=50&owner=team-2&status=discarded"), check: page},
+		{name: "sample-100", path: fixed("/api/v1/messages/sample"), body: `{"size":100}`, check: items("items", 100, 100)},
+		{name: "sample-100-queue", path: fixed("/api/v1/messages/sample"), body: `{"size":100,"filter":{"queue":["queue-03"],"status":["quarantined"]}}`, check: items("items", 100, 100)},
+		{name: "groups", path: fixed("/api/v1/groups"), check: items("items", 1, 1000)},
+		{name: "groups-status", path: fixed("/api/v1/groups?status=quarantined"), check: items("items", 1, 1000)},
+		{name: "search-rare", path: func(i int) string {
+			return "/api/v1/messages?limit=50&q=" + url.QueryEscape(fmt.Sprintf(`"idem-%d"`, pick(i)))
+		}, check: items("items", 1, 1)},
+		{name: "queues", path: fixed("/api/v1/queues"), check: items("items", 20, 20)},
+		{name: "metrics", path: fixed("/metrics")},
+		{name: "ui-overview", ui: true, path: fixed("/overview")},
+		{name: "ui-messages", ui: true, path: fixed("/messages")},
+		{name: "ui-messages-status", ui: true, path: fixed("/messages?status=quarantined")},
+		{name: "ui-groups", ui: true, path: fixed("/groups")},
+	}
+}
+
+// BenchmarkBinaryReads measures the reads of issue 23 through the built
+// binary as users run it (`quarantine serve` on the persistent schema
+// bench_<rows>, seeded once per machine by internal/pgseed with
+// QUARANTINE_BENCH_ROWS messages, default 1,000,000): each read's time
+// from the request to the last byte at an HTTP client, p50 and p99 (ms)
+// over QUARANTINE_BENCH_CALLS calls (default 20) after 3 warm-up ones,
+// printed as a table. Retention is off in the service's configuration
+// (the seeded replayed and discarded messages are older than its
+// default, and their purge would rewrite the data set). Run with
+// -benchtime=1x, under the benchmarks' lock:
+//
+//	QUARANTINE_BENCH_ROWS=10000000 flock /work/helpers/bench.lock \
+//		go test -run '^$' -bench '^BenchmarkBinaryReads$' -benchtime=1x -timeout 1h ./store/postgres/
+func BenchmarkBinaryReads(b *testing.B) {
+	rows := benchRows(b)
+	u := pgtest.PersistentURL(b, fmt.Sprintf("bench_%d", rows))
+	s := benchStore(b, rows)
+	secret, hash := quarantine.NewTokenSecret()
+	tok := &quarantine.Token{Name: "reads-" + quarantine.NewID(time.Now()), Role: quarantine.RoleAdmin, SecretHash: hash}
+	if err := s.CreateToken(b.Context(), tok, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	config := filepath.Join(b.TempDir(), "quarantine.yaml")
+	yaml := fmt.Sprintf("database: %q\nlisten: 127.0.0.1:0\nretention: {replayed: 0, discarded: 0}\n", u)
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	p := testbin.Serve(b, testbin.Path(b), config)
+	reads := binaryReads(rows)
+	report := timeReads(b, "http://"+p.Addr, secret, reads, storetest.BurstCalls(b))
+	fmt.Printf("BenchmarkBinaryReads, %d messages:\n%s", rows, report)
+}
+
+// timeReads signs in to the web UI with the token's secret, then times
+// reads against the service at base (see BenchmarkBinaryReads), reports
+// each read's p50 and p99 and returns them as a table.
+func timeReads(b *testing.B, base, secret string, reads []binaryRead, calls int) string {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	login, err := client.Get(base + "/?token=" + url.QueryEscape(secret))
+	if err != nil {
+		b.Fatal(err)
+	}
+	login.Body.Close()
+	if login.StatusCode != http.StatusSeeOther {
+		b.Fatalf("sign in: %d", login.StatusCode)
+	}
+	do := func(r binaryRead, i int) time.Duration {
+		method, body := http.MethodGet, io.Reader(nil)
+		if r.body != "" {
+			method, body = http.MethodPost, strings.NewReader(r.body)
+		}
+		req, err := http.NewRequestWithContext(b.Context(), method, base+r.path(i), body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if !r.ui {
+			req.Header.Set("Authorization", "Bearer "+secret)
+		}
+		t0 := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatalf("%s: %v", r.name, err)
+		}
+		var raw bytes.Buffer
+		_, err = raw.ReadFrom(resp.Body)
+		resp.Body.Close()
+		d := time.Since(t0)
+		if err != nil {
+			b.Fatalf("%s: %v", r.name, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("%s %s: %d %.300s", method, r.path(i), resp.StatusCode, raw.String())
+		}
+		if r.check != nil {
+			if problem := r.check(raw.Bytes()); problem != "" {
+				b.Fatalf("%s %s: %s", method, r.path(i), problem)
+			}
+		}
+		return d
+	}
+	b.ResetTimer()
+	var out strings.Builder
+	fmt.Fprintf(&out, "%d calls each\n%-20s %10s %10s\n", calls, "read", "p50", "p99")
+	call := 0
+	for _, r := range reads {
+		for range 3 {
+			do(r, call)
+			call++
+		}
+		ds := make([]time.Duration, calls)
+		for i := range ds {
+			ds[i] = do(r, call)
+			call++
+		}
+		slices.Sort(ds)
+		p50 := float64(ds[len(ds)/2].Microseconds()) / 1e3
+		p99 := float64(ds[min(len(ds)-1, len(ds)*99/100)].Microseconds()) / 1e3
+		b.ReportMetric(p50, r.name+"-p50-ms")
+		b.ReportMetric(p99, r.name+"-p99-ms")
+		fmt.Fprintf(&out, "%-20s %8.2fms %8.2fms\n", r.name, p50, p99)
+	}
+	b.ReportMetric(0, "ns/op")
+	return out.String()
+}
