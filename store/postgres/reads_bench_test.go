@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,14 +119,15 @@ func BenchmarkBinaryReads(b *testing.B) {
 	}
 	p := testbin.Serve(b, testbin.Path(b), config)
 	reads := binaryReads(rows)
-	report := timeReads(b, "http://"+p.Addr, secret, reads, storetest.BurstCalls(b))
+	report := timeReads(b, "", "http://"+p.Addr, secret, reads, storetest.BurstCalls(b))
 	fmt.Printf("BenchmarkBinaryReads, %d messages:\n%s", rows, report)
 }
 
 // timeReads signs in to the web UI with the token's secret, then times
 // reads against the service at base (see BenchmarkBinaryReads), reports
-// each read's p50 and p99 and returns them as a table.
-func timeReads(b *testing.B, base, secret string, reads []binaryRead, calls int) string {
+// each read's p50 and p99 (named after prefix and the read) and returns
+// them as a table.
+func timeReads(b *testing.B, prefix, base, secret string, reads []binaryRead, calls int) string {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		b.Fatal(err)
@@ -193,10 +195,135 @@ func timeReads(b *testing.B, base, secret string, reads []binaryRead, calls int)
 		slices.Sort(ds)
 		p50 := float64(ds[len(ds)/2].Microseconds()) / 1e3
 		p99 := float64(ds[min(len(ds)-1, len(ds)*99/100)].Microseconds()) / 1e3
-		b.ReportMetric(p50, r.name+"-p50-ms")
-		b.ReportMetric(p99, r.name+"-p99-ms")
+		b.ReportMetric(p50, prefix+r.name+"-p50-ms")
+		b.ReportMetric(p99, prefix+r.name+"-p99-ms")
 		fmt.Fprintf(&out, "%-20s %8.2fms %8.2fms\n", r.name, p50, p99)
 	}
 	b.ReportMetric(0, "ns/op")
 	return out.String()
+}
+
+// burstEnvelopes returns envelopes lo .. hi-1 of a burst: 20 queues
+// (queue-00 …), 7 job names, 300 reasons, 1 KiB payloads, failed within
+// the hour before now.
+func burstEnvelopes(lo, hi int, now time.Time) []byte {
+	var buf bytes.Buffer
+	buf.WriteByte('[')
+	pad := strings.Repeat("x", 900)
+	for i := lo; i < hi; i++ {
+		if i > lo {
+			buf.WriteByte(',')
+		}
+		failed := now.Add(-time.Duration(uint64(i)*2654435761%uint64(59*time.Minute/time.Millisecond)) * time.Millisecond)
+		fmt.Fprintf(&buf, `{"envelope":"quarantine.failure/v1","job":{"id":"b-%d","name":"job-%d","queue":"queue-%02d",`+
+			`"idempotency_key":"idem-%d","attempts":3,"payload":{"order_id":"idem-%d","customer":"c-%d","note":%q}},`+
+			`"failure":{"class":"exhausted","reason":"burst failure %d: upstream timeout","failed_at":%q}}`,
+			i, i%7, i%20, i, i, i%9973, pad, i%300, failed.UTC().Format(time.RFC3339Nano))
+	}
+	buf.WriteByte(']')
+	return buf.Bytes()
+}
+
+// BenchmarkBinaryBurst measures, through the built binary on each store
+// of QUARANTINE_BENCH_STORES (default postgres and sqlite; a fresh
+// database each), the reads of a burst: QUARANTINE_BENCH_ROWS dead
+// letters (default 1,000,000) first ingested over HTTP (POST
+// /api/v1/ingest, arrays of 1,000 from 4 clients at once, 1 KiB
+// payloads, failed within the last hour), then GET /api/v1/queues,
+// /overview, a /metrics scrape and the other first pages of the API and
+// the UI (storetest.BurstPaths), each p50 and p99 (ms) at an HTTP client
+// over QUARANTINE_BENCH_CALLS calls (default 20). The service's clock is
+// the real one: the burst is in the last hour when it is read. Run with
+// -benchtime=1x under the benchmarks' lock:
+//
+//	flock /work/helpers/bench.lock go test -run '^$' -bench '^BenchmarkBinaryBurst$' -benchtime=1x -timeout 1h ./store/postgres/
+func BenchmarkBinaryBurst(b *testing.B) {
+	rows := benchRows(b)
+	stores, _ := testbin.BenchStores()
+	var reads []binaryRead
+	for _, p := range storetest.BurstPaths {
+		reads = append(reads, binaryRead{name: p.Name, ui: p.UI, path: fixed(p.Path)})
+	}
+	var owners strings.Builder
+	owners.WriteString("owners:\n")
+	for t := range 5 {
+		fmt.Fprintf(&owners, "  - team: team-%d\n    queues: [", t)
+		for k := t; k < 20; k += 5 {
+			if k > t {
+				owners.WriteString(", ")
+			}
+			fmt.Fprintf(&owners, "queue-%02d", k)
+		}
+		owners.WriteString("]\n")
+	}
+	for _, store := range stores {
+		db := testbin.BenchDatabase(b, store)
+		config := filepath.Join(b.TempDir(), "quarantine.yaml")
+		yaml := fmt.Sprintf("database: %q\nlisten: 127.0.0.1:0\n%s", db, owners.String())
+		if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		p := testbin.Serve(b, testbin.Path(b), config, "--migrate")
+		if p.Token == "" {
+			b.Fatalf("%s: serve printed no token:\n%s", store, p.Output())
+		}
+		api := p.API(p.Token)
+		now := time.Now()
+		t0 := time.Now()
+		const batch, clients = 1000, 4
+		next := make(chan int, rows/batch+1)
+		for lo := 0; lo < rows; lo += batch {
+			next <- lo
+		}
+		close(next)
+		var wg sync.WaitGroup
+		for range clients {
+			wg.Go(func() {
+				for lo := range next {
+					body := burstEnvelopes(lo, min(lo+batch, rows), now)
+					req, err := http.NewRequestWithContext(b.Context(), http.MethodPost, api.Base+"/api/v1/ingest", bytes.NewReader(body))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					req.Header.Set("Authorization", "Bearer "+api.Token)
+					req.Header.Set("Content-Type", "application/json")
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					raw, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						b.Errorf("ingest: %d %.300s", resp.StatusCode, raw)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if b.Failed() {
+			b.FailNow()
+		}
+		took := time.Since(t0)
+		b.ReportMetric(float64(rows)/took.Seconds(), store+"-ingest-msgs/s")
+		var queues struct {
+			Items []struct {
+				Inflow1h int64 `json:"inflow_1h"`
+			} `json:"items"`
+		}
+		api.MustDo(b, http.StatusOK, http.MethodGet, "/api/v1/queues", nil, &queues)
+		var in1h int64
+		for _, q := range queues.Items {
+			in1h += q.Inflow1h
+		}
+		if in1h != int64(rows) {
+			b.Fatalf("%s: the queues' 1-hour inflow is %d, want the %d ingested", store, in1h, rows)
+		}
+		report := timeReads(b, store+"-", api.Base, p.Token, reads, storetest.BurstCalls(b))
+		fmt.Printf("BenchmarkBinaryBurst, %s, %d ingested over HTTP in %v (%.0f msg/s), read %v after the first:\n%s",
+			store, rows, took.Round(time.Second), float64(rows)/took.Seconds(), time.Since(now).Round(time.Second), report)
+		p.Kill()
+	}
 }
