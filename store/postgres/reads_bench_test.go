@@ -61,8 +61,8 @@ func items(name string, lo, hi int) func([]byte) string {
 // 300 failure groups): the first page of the list, unfiltered and by
 // queue, status (the common and a rarer one), owner and two of them, a
 // sample of 100, the failure groups, a search of a rare term (an order
-// ID of one payload, a different one each call), the queue list, a
-// /metrics scrape, and the web UI's overview, list and groups.
+// ID of one payload, a different one each call), the queue list (and by
+// status), a /metrics scrape, and the web UI's overview, list and groups.
 func binaryReads(rows int) []binaryRead {
 	pick := func(i int) int { return (i*7919 + 12345) % rows }
 	page := items("items", 50, 50)
@@ -82,6 +82,7 @@ func binaryReads(rows int) []binaryRead {
 			return "/api/v1/messages?limit=50&q=" + url.QueryEscape(fmt.Sprintf(`"idem-%d"`, pick(i)))
 		}, check: items("items", 1, 1)},
 		{name: "queues", path: fixed("/api/v1/queues"), check: items("items", 20, 20)},
+		{name: "queues-status", path: fixed("/api/v1/queues?status=quarantined"), check: items("items", 20, 20)},
 		{name: "metrics", path: fixed("/metrics")},
 		{name: "ui-overview", ui: true, path: fixed("/overview")},
 		{name: "ui-messages", ui: true, path: fixed("/messages")},
