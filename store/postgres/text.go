@@ -138,10 +138,21 @@ func indexedQuery(f *quarantine.Filter) (string, []any) {
 
 // probeQuery returns the documents holding the text of f after f.After,
 // at most n of them (in no order from the index, then sorted newest
-// first): n is the probe, bounded whatever the term.
-func probeQuery(f *quarantine.Filter, n int) (string, []any) {
+// first): n is the probe, bounded whatever the term. With trigrams (see
+// probeTrigrams), the index is asked for the documents holding each of
+// them, and the document is tested for the text.
+func probeQuery(f *quarantine.Filter, n int, trigrams []string) (string, []any) {
 	w := &where{}
-	hits := "SELECT d.message_id, d.failed_at FROM search_docs d WHERE " + docMatch(w, f.Text, w.arg(textPattern(f.Text)))
+	match := ""
+	if len(trigrams) == 0 {
+		match = docMatch(w, f.Text, w.arg(textPattern(f.Text)))
+	} else {
+		for _, t := range trigrams {
+			match += "d.key LIKE " + w.arg("%"+t+"%") + " AND "
+		}
+		match += "d.doc LIKE " + w.arg(textPattern(f.Text))
+	}
+	hits := "SELECT d.message_id, d.failed_at FROM search_docs d WHERE " + match
 	if c := f.After; c != nil {
 		hits += " AND (d.failed_at, d.message_id) < (" + w.arg(c.FailedAt) + ", " + w.arg(c.ID) + ")"
 	}
@@ -257,7 +268,11 @@ func (s *Store) probe(ctx context.Context, g *quarantine.Filter) ([]string, bool
 		return nil, false, translate(err, "list messages")
 	}
 	n := textProbe(docs, g.Limit)
-	q, args := probeQuery(g, n+1)
+	trigrams, err := s.probeTrigrams(ctx, search.Fold(g.Text), docs)
+	if err != nil {
+		return nil, false, err
+	}
+	q, args := probeQuery(g, n+1, trigrams)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, false, translate(err, "list messages")

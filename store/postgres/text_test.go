@@ -30,6 +30,9 @@ func TestTextSearchPlansAgree(t *testing.T) {
 		{"payload term", quarantine.Filter{Text: "sku-7", Limit: 20}},
 		{"rare term beyond the window", quarantine.Filter{Text: "zebra-needle", Limit: 2}},
 		{"no match", quarantine.Filter{Text: "no such thing", Limit: 10}},
+		// Terms whose probe asks the index for a few of their trigrams.
+		{"rare order ID", quarantine.Filter{Text: `"IDEM-3210"`, Limit: 10}},
+		{"trigrams apart, not the term", quarantine.Filter{Text: "needle-zebra", Limit: 10}},
 		{"narrow filter, window holds all", quarantine.Filter{Text: "failure 7:", IdempotencyKey: []string{"idem-7", "idem-107", "idem-8"}}},
 		{"queue filter", quarantine.Filter{Text: "after 1", Queue: []string{"queue-03"}, Limit: 100}},
 	}
@@ -47,6 +50,9 @@ func TestTextSearchPlansAgree(t *testing.T) {
 		}
 		if c.name == "rare term beyond the window" && len(got) != 3 {
 			t.Fatalf("rare term: found %d messages, want 3", len(got))
+		}
+		if c.name == "rare order ID" && len(got) != 1 {
+			t.Fatalf("rare order ID: found %d messages, want 1", len(got))
 		}
 	}
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
@@ -15,11 +16,13 @@ import (
 // and the inflow in (end-5m, end], (end-1h, end] and (end-24h, end] by
 // collected_at, where end is the end of the minute holding now
 // (hours.WindowEnd); see store.Store. Owner is left empty. With no
-// filter, or one on queue and owner only, the counts come from
+// filter, or one on queue, owner and status only, the counts come from
 // failure_groups, the oldest from one probe of messages_queue_status per
 // queue and the inflow from the kept hourly and per-minute counts
-// (inflowHistogram); any other filter groups the matching messages. One snapshot. Errors: EINVALID naming the field,
-// EUNAVAILABLE.
+// (inflowHistogram); any other filter groups the matching messages. The
+// statuses of f select the queues and the counts, not the inflow: it is
+// what was collected, whatever its status now. One snapshot. Errors:
+// EINVALID naming the field, EUNAVAILABLE.
 func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
 	if err := search.WholeSet(ctx, &f, s.searchReady); err != nil {
 		return nil, err
@@ -27,7 +30,7 @@ func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Ti
 	var out []quarantine.QueueStats
 	err := s.read(ctx, "compute queue statistics", func(tx *sql.Tx) error {
 		var err error
-		if groupable(f) && len(f.Status) == 0 && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0 {
+		if groupable(f) && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0 {
 			out, err = queueStatsKept(ctx, tx, f, now, hours.Usable(s.clock()))
 		} else {
 			out, err = queueStatsScan(ctx, tx, f, now)
@@ -122,9 +125,13 @@ func queueStatsKept(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now, u
 	return out, nil
 }
 
-// queueStatsScan groups the messages matching f by queue and status.
+// queueStatsScan groups the messages matching f but its statuses by
+// queue and status: the queues and counts are those of the statuses of
+// f, the inflow every status's.
 func queueStatsScan(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now time.Time) ([]quarantine.QueueStats, error) {
-	w, args := where(f, false)
+	anyStatus := f
+	anyStatus.Status = nil
+	w, args := where(anyStatus, false)
 	q := `SELECT m.queue, m.status, count(*),
 		min(m.failed_at) FILTER (WHERE m.status = 'quarantined'),
 		substr(min(` + latestKey + `) FILTER (WHERE m.status = 'quarantined'), 21),
@@ -138,6 +145,7 @@ func queueStatsScan(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now ti
 	}
 	defer rows.Close()
 	out := []quarantine.QueueStats{}
+	matched := []bool{} // whether out[i] has messages in the statuses of f
 	for rows.Next() {
 		var queue, status string
 		var count, in5, in1, in24 int64
@@ -147,17 +155,30 @@ func queueStatsScan(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now ti
 			return nil, err
 		}
 		if len(out) == 0 || out[len(out)-1].Queue != queue {
-			out = append(out, newQueueStats(queue))
+			out, matched = append(out, newQueueStats(queue)), append(matched, false)
 		}
 		st := &out[len(out)-1]
+		st.Inflow5m += in5
+		st.Inflow1h += in1
+		st.Inflow24h += in24
+		if len(f.Status) > 0 && !slices.Contains(f.Status, quarantine.Status(status)) {
+			continue
+		}
+		matched[len(matched)-1] = true
 		st.Counts[quarantine.Status(status)] = count
 		if oldestAt.Valid && oldestID.Valid {
 			at := fromMicros(oldestAt.Int64)
 			st.OldestQuarantinedAt, st.OldestID = &at, oldestID.String
 		}
-		st.Inflow5m += in5
-		st.Inflow1h += in1
-		st.Inflow24h += in24
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for i, st := range out {
+		if matched[i] {
+			kept = append(kept, st)
+		}
+	}
+	return kept, nil
 }

@@ -132,9 +132,14 @@ func testGroups(t *testing.T, h Harness) {
 	wantCode(t, err, quarantine.EINVALID)
 }
 
-// expectedQueueStats is the reference model of QueueStats.
+// expectedQueueStats is the reference model of QueueStats: the queues
+// and counts of the messages matching f; the inflow of each such queue
+// counts the messages matching f but its statuses (what was collected,
+// whatever its status now).
 func expectedQueueStats(f quarantine.Filter, msgs []*quarantine.Message, now time.Time) []quarantine.QueueStats {
 	f.After = nil
+	anyStatus := f
+	anyStatus.Status = nil
 	by := map[string]*quarantine.QueueStats{}
 	var out []*quarantine.QueueStats
 	for _, m := range msgs {
@@ -156,6 +161,12 @@ func expectedQueueStats(f quarantine.Filter, msgs []*quarantine.Message, now tim
 				at := m.FailedAt
 				st.OldestQuarantinedAt, st.OldestID = &at, m.ID
 			}
+		}
+	}
+	for _, m := range msgs {
+		st := by[m.Queue]
+		if st == nil || !matches(anyStatus, m) {
+			continue
 		}
 		// The windows end at the end of now's minute.
 		end := now.Truncate(time.Microsecond)
@@ -226,6 +237,9 @@ func testQueueStats(t *testing.T, h Harness) {
 		{Queue: []string{"orders", "mail"}},
 		{Owner: []string{"team-b"}},
 		{Status: []quarantine.Status{quarantine.StatusQuarantined, quarantine.StatusReplayed}},
+		// Statuses without quarantined: no oldest; the inflow whatever the status.
+		{Status: []quarantine.Status{quarantine.StatusDiscarded}, Owner: []string{"team-a"}},
+		{Status: []quarantine.Status{quarantine.StatusReplaying}, JobName: []string{"send_email"}},
 		{JobName: []string{"send_email"}, Queue: []string{"billing"}},
 		{FailedBefore: now.Add(-3 * time.Hour)},
 		{Queue: []string{"nope"}},
