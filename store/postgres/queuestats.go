@@ -23,8 +23,8 @@ import (
 // statsOnly reports whether the maintained path answers f: a filter on
 // queue, owner and status at most. The status selects the queues and
 // the counts, not the inflow (what was collected, whatever its status
-// now), so the kept inflow counts answer it too: a million collected
-// within the hour took 5.2 s counted row by row (docs/benchmarks.md).
+// now), so the kept inflow counts answer it too, rather than counting a
+// burst row by row (docs/benchmarks.md, BenchmarkBinaryBurst).
 func statsOnly(f *quarantine.Filter) bool {
 	return groupable(f) && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0
 }
