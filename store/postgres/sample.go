@@ -25,8 +25,7 @@ func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quar
 	}
 	lim := sampling.Limits{Exact: s.exact, SmallGroup: s.smallGroup}
 	snapshot := func(fn func(sampling.Reader) error, col string) error {
-		opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-		return s.inTxOpts(ctx, opts, "sample messages", func(tx pgx.Tx) error {
+		return s.snapshot(ctx, "sample messages", func(tx pgx.Tx) error {
 			return fn(sampleReader{q: tx, f: &f, col: col})
 		})
 	}

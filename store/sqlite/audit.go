@@ -7,6 +7,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/auditlog"
+	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
 const auditColumns = `seq, time, actor, action, subject, details, prev_hash, hash`
@@ -99,23 +100,9 @@ func (s *Store) ListAudit(ctx context.Context, f quarantine.AuditFilter) ([]quar
 	}
 	q := `SELECT ` + auditColumns + ` FROM audit_log WHERE ` + strings.Join(conds, " AND ") + ` ORDER BY seq LIMIT ?`
 	args = append(args, f.Limit)
-	var out []quarantine.AuditEvent
-	err := s.read(ctx, "list the audit log", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			e, err := scanAudit(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
-		return rows.Err()
+	return txn.Get(ctx, s.read, "list the audit log", func(tx *sql.Tx) ([]quarantine.AuditEvent, error) {
+		return queryAll(ctx, tx, scanAudit, q, args...)
 	})
-	return out, err
 }
 
 func readHead(ctx context.Context, tx *sql.Tx) (quarantine.AuditHead, error) {

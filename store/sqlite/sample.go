@@ -388,21 +388,8 @@ func queryStrings(ctx context.Context, tx querier, q string, args []any) ([]stri
 
 // messagesByID reads the messages with the given ids, without payloads.
 func messagesByID(ctx context.Context, tx querier, ids []string) ([]*quarantine.Message, error) {
-	out := []*quarantine.Message{}
 	if len(ids) == 0 {
-		return out, nil
+		return []*quarantine.Message{}, nil
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT "+messageColumns+" FROM messages m WHERE m.id IN (SELECT value FROM json_each(?))", jsonArray(ids))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, tx, scanMessageRow, "SELECT "+messageColumns+" FROM messages m WHERE m.id IN (SELECT value FROM json_each(?))", jsonArray(ids))
 }
