@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"strings"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/auditlog"
@@ -82,24 +81,16 @@ func (s *Store) ListAudit(ctx context.Context, f quarantine.AuditFilter) ([]quar
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	conds := []string{"seq > ?"}
-	args := []any{f.Seq}
-	for _, c := range []struct{ col, v string }{{"subject", f.Subject}, {"actor", f.Actor}, {"action", f.Action}} {
-		if c.v != "" {
-			conds = append(conds, c.col+" = ?")
-			args = append(args, c.v)
+	var c clause
+	c.add("seq > ?", f.Seq)
+	for _, eq := range []struct{ col, v string }{{"subject", f.Subject}, {"actor", f.Actor}, {"action", f.Action}} {
+		if eq.v != "" {
+			c.add(eq.col+" = ?", eq.v)
 		}
 	}
-	if !f.After.IsZero() {
-		conds = append(conds, "time >= ?")
-		args = append(args, micros(f.After))
-	}
-	if !f.Before.IsZero() {
-		conds = append(conds, "time < ?")
-		args = append(args, micros(f.Before))
-	}
-	q := `SELECT ` + auditColumns + ` FROM audit_log WHERE ` + strings.Join(conds, " AND ") + ` ORDER BY seq LIMIT ?`
-	args = append(args, f.Limit)
+	c.between("time", f.After, f.Before)
+	q := `SELECT ` + auditColumns + ` FROM audit_log` + c.where() + ` ORDER BY seq LIMIT ?`
+	args := append(c.args, f.Limit)
 	return txn.Get(ctx, s.read, "list the audit log", func(tx *sql.Tx) ([]quarantine.AuditEvent, error) {
 		return queryAll(ctx, tx, scanAudit, q, args...)
 	})
