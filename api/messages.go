@@ -114,15 +114,21 @@ func (s *Server) loadMessage(w http.ResponseWriter, r *http.Request, write bool)
 	return nil, false
 }
 
+// readMessage loads the message of a read that takes no query
+// parameters: any is refused (EINVALID) before the message is looked up.
+func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) (*quarantine.Message, bool) {
+	if _, err := parseQuery(r); err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return s.loadMessage(w, r, false)
+}
+
 // getMessage answers one message with its payload, and 304 when the
 // client's If-None-Match holds the payload's ETag. A message the token
 // may not see is "not found", like one that does not exist.
 func (s *Server) getMessage(w http.ResponseWriter, r *http.Request) {
-	if _, err := parseQuery(r); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	m, ok := s.loadMessage(w, r, false)
+	m, ok := s.readMessage(w, r)
 	if !ok {
 		return
 	}

@@ -61,17 +61,16 @@ type replayPage struct {
 	NextCursor *string            `json:"next_cursor"`
 }
 
-// listReplays lists batches, newest first, within the token's owners.
-func (s *Server) listReplays(w http.ResponseWriter, r *http.Request) {
+// replayFilter reads the query of GET /api/v1/replays into a filter
+// within the token's owners. Errors: EINVALID naming the parameter.
+func replayFilter(r *http.Request) (quarantine.ReplayFilter, error) {
+	f := quarantine.ReplayFilter{Owners: rules.TokenOwners(tokenFrom(r.Context()))}
 	q, err := parseQuery(r, "state", "queue", "actor", "cursor", "limit")
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return f, err
 	}
-	f := quarantine.ReplayFilter{Owners: rules.TokenOwners(tokenFrom(r.Context()))}
 	if len(q.all("state")) > len(quarantine.ReplayStates) {
-		s.fail(w, r, quarantine.FieldErrorf(quarantine.EINVALID, "state", "at most %d values", len(quarantine.ReplayStates)))
-		return
+		return f, quarantine.FieldErrorf(quarantine.EINVALID, "state", "at most %d values", len(quarantine.ReplayStates))
 	}
 	for _, st := range q.all("state") {
 		f.State = append(f.State, quarantine.ReplayState(st))
@@ -81,15 +80,19 @@ func (s *Server) listReplays(w http.ResponseWriter, r *http.Request) {
 		dst  *string
 	}{{"queue", &f.Queue}, {"actor", &f.Actor}, {"cursor", &f.After}} {
 		if *p.dst, err = q.one(p.name); err != nil {
-			s.fail(w, r, err)
-			return
+			return f, err
 		}
 	}
 	if f.Limit, err = q.limit(); err != nil {
-		s.fail(w, r, err)
-		return
+		return f, err
 	}
-	if err := f.Validate(); err != nil {
+	return f, f.Validate()
+}
+
+// listReplays lists batches, newest first, within the token's owners.
+func (s *Server) listReplays(w http.ResponseWriter, r *http.Request) {
+	f, err := replayFilter(r)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -117,13 +120,19 @@ func (s *Server) listReplays(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, page)
 }
 
-// getReplay answers one batch.
-func (s *Server) getReplay(w http.ResponseWriter, r *http.Request) {
+// readReplay loads the batch of a read that takes no query parameters:
+// any is refused (EINVALID) before the batch is looked up.
+func (s *Server) readReplay(w http.ResponseWriter, r *http.Request) (*quarantine.ReplayBatch, bool) {
 	if _, err := parseQuery(r); err != nil {
 		s.fail(w, r, err)
-		return
+		return nil, false
 	}
-	b, ok := s.loadReplay(w, r, false)
+	return s.loadReplay(w, r, false)
+}
+
+// getReplay answers one batch.
+func (s *Server) getReplay(w http.ResponseWriter, r *http.Request) {
+	b, ok := s.readReplay(w, r)
 	if !ok {
 		return
 	}
@@ -143,37 +152,40 @@ type replayItemPage struct {
 	NextCursor *string                 `json:"next_cursor"`
 }
 
-// listReplayItems pages through a batch's items in publication order.
-func (s *Server) listReplayItems(w http.ResponseWriter, r *http.Request) {
+// replayItemFilter reads the query of GET /api/v1/replays/{id}/items
+// into a filter (without its batch). Errors: EINVALID naming the
+// parameter.
+func replayItemFilter(r *http.Request) (quarantine.ReplayItemFilter, error) {
+	f := quarantine.ReplayItemFilter{After: -1}
 	q, err := parseQuery(r, "outcome", "cursor", "limit")
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return f, err
 	}
-	f := quarantine.ReplayItemFilter{After: -1}
 	if len(q.all("outcome")) > len(quarantine.ItemOutcomes) {
-		s.fail(w, r, quarantine.FieldErrorf(quarantine.EINVALID, "outcome", "at most %d values", len(quarantine.ItemOutcomes)))
-		return
+		return f, quarantine.FieldErrorf(quarantine.EINVALID, "outcome", "at most %d values", len(quarantine.ItemOutcomes))
 	}
 	for _, o := range q.all("outcome") {
 		f.Outcome = append(f.Outcome, quarantine.ItemOutcome(o))
 	}
 	c, err := q.one("cursor")
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return f, err
 	}
 	if c != "" {
 		if f.After, err = decodeItemCursor(c); err != nil {
-			s.fail(w, r, err)
-			return
+			return f, err
 		}
 	}
 	if f.Limit, err = q.limit(); err != nil {
-		s.fail(w, r, err)
-		return
+		return f, err
 	}
-	if err := f.Validate(); err != nil {
+	return f, f.Validate()
+}
+
+// listReplayItems pages through a batch's items in publication order.
+func (s *Server) listReplayItems(w http.ResponseWriter, r *http.Request) {
+	f, err := replayItemFilter(r)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -12,11 +12,7 @@ import (
 // first line aborts the connection, so that a cut report never looks
 // complete.
 func (s *Server) replayReport(w http.ResponseWriter, r *http.Request) {
-	if _, err := parseQuery(r); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	b, ok := s.loadReplay(w, r, false)
+	b, ok := s.readReplay(w, r)
 	if !ok {
 		return
 	}

@@ -17,11 +17,7 @@ type versionList struct {
 // listVersions answers every payload a message held, oldest first,
 // without their bytes.
 func (s *Server) listVersions(w http.ResponseWriter, r *http.Request) {
-	if _, err := parseQuery(r); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	m, ok := s.loadMessage(w, r, false)
+	m, ok := s.readMessage(w, r)
 	if !ok {
 		return
 	}

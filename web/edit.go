@@ -68,27 +68,12 @@ func canOperate(t *quarantine.Token) bool { return t.Role.AtLeast(quarantine.Rol
 // token may not see is not found (a POST on it is audited), a viewer is
 // refused (audited). It reports whether the handler goes on.
 func (h *Handler) editMessage(w http.ResponseWriter, r *http.Request, s *session) (*quarantine.Message, bool) {
-	id := r.PathValue("id")
-	if !quarantine.ValidID(id) {
-		h.notFound(w, r)
+	m, ok := h.loadVisible(w, r, s)
+	if !ok {
 		return nil, false
 	}
-	m, err := h.cfg.Store.GetMessage(r.Context(), id)
-	switch {
-	case quarantine.ErrorCode(err) == quarantine.ENOTFOUND:
-		h.notFound(w, r)
-		return nil, false
-	case err != nil:
-		h.fail(w, r, s, err)
-		return nil, false
-	case !s.token.Sees(m.Owner):
-		if r.Method == http.MethodPost && !h.auditDenied(w, r, s, id, "the message is outside the token's owners") {
-			return nil, false
-		}
-		h.notFound(w, r)
-		return nil, false
-	case !canOperate(s.token):
-		if h.auditDenied(w, r, s, id, "ui: editing needs an operator") {
+	if !canOperate(s.token) {
+		if h.auditDenied(w, r, s, m.ID, "ui: editing needs an operator") {
 			h.forbidden(w, r, s, "Your token may not edit payloads: it needs the operator role.")
 		}
 		return nil, false

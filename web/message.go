@@ -75,13 +75,8 @@ func (h *Handler) loadVisible(w http.ResponseWriter, r *http.Request, s *session
 	case err != nil:
 		h.fail(w, r, s, err)
 	case !s.token.Sees(m.Owner):
-		if r.Method == http.MethodPost {
-			ev := quarantine.NewAuditEvent(s.token.Actor(), quarantine.ActionAccessDenied, id, map[string]any{
-				"method": r.Method, "path": truncate(200, r.URL.Path), "reason": "the message is outside the token's owners"})
-			if _, err := h.cfg.Store.AppendAudit(r.Context(), ev); err != nil {
-				h.fail(w, r, s, err)
-				return nil, false
-			}
+		if r.Method == http.MethodPost && !h.auditDenied(w, r, s, id, "the message is outside the token's owners") {
+			return nil, false
 		}
 		h.notFound(w, r)
 	default:

@@ -8,23 +8,19 @@ package auditvector
 import (
 	_ "embed"
 	"encoding/json"
-	"time"
+
+	"github.com/quarantine-dev/quarantine"
 )
 
 //go:embed audit_chain_v1.json
 var raw []byte
 
-// Event is one event of the vector, with what it must hash to.
+// Event is one event of the vector (its fields as the audit log's JSON
+// names them), with what it must hash to: its canonical form, PrevHash
+// and Hash.
 type Event struct {
-	Seq       int64           `json:"seq"`
-	Time      time.Time       `json:"time"`
-	Actor     string          `json:"actor"`
-	Action    string          `json:"action"`
-	Subject   string          `json:"subject"`
-	Details   json.RawMessage `json:"details"`
-	Canonical string          `json:"canonical"`
-	PrevHash  string          `json:"prev_hash"`
-	Hash      string          `json:"hash"`
+	quarantine.AuditEvent
+	Canonical string `json:"canonical"`
 }
 
 // Events returns the vector's events in chain order.

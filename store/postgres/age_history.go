@@ -74,8 +74,7 @@ func (s *Store) AgeHistory(ctx context.Context, r quarantine.AgeHistoryRequest) 
 	from, to := steps[0], steps[len(steps)-1]
 	index := func(t time.Time) int { return int(t.UTC().Sub(from) / quarantine.AgeHistoryStep) }
 	out := quarantine.AgeHistory{Steps: steps, Samples: make([]int64, len(steps)), Queues: []quarantine.QueueAgeHistory{}}
-	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	err := s.inTxOpts(ctx, opts, "read the age history", func(tx pgx.Tx) error {
+	err := s.snapshot(ctx, "read the age history", func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT step, samples FROM age_steps WHERE step >= $1 AND step <= $2`, from, to)
 		if err != nil {
 			return err

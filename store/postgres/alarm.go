@@ -10,7 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/alarms"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
+	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
 // Alarm states and their outbox (migration 0004). Several instances may
@@ -18,40 +20,24 @@ import (
 // session advisory lock whose key is derived from the schema, so that
 // stores in other schemas of the same database do not contend.
 
-const alarmStateColumns = `alarm, queue, owner, state, since, active_at, notified_at, resent_at,
-	reason, age_seconds, depth, inflow_per_minute, updated_at`
-
-const alarmNoteColumns = `id, receiver, kind, event, created_at, delivery, attempts, next_attempt_at, last_error, delivered_at`
-
 // alarmLockKey is the advisory lock key of the current schema's alarms.
 const alarmLockKey = `hashtextextended(current_schema() || '.quarantine.alarms', 0)`
 
 // AlarmStates returns every stored alarm state, by alarm and queue; see
 // store.Alarms. Errors: EUNAVAILABLE, EINTERNAL.
 func (s *Store) AlarmStates(ctx context.Context) ([]quarantine.AlarmState, error) {
-	out := []quarantine.AlarmState{}
-	err := s.inTx(ctx, "list alarm states", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT `+alarmStateColumns+` FROM alarm_states ORDER BY alarm, queue`)
-		if err != nil {
-			return err
-		}
-		var a quarantine.AlarmState
-		var state string
-		_, err = pgx.ForEachRow(rows, []any{&a.Alarm, &a.Queue, &a.Owner, &state, &a.Since, &a.ActiveAt, &a.NotifiedAt, &a.ResentAt,
-			&a.Reason, &a.AgeSeconds, &a.Depth, &a.InflowPerMinute, &a.UpdatedAt}, func() error {
-			c := a
-			c.State = quarantine.AlarmStatus(state)
-			c.Since, c.UpdatedAt = c.Since.UTC(), c.UpdatedAt.UTC()
-			c.ActiveAt, c.NotifiedAt, c.ResentAt = utcPtr(a.ActiveAt), utcPtr(a.NotifiedAt), utcPtr(a.ResentAt)
-			out = append(out, c)
-			return nil
+	return txn.Get(ctx, s.inTx, "list alarm states", func(tx pgx.Tx) ([]quarantine.AlarmState, error) {
+		rows, _ := tx.Query(ctx, `SELECT `+alarms.StateColumns+` FROM alarm_states ORDER BY alarm, queue`)
+		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (a quarantine.AlarmState, err error) {
+			var state string
+			err = row.Scan(&a.Alarm, &a.Queue, &a.Owner, &state, &a.Since, &a.ActiveAt, &a.NotifiedAt, &a.ResentAt,
+				&a.Reason, &a.AgeSeconds, &a.Depth, &a.InflowPerMinute, &a.UpdatedAt)
+			a.State = quarantine.AlarmStatus(state)
+			a.Since, a.UpdatedAt = a.Since.UTC(), a.UpdatedAt.UTC()
+			a.ActiveAt, a.NotifiedAt, a.ResentAt = utcPtr(a.ActiveAt), utcPtr(a.NotifiedAt), utcPtr(a.ResentAt)
+			return a, err
 		})
-		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // SaveAlarms upserts states and appends notes to the outbox in one
@@ -64,12 +50,9 @@ func (s *Store) SaveAlarms(ctx context.Context, states []quarantine.AlarmState, 
 	now := s.clock()
 	return s.inTx(ctx, "save alarm states", func(tx pgx.Tx) error {
 		for _, a := range states {
-			_, err := tx.Exec(ctx, `INSERT INTO alarm_states (`+alarmStateColumns+`)
+			_, err := tx.Exec(ctx, `INSERT INTO alarm_states (`+alarms.StateColumns+`)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-				ON CONFLICT (alarm, queue) DO UPDATE SET owner = excluded.owner, state = excluded.state,
-					since = excluded.since, active_at = excluded.active_at, notified_at = excluded.notified_at,
-					resent_at = excluded.resent_at, reason = excluded.reason, age_seconds = excluded.age_seconds,
-					depth = excluded.depth, inflow_per_minute = excluded.inflow_per_minute, updated_at = excluded.updated_at`,
+				`+alarms.UpsertState,
 				a.Alarm, a.Queue, a.Owner, string(a.State), a.Since, a.ActiveAt, a.NotifiedAt,
 				a.ResentAt, a.Reason, a.AgeSeconds, a.Depth, a.InflowPerMinute, now)
 			if err != nil {
@@ -77,13 +60,9 @@ func (s *Store) SaveAlarms(ctx context.Context, states []quarantine.AlarmState, 
 			}
 		}
 		for _, n := range notes {
-			ev, err := json.Marshal(n.Event)
+			ev, next, err := alarms.Queued(n, now)
 			if err != nil {
-				return quarantine.Internal(err, "cannot encode an alarm event")
-			}
-			next := n.NextAttemptAt
-			if next.IsZero() {
-				next = now
+				return err
 			}
 			_, err = tx.Exec(ctx, `INSERT INTO alarm_outbox (receiver, kind, event, created_at, delivery, attempts,
 				next_attempt_at, last_error, delivered_at) VALUES ($1, $2, $3, $4, 'pending', 0, $5, '', NULL)`,
@@ -102,62 +81,38 @@ func (s *Store) PendingAlarmNotifications(ctx context.Context, limit int) ([]qua
 	if limit <= 0 {
 		limit = 100
 	}
-	out := []quarantine.AlarmNotification{}
-	err := s.inTx(ctx, "list pending alarm notifications", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT `+alarmNoteColumns+` FROM alarm_outbox
+	return txn.Get(ctx, s.inTx, "list pending alarm notifications", func(tx pgx.Tx) ([]quarantine.AlarmNotification, error) {
+		rows, _ := tx.Query(ctx, `SELECT `+alarms.NoteColumns+` FROM alarm_outbox
 			WHERE delivery = 'pending' ORDER BY id LIMIT $1`, limit)
-		if err != nil {
-			return err
-		}
-		var n quarantine.AlarmNotification
-		var kind, delivery string
-		var ev []byte
-		_, err = pgx.ForEachRow(rows, []any{&n.ID, &n.Receiver, &kind, &ev, &n.CreatedAt, &delivery, &n.Attempts, &n.NextAttemptAt,
-			&n.LastError, &n.DeliveredAt}, func() error {
-			c := n
-			c.Event = quarantine.AlarmEvent{}
-			if err := json.Unmarshal(ev, &c.Event); err != nil {
-				return err
+		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (n quarantine.AlarmNotification, err error) {
+			var kind, delivery string
+			var ev []byte
+			if err := row.Scan(&n.ID, &n.Receiver, &kind, &ev, &n.CreatedAt, &delivery, &n.Attempts, &n.NextAttemptAt,
+				&n.LastError, &n.DeliveredAt); err != nil {
+				return n, err
 			}
-			c.Kind, c.Delivery = quarantine.AlarmKind(kind), quarantine.AlarmDelivery(delivery)
-			c.CreatedAt, c.NextAttemptAt, c.DeliveredAt = c.CreatedAt.UTC(), c.NextAttemptAt.UTC(), utcPtr(n.DeliveredAt)
-			out = append(out, c)
-			return nil
+			n.Kind, n.Delivery = quarantine.AlarmKind(kind), quarantine.AlarmDelivery(delivery)
+			n.CreatedAt, n.NextAttemptAt, n.DeliveredAt = n.CreatedAt.UTC(), n.NextAttemptAt.UTC(), utcPtr(n.DeliveredAt)
+			return n, json.Unmarshal(ev, &n.Event)
 		})
-		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // RecordAlarmDelivery records one attempt at notification id; see
 // store.Alarms. Errors: ENOTFOUND, ECONFLICT when it is not pending,
 // EUNAVAILABLE, EINTERNAL.
 func (s *Store) RecordAlarmDelivery(ctx context.Context, id int64, a quarantine.AlarmAttempt) error {
-	now := s.clock()
-	delivery, next, delivered := quarantine.AlarmDeliveryPending, a.Next, (*time.Time)(nil)
-	switch {
-	case a.Delivered:
-		delivery, next, delivered = quarantine.AlarmDeliveryDelivered, now, &now
-	case a.GiveUp:
-		delivery, next = quarantine.AlarmDeliveryFailed, now
-	}
-	errText := quarantine.SanitizeText(a.Err)
-	if len(errText) > 1024 {
-		errText = errText[:1024]
-	}
+	o := alarms.Attempt(a, s.clock())
 	return s.inTx(ctx, "record an alarm delivery", func(tx pgx.Tx) error {
 		var cur string
 		if err := tx.QueryRow(ctx, `SELECT delivery FROM alarm_outbox WHERE id = $1 FOR UPDATE`, id).Scan(&cur); err != nil {
 			return orNotFound(err, notfound.AlarmNotification(id))
 		}
-		if cur != string(quarantine.AlarmDeliveryPending) {
-			return quarantine.Errorf(quarantine.ECONFLICT, "alarm notification %d is %s", id, cur)
+		if err := alarms.CheckPending(id, cur); err != nil {
+			return err
 		}
 		_, err := tx.Exec(ctx, `UPDATE alarm_outbox SET delivery = $1, attempts = attempts + 1, next_attempt_at = $2,
-			last_error = $3, delivered_at = $4 WHERE id = $5`, string(delivery), next, errText, delivered, id)
+			last_error = $3, delivered_at = $4 WHERE id = $5`, string(o.Delivery), o.Next, o.LastError, o.DeliveredAt, id)
 		return err
 	})
 }
@@ -165,13 +120,10 @@ func (s *Store) RecordAlarmDelivery(ctx context.Context, id int64, a quarantine.
 // PurgeAlarmNotifications deletes the delivered and failed notifications
 // queued before before; see store.Alarms. Errors: EUNAVAILABLE, EINTERNAL.
 func (s *Store) PurgeAlarmNotifications(ctx context.Context, before time.Time) (int64, error) {
-	var n int64
-	err := s.inTx(ctx, "purge alarm notifications", func(tx pgx.Tx) error {
+	return txn.Get(ctx, s.inTx, "purge alarm notifications", func(tx pgx.Tx) (int64, error) {
 		tag, err := tx.Exec(ctx, `DELETE FROM alarm_outbox WHERE delivery <> 'pending' AND created_at < $1`, before)
-		n = tag.RowsAffected()
-		return err
+		return tag.RowsAffected(), err
 	})
-	return n, err
 }
 
 // LockAlarms takes the schema's alarm advisory lock on a connection of

@@ -133,8 +133,7 @@ func (s *Store) AuditHead(ctx context.Context) (quarantine.AuditHead, error) {
 // expect. Errors: EUNAVAILABLE, EINTERNAL; a broken chain is a result.
 func (s *Store) VerifyAudit(ctx context.Context, expect ...quarantine.AuditHead) (quarantine.AuditVerification, error) {
 	var res quarantine.AuditVerification
-	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	err := s.inTxOpts(ctx, opts, "verify the audit log", func(tx pgx.Tx) error {
+	err := s.snapshot(ctx, "verify the audit log", func(tx pgx.Tx) error {
 		var head quarantine.AuditHead
 		if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&head.Seq, &head.Hash); err != nil {
 			return err

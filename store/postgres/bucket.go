@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/buckets"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
@@ -16,27 +17,18 @@ import (
 // engines sharing the database take from one budget and cannot deadlock.
 // Errors: EINVALID for a bucket without key or positive rate,
 // EUNAVAILABLE.
-func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateBucket, want int) (int, time.Duration, error) {
-	bs, err := replays.Buckets(buckets)
-	if err != nil {
-		return 0, 0, err
-	}
-	if want <= 0 {
-		return 0, 0, nil
-	}
-	if len(bs) == 0 {
-		return want, 0, nil
-	}
-	var n int
-	var wait time.Duration
-	err = s.inTx(ctx, "take replay tokens", func(tx pgx.Tx) (err error) {
-		n, _, wait, _, err = takeTokens(ctx, tx, bs, s.clock, replays.ReserveTokens(want, 0))
+func (s *Store) TakeReplayTokens(ctx context.Context, bs []quarantine.RateBucket, want int) (int, time.Duration, error) {
+	return buckets.Tokens(ctx, bs, want, s.take)
+}
+
+// take is the store's buckets.Take: takeTokens in a transaction of its
+// own.
+func (s *Store) take(ctx context.Context, what string, bs []quarantine.RateBucket, reserve replays.Reserver) (n int, due time.Time, wait time.Duration, err error) {
+	err = s.inTx(ctx, what, func(tx pgx.Tx) (err error) {
+		n, due, wait, _, err = takeTokens(ctx, tx, bs, s.clock, reserve)
 		return err
 	})
-	if err != nil {
-		return 0, 0, err
-	}
-	return n, wait, nil
+	return n, due, wait, err
 }
 
 // takeTokens grants from every bucket of bs (validated, in key order)
@@ -118,23 +110,6 @@ func (s *Store) HoldReplayTokens(ctx context.Context, key string, until time.Tim
 // when none, how long until one is free. Rows are locked as
 // TakeReplayTokens locks them. Errors: EINVALID for a bucket without key
 // or positive rate, EUNAVAILABLE.
-func (s *Store) TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (int, time.Time, time.Duration, error) {
-	bs, err := replays.Buckets(buckets)
-	if err != nil {
-		return 0, time.Time{}, 0, err
-	}
-	if want <= 0 || len(bs) == 0 {
-		return max(want, 0), s.clock(), 0, nil
-	}
-	var n int
-	var first time.Time
-	var wait time.Duration
-	err = s.inTx(ctx, "take replay slots", func(tx pgx.Tx) (err error) {
-		n, first, wait, _, err = takeTokens(ctx, tx, bs, s.clock, replays.ReserveSlots(want, lead, ahead))
-		return err
-	})
-	if err != nil {
-		return 0, time.Time{}, 0, err
-	}
-	return n, first, wait, nil
+func (s *Store) TakeReplaySlots(ctx context.Context, bs []quarantine.RateBucket, want int, lead, ahead time.Duration) (int, time.Time, time.Duration, error) {
+	return buckets.Slots(ctx, bs, want, lead, ahead, s.clock, s.take)
 }

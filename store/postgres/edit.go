@@ -8,6 +8,7 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 	"github.com/quarantine-dev/quarantine/store/internal/ops"
+	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
 // EditPayload stores e.Payload as the message's next payload version; see
@@ -22,16 +23,9 @@ func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*qua
 	if err := ops.CheckEdit(e); err != nil {
 		return nil, err
 	}
-	var out *quarantine.Message
-	err := s.inTx(ctx, "edit a payload", func(tx pgx.Tx) error {
-		var err error
-		out, err = ops.Edit(ctx, e, editTx{replayTx{s: s, tx: tx}})
-		return err
+	return txn.Get(ctx, s.inTx, "edit a payload", func(tx pgx.Tx) (*quarantine.Message, error) {
+		return ops.Edit(ctx, e, editTx{replayTx{s: s, tx: tx}})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // editTx is one transaction of the store as the shared edit flow

@@ -43,8 +43,7 @@ func (s *Store) Histogram(ctx context.Context, r quarantine.HistogramRequest) ([
 	for i, q := range r.Queues {
 		out[i] = quarantine.QueueHistogram{Queue: q, Counts: make([]int64, len(edges)-1)}
 	}
-	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	err := s.inTxOpts(ctx, opts, "count a histogram", func(tx pgx.Tx) error {
+	err := s.snapshot(ctx, "count a histogram", func(tx pgx.Tx) error {
 		if r.Kind == quarantine.HistogramInflow {
 			return inflowHistogram(ctx, tx, r, edges, hours.Usable(s.clock()), out)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
+	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
 // MessageReplayItems returns the replay items of message id, one per
@@ -16,28 +17,18 @@ import (
 // message has none (no error). EINVALID for a limit outside
 // 1..quarantine.MaxLimit.
 func (s *Store) MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error) {
-	out, ok, err := replays.MessageItems(id, limit)
-	if err != nil || !ok {
-		return out, err
+	if none, ok, err := replays.MessageItems(id, limit); err != nil || !ok {
+		return none, err
 	}
-	opts := pgx.TxOptions{AccessMode: pgx.ReadOnly}
-	err = s.inTxOpts(ctx, opts, "list a message's replay items", func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT `+itemColumns+` FROM replay_items i WHERE i.message_id = $1
+	latest, err := txn.Get(ctx, s.snapshot, "list a message's replay items", func(tx pgx.Tx) ([]quarantine.ReplayItem, error) {
+		rows, _ := tx.Query(ctx, `SELECT `+itemColumns+` FROM replay_items i WHERE i.message_id = $1
 			ORDER BY i.batch_id DESC LIMIT $2`, id, limit)
-		if err != nil {
-			return err
-		}
-		var r itemRow
-		_, err = pgx.ForEachRow(rows, r.dest(), func() error {
-			out = append(out, r.item())
-			r = itemRow{}
-			return nil
+		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (quarantine.ReplayItem, error) {
+			var r itemRow
+			err := row.Scan(r.dest()...)
+			return r.item(), err
 		})
-		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	slices.Reverse(out)
-	return out, nil
+	slices.Reverse(latest)
+	return latest, err
 }

@@ -19,7 +19,7 @@ func (s *Store) PayloadVersions(ctx context.Context, messageID string) ([]quaran
 		return nil, notfound.Message(messageID)
 	}
 	var out []quarantine.PayloadVersion
-	err := s.inTxOpts(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, "list payload versions", func(tx pgx.Tx) error {
+	err := s.snapshot(ctx, "list payload versions", func(tx pgx.Tx) error {
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM messages WHERE id = $1)`, messageID).Scan(&exists); err != nil {
 			return err

@@ -111,6 +111,12 @@ func (s *Store) inTx(ctx context.Context, what string, fn func(tx pgx.Tx) error)
 	return s.inTxOpts(ctx, pgx.TxOptions{}, what, fn)
 }
 
+// snapshot runs fn in a read-only repeatable-read transaction: every
+// statement of fn reads one consistent snapshot. Errors are translated.
+func (s *Store) snapshot(ctx context.Context, what string, fn func(tx pgx.Tx) error) error {
+	return s.inTxOpts(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, what, fn)
+}
+
 func (s *Store) inTxOpts(ctx context.Context, opts pgx.TxOptions, what string, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.BeginTx(ctx, opts)
 	if err != nil {

@@ -41,8 +41,7 @@ func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Ti
 	}
 	now = now.UTC()
 	var out []quarantine.QueueStats
-	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	err := s.inTxOpts(ctx, opts, "compute queue statistics", func(tx pgx.Tx) error {
+	err := s.snapshot(ctx, "compute queue statistics", func(tx pgx.Tx) error {
 		var err error
 		if statsOnly(&f) {
 			out, err = queueStatsKept(ctx, tx, &f, now, hours.Usable(s.clock()))

@@ -7,18 +7,14 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/ops"
+	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
 // RekeyMessages implements store.Store.
-func (s *Store) RekeyMessages(ctx context.Context, r quarantine.Rekey) (done []string, err error) {
-	err = s.inTx(ctx, "re-key messages", func(tx pgx.Tx) error {
-		done, err = ops.Rekey(ctx, r, rekeyTx{replayTx{s: s, tx: tx}})
-		return err
+func (s *Store) RekeyMessages(ctx context.Context, r quarantine.Rekey) ([]string, error) {
+	return txn.Get(ctx, s.inTx, "re-key messages", func(tx pgx.Tx) ([]string, error) {
+		return ops.Rekey(ctx, r, rekeyTx{replayTx{s: s, tx: tx}})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return done, nil
 }
 
 // rekeyTx is one transaction of the store as the shared re-key flow

@@ -19,33 +19,26 @@ import (
 // transaction; the exact method and stratified samples read in one
 // snapshot. Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
 func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quarantine.Message, error) {
-	f, err := sampling.ReadyFilter(ctx, &r, s.searchReady)
-	if err != nil {
-		return nil, err
-	}
 	lim := sampling.Limits{Exact: s.exact, SmallGroup: s.smallGroup}
-	snapshot := func(fn func(sampling.Reader) error, col string) error {
-		opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-		return s.inTxOpts(ctx, opts, "sample messages", func(tx pgx.Tx) error {
-			return fn(sampleReader{q: tx, f: &f, col: col})
-		})
-	}
-	var out []*quarantine.Message
-	if r.StratifyBy == quarantine.StratifyNone {
-		exact := func(fn func(sampling.Reader) error) error { return snapshot(fn, "") }
-		out, err = sampling.Uniform(ctx, sampleReader{q: s.pool, f: &f}, exact, lim, r.Size, r.Seed)
-	} else {
-		col := sampling.Column(r.StratifyBy)
-		err = snapshot(func(rd sampling.Reader) error {
-			var err error
-			out, err = sampling.Stratified(ctx, rd, col, lim, r.Size, r.Seed)
-			return err
-		}, col)
-	}
-	if err != nil {
-		return nil, translate(err, "sample messages")
-	}
-	return sampling.Order(out), nil
+	out, err := sampling.Sample(ctx, r, s.searchReady, lim, func(f quarantine.Filter) sampling.Source {
+		return sampleSource{s: s, f: &f}
+	})
+	return out, translate(err, "sample messages")
+}
+
+// sampleSource reads a sample of the messages matching f: outside a
+// transaction through the pool, or in one snapshot.
+type sampleSource struct {
+	s *Store
+	f *quarantine.Filter
+}
+
+func (src sampleSource) Reader() sampling.Reader { return sampleReader{q: src.s.pool, f: src.f} }
+
+func (src sampleSource) Snapshot(ctx context.Context, col string, fn func(sampling.Reader) error) error {
+	return src.s.snapshot(ctx, "sample messages", func(tx pgx.Tx) error {
+		return fn(sampleReader{q: tx, f: src.f, col: col})
+	})
 }
 
 // sampleReader reads the set of messages matching f (grouped by column

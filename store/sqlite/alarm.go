@@ -9,48 +9,33 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/alarms"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
+	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
 // Alarm states and their outbox (migration 0005). SQLite serves one
 // process, so the evaluator's lock is a lock in the process, one per
 // database file.
 
-const alarmStateColumns = `alarm, queue, owner, state, since, active_at, notified_at, resent_at,
-	reason, age_seconds, depth, inflow_per_minute, updated_at`
-
-const alarmNoteColumns = `id, receiver, kind, event, created_at, delivery, attempts, next_attempt_at, last_error, delivered_at`
-
 // AlarmStates returns every stored alarm state, by alarm and queue; see
 // store.Alarms. Errors: EUNAVAILABLE, EINTERNAL.
 func (s *Store) AlarmStates(ctx context.Context) ([]quarantine.AlarmState, error) {
-	out := []quarantine.AlarmState{}
-	err := s.read(ctx, "list alarm states", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+alarmStateColumns+` FROM alarm_states ORDER BY alarm, queue`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var a quarantine.AlarmState
-			var state string
-			var since, updated int64
-			var active, notified, resent sql.NullInt64
-			if err := rows.Scan(&a.Alarm, &a.Queue, &a.Owner, &state, &since, &active, &notified, &resent,
-				&a.Reason, &a.AgeSeconds, &a.Depth, &a.InflowPerMinute, &updated); err != nil {
-				return err
-			}
-			a.State = quarantine.AlarmStatus(state)
-			a.Since, a.UpdatedAt = fromMicros(since), fromMicros(updated)
-			a.ActiveAt, a.NotifiedAt, a.ResentAt = fromMicrosPtr(active), fromMicrosPtr(notified), fromMicrosPtr(resent)
-			out = append(out, a)
-		}
-		return rows.Err()
+	return txn.Get(ctx, s.read, "list alarm states", func(tx *sql.Tx) ([]quarantine.AlarmState, error) {
+		return queryAll(ctx, tx, scanAlarmState, `SELECT `+alarms.StateColumns+` FROM alarm_states ORDER BY alarm, queue`)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+}
+
+func scanAlarmState(r scanner) (a quarantine.AlarmState, err error) {
+	var state string
+	var since, updated int64
+	var active, notified, resent sql.NullInt64
+	err = r.Scan(&a.Alarm, &a.Queue, &a.Owner, &state, &since, &active, &notified, &resent,
+		&a.Reason, &a.AgeSeconds, &a.Depth, &a.InflowPerMinute, &updated)
+	a.State = quarantine.AlarmStatus(state)
+	a.Since, a.UpdatedAt = fromMicros(since), fromMicros(updated)
+	a.ActiveAt, a.NotifiedAt, a.ResentAt = fromMicrosPtr(active), fromMicrosPtr(notified), fromMicrosPtr(resent)
+	return a, err
 }
 
 // SaveAlarms upserts states and appends notes to the outbox in one
@@ -63,12 +48,9 @@ func (s *Store) SaveAlarms(ctx context.Context, states []quarantine.AlarmState, 
 	now := s.clock()
 	return s.write(ctx, "save alarm states", func(tx *sql.Tx) error {
 		for _, a := range states {
-			_, err := tx.ExecContext(ctx, `INSERT INTO alarm_states (`+alarmStateColumns+`)
+			_, err := tx.ExecContext(ctx, `INSERT INTO alarm_states (`+alarms.StateColumns+`)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-				ON CONFLICT (alarm, queue) DO UPDATE SET owner = excluded.owner, state = excluded.state,
-					since = excluded.since, active_at = excluded.active_at, notified_at = excluded.notified_at,
-					resent_at = excluded.resent_at, reason = excluded.reason, age_seconds = excluded.age_seconds,
-					depth = excluded.depth, inflow_per_minute = excluded.inflow_per_minute, updated_at = excluded.updated_at`,
+				`+alarms.UpsertState,
 				a.Alarm, a.Queue, a.Owner, string(a.State), micros(a.Since), microsPtr(a.ActiveAt), microsPtr(a.NotifiedAt),
 				microsPtr(a.ResentAt), a.Reason, a.AgeSeconds, a.Depth, a.InflowPerMinute, micros(now))
 			if err != nil {
@@ -76,13 +58,9 @@ func (s *Store) SaveAlarms(ctx context.Context, states []quarantine.AlarmState, 
 			}
 		}
 		for _, n := range notes {
-			ev, err := json.Marshal(n.Event)
+			ev, next, err := alarms.Queued(n, now)
 			if err != nil {
-				return quarantine.Internal(err, "cannot encode an alarm event")
-			}
-			next := n.NextAttemptAt
-			if next.IsZero() {
-				next = now
+				return err
 			}
 			_, err = tx.ExecContext(ctx, `INSERT INTO alarm_outbox (receiver, kind, event, created_at, delivery, attempts,
 				next_attempt_at, last_error, delivered_at) VALUES (?, ?, ?, ?, 'pending', 0, ?, '', NULL)`,
@@ -101,63 +79,39 @@ func (s *Store) PendingAlarmNotifications(ctx context.Context, limit int) ([]qua
 	if limit <= 0 {
 		limit = 100
 	}
-	out := []quarantine.AlarmNotification{}
-	err := s.read(ctx, "list pending alarm notifications", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+alarmNoteColumns+` FROM alarm_outbox
+	return txn.Get(ctx, s.read, "list pending alarm notifications", func(tx *sql.Tx) ([]quarantine.AlarmNotification, error) {
+		return queryAll(ctx, tx, scanAlarmNote, `SELECT `+alarms.NoteColumns+` FROM alarm_outbox
 			WHERE delivery = 'pending' ORDER BY id LIMIT ?`, limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var n quarantine.AlarmNotification
-			var kind, ev, delivery string
-			var created, next int64
-			var delivered sql.NullInt64
-			if err := rows.Scan(&n.ID, &n.Receiver, &kind, &ev, &created, &delivery, &n.Attempts, &next, &n.LastError, &delivered); err != nil {
-				return err
-			}
-			if err := json.Unmarshal([]byte(ev), &n.Event); err != nil {
-				return err
-			}
-			n.Kind, n.Delivery = quarantine.AlarmKind(kind), quarantine.AlarmDelivery(delivery)
-			n.CreatedAt, n.NextAttemptAt, n.DeliveredAt = fromMicros(created), fromMicros(next), fromMicrosPtr(delivered)
-			out = append(out, n)
-		}
-		return rows.Err()
 	})
-	if err != nil {
-		return nil, err
+}
+
+func scanAlarmNote(r scanner) (n quarantine.AlarmNotification, err error) {
+	var kind, ev, delivery string
+	var created, next int64
+	var delivered sql.NullInt64
+	if err := r.Scan(&n.ID, &n.Receiver, &kind, &ev, &created, &delivery, &n.Attempts, &next, &n.LastError, &delivered); err != nil {
+		return n, err
 	}
-	return out, nil
+	n.Kind, n.Delivery = quarantine.AlarmKind(kind), quarantine.AlarmDelivery(delivery)
+	n.CreatedAt, n.NextAttemptAt, n.DeliveredAt = fromMicros(created), fromMicros(next), fromMicrosPtr(delivered)
+	return n, json.Unmarshal([]byte(ev), &n.Event)
 }
 
 // RecordAlarmDelivery records one attempt at notification id; see
 // store.Alarms. Errors: ENOTFOUND, ECONFLICT when it is not pending,
 // EUNAVAILABLE, EINTERNAL.
 func (s *Store) RecordAlarmDelivery(ctx context.Context, id int64, a quarantine.AlarmAttempt) error {
-	now := s.clock()
-	delivery, next, delivered := quarantine.AlarmDeliveryPending, micros(a.Next), any(nil)
-	switch {
-	case a.Delivered:
-		delivery, next, delivered = quarantine.AlarmDeliveryDelivered, micros(now), micros(now)
-	case a.GiveUp:
-		delivery, next = quarantine.AlarmDeliveryFailed, micros(now)
-	}
-	errText := quarantine.SanitizeText(a.Err)
-	if len(errText) > 1024 {
-		errText = errText[:1024]
-	}
+	o := alarms.Attempt(a, s.clock())
 	return s.write(ctx, "record an alarm delivery", func(tx *sql.Tx) error {
 		var cur string
 		if err := tx.QueryRowContext(ctx, `SELECT delivery FROM alarm_outbox WHERE id = ?`, id).Scan(&cur); err != nil {
 			return orNotFound(err, notfound.AlarmNotification(id))
 		}
-		if cur != string(quarantine.AlarmDeliveryPending) {
-			return quarantine.Errorf(quarantine.ECONFLICT, "alarm notification %d is %s", id, cur)
+		if err := alarms.CheckPending(id, cur); err != nil {
+			return err
 		}
 		_, err := tx.ExecContext(ctx, `UPDATE alarm_outbox SET delivery = ?, attempts = attempts + 1, next_attempt_at = ?,
-			last_error = ?, delivered_at = ? WHERE id = ?`, string(delivery), next, errText, delivered, id)
+			last_error = ?, delivered_at = ? WHERE id = ?`, string(o.Delivery), micros(o.Next), o.LastError, microsPtr(o.DeliveredAt), id)
 		return err
 	})
 }
@@ -165,16 +119,13 @@ func (s *Store) RecordAlarmDelivery(ctx context.Context, id int64, a quarantine.
 // PurgeAlarmNotifications deletes the delivered and failed notifications
 // queued before before; see store.Alarms. Errors: EUNAVAILABLE, EINTERNAL.
 func (s *Store) PurgeAlarmNotifications(ctx context.Context, before time.Time) (int64, error) {
-	var n int64
-	err := s.write(ctx, "purge alarm notifications", func(tx *sql.Tx) error {
+	return txn.Get(ctx, s.write, "purge alarm notifications", func(tx *sql.Tx) (int64, error) {
 		res, err := tx.ExecContext(ctx, `DELETE FROM alarm_outbox WHERE delivery <> 'pending' AND created_at < ?`, micros(before))
 		if err != nil {
-			return err
+			return 0, err
 		}
-		n, err = res.RowsAffected()
-		return err
+		return res.RowsAffected()
 	})
-	return n, err
 }
 
 // alarmLocks holds, per database file, whether an evaluator of this

@@ -3,10 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"strings"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/auditlog"
+	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
 const auditColumns = `seq, time, actor, action, subject, details, prev_hash, hash`
@@ -81,41 +81,19 @@ func (s *Store) ListAudit(ctx context.Context, f quarantine.AuditFilter) ([]quar
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	conds := []string{"seq > ?"}
-	args := []any{f.Seq}
-	for _, c := range []struct{ col, v string }{{"subject", f.Subject}, {"actor", f.Actor}, {"action", f.Action}} {
-		if c.v != "" {
-			conds = append(conds, c.col+" = ?")
-			args = append(args, c.v)
+	var c clause
+	c.add("seq > ?", f.Seq)
+	for _, eq := range []struct{ col, v string }{{"subject", f.Subject}, {"actor", f.Actor}, {"action", f.Action}} {
+		if eq.v != "" {
+			c.add(eq.col+" = ?", eq.v)
 		}
 	}
-	if !f.After.IsZero() {
-		conds = append(conds, "time >= ?")
-		args = append(args, micros(f.After))
-	}
-	if !f.Before.IsZero() {
-		conds = append(conds, "time < ?")
-		args = append(args, micros(f.Before))
-	}
-	q := `SELECT ` + auditColumns + ` FROM audit_log WHERE ` + strings.Join(conds, " AND ") + ` ORDER BY seq LIMIT ?`
-	args = append(args, f.Limit)
-	var out []quarantine.AuditEvent
-	err := s.read(ctx, "list the audit log", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, q, args...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			e, err := scanAudit(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, e)
-		}
-		return rows.Err()
+	c.between("time", f.After, f.Before)
+	q := `SELECT ` + auditColumns + ` FROM audit_log` + c.where() + ` ORDER BY seq LIMIT ?`
+	args := append(c.args, f.Limit)
+	return txn.Get(ctx, s.read, "list the audit log", func(tx *sql.Tx) ([]quarantine.AuditEvent, error) {
+		return queryAll(ctx, tx, scanAudit, q, args...)
 	})
-	return out, err
 }
 
 func readHead(ctx context.Context, tx *sql.Tx) (quarantine.AuditHead, error) {

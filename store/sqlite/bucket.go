@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/buckets"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
@@ -13,27 +14,17 @@ import (
 // store.Replays. The buckets are read and written in key order in the one
 // write transaction. Errors: EINVALID for a bucket without key or
 // positive rate, EUNAVAILABLE.
-func (s *Store) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateBucket, want int) (int, time.Duration, error) {
-	bs, err := replays.Buckets(buckets)
-	if err != nil {
-		return 0, 0, err
-	}
-	if want <= 0 {
-		return 0, 0, nil
-	}
-	if len(bs) == 0 {
-		return want, 0, nil
-	}
-	var n int
-	var wait time.Duration
-	err = s.write(ctx, "take replay tokens", func(tx *sql.Tx) (err error) {
-		n, _, wait, err = takeTokens(ctx, tx, bs, s.clock(), replays.ReserveTokens(want, 0))
+func (s *Store) TakeReplayTokens(ctx context.Context, bs []quarantine.RateBucket, want int) (int, time.Duration, error) {
+	return buckets.Tokens(ctx, bs, want, s.take)
+}
+
+// take is the store's buckets.Take: takeTokens in a write transaction.
+func (s *Store) take(ctx context.Context, what string, bs []quarantine.RateBucket, reserve replays.Reserver) (n int, due time.Time, wait time.Duration, err error) {
+	err = s.write(ctx, what, func(tx *sql.Tx) (err error) {
+		n, due, wait, err = takeTokens(ctx, tx, bs, s.clock(), reserve)
 		return err
 	})
-	if err != nil {
-		return 0, 0, err
-	}
-	return n, wait, nil
+	return n, due, wait, err
 }
 
 // takeTokens grants from every bucket of bs (validated, in key order)
@@ -91,23 +82,6 @@ func (s *Store) HoldReplayTokens(ctx context.Context, key string, until time.Tim
 // is replays.SlotTime(first, r, k), r the lowest rate of buckets), or,
 // when none, how long until one is free. Errors: EINVALID for a bucket
 // without key or positive rate, EUNAVAILABLE.
-func (s *Store) TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (int, time.Time, time.Duration, error) {
-	bs, err := replays.Buckets(buckets)
-	if err != nil {
-		return 0, time.Time{}, 0, err
-	}
-	if want <= 0 || len(bs) == 0 {
-		return max(want, 0), s.clock(), 0, nil
-	}
-	var n int
-	var first time.Time
-	var wait time.Duration
-	err = s.write(ctx, "take replay slots", func(tx *sql.Tx) (err error) {
-		n, first, wait, err = takeTokens(ctx, tx, bs, s.clock(), replays.ReserveSlots(want, lead, ahead))
-		return err
-	})
-	if err != nil {
-		return 0, time.Time{}, 0, err
-	}
-	return n, first, wait, nil
+func (s *Store) TakeReplaySlots(ctx context.Context, bs []quarantine.RateBucket, want int, lead, ahead time.Duration) (int, time.Time, time.Duration, error) {
+	return buckets.Slots(ctx, bs, want, lead, ahead, s.clock, s.take)
 }

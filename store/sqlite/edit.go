@@ -7,6 +7,7 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 	"github.com/quarantine-dev/quarantine/store/internal/ops"
+	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
 // EditPayload stores e.Payload as the message's next payload version; see
@@ -21,16 +22,9 @@ func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*qua
 	if err := ops.CheckEdit(e); err != nil {
 		return nil, err
 	}
-	var out *quarantine.Message
-	err := s.write(ctx, "edit a payload", func(tx *sql.Tx) error {
-		var err error
-		out, err = ops.Edit(ctx, e, editTx{replayTx{s: s, tx: tx}})
-		return err
+	return txn.Get(ctx, s.write, "edit a payload", func(tx *sql.Tx) (*quarantine.Message, error) {
+		return ops.Edit(ctx, e, editTx{replayTx{s: s, tx: tx}})
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // editTx is one transaction of the store as the shared edit flow

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"strings"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -17,50 +16,24 @@ func where(f quarantine.Filter, withCursor bool) (string, []any) {
 // whereText is where, with the text tested message by message (probe) or
 // found through the index (text.go).
 func whereText(f quarantine.Filter, withCursor, probe bool) (string, []any) {
-	var conds []string
-	var args []any
-	in := func(col string, vals []string) {
-		switch len(vals) {
-		case 0:
-			return
-		case 1:
-			conds = append(conds, col+" = ?")
-		default:
-			conds = append(conds, col+" IN (?"+strings.Repeat(", ?", len(vals)-1)+")")
-		}
-		for _, v := range vals {
-			args = append(args, v)
-		}
-	}
-	in("m.queue", f.Queue)
-	in("m.job_name", f.JobName)
-	in("m.failure_class", strs(f.FailureClass))
-	in("m.status", strs(f.Status))
-	in("m.owner", f.Owner)
-	in("m.source", f.Source)
-	in("m.idempotency_key", f.IdempotencyKey)
-	in("m.fingerprint", f.Fingerprint)
-	if !f.FailedAfter.IsZero() {
-		conds = append(conds, "m.failed_at >= ?")
-		args = append(args, micros(f.FailedAfter))
-	}
-	if !f.FailedBefore.IsZero() {
-		conds = append(conds, "m.failed_at < ?")
-		args = append(args, micros(f.FailedBefore))
-	}
+	var c clause
+	c.in("m.queue", f.Queue)
+	c.in("m.job_name", f.JobName)
+	c.in("m.failure_class", strs(f.FailureClass))
+	c.in("m.status", strs(f.Status))
+	c.in("m.owner", f.Owner)
+	c.in("m.source", f.Source)
+	c.in("m.idempotency_key", f.IdempotencyKey)
+	c.in("m.fingerprint", f.Fingerprint)
+	c.between("m.failed_at", f.FailedAfter, f.FailedBefore)
 	if f.Text != "" {
-		c, a := textCond(f.Text, probe) // text.go
-		conds = append(conds, c)
-		args = append(args, a...)
+		cond, args := textCond(f.Text, probe) // text.go
+		c.add(cond, args...)
 	}
 	if withCursor && f.After != nil {
-		conds = append(conds, "(m.failed_at, m.id) < (?, ?)")
-		args = append(args, micros(f.After.FailedAt), f.After.ID)
+		c.add("(m.failed_at, m.id) < (?, ?)", micros(f.After.FailedAt), f.After.ID)
 	}
-	if len(conds) == 0 {
-		return "", nil
-	}
-	return " WHERE " + strings.Join(conds, " AND "), args
+	return c.where(), c.args
 }
 
 func strs[T ~string](vs []T) []string {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
+	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
 // MessageReplayItems returns the replay items of message id, one per
@@ -14,29 +15,16 @@ import (
 // order), oldest first. An unknown message has none (no error). EINVALID
 // for a limit outside 1..quarantine.MaxLimit.
 func (s *Store) MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error) {
-	out, ok, err := replays.MessageItems(id, limit)
-	if err != nil || !ok {
-		return out, err
+	if none, ok, err := replays.MessageItems(id, limit); err != nil || !ok {
+		return none, err
 	}
-	err = s.read(ctx, "list a message's replay items", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+itemColumns+` FROM replay_items i WHERE i.message_id = ?
+	latest, err := txn.Get(ctx, s.read, "list a message's replay items", func(tx *sql.Tx) ([]quarantine.ReplayItem, error) {
+		return queryAll(ctx, tx, scanItemRow, `SELECT `+itemColumns+` FROM replay_items i WHERE i.message_id = ?
 			ORDER BY i.batch_id DESC LIMIT ?`, id, limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			it, err := scanItem(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, it)
-		}
-		return rows.Err()
 	})
-	if err != nil {
-		return nil, err
-	}
-	slices.Reverse(out)
-	return out, nil
+	slices.Reverse(latest)
+	return latest, err
 }
+
+// scanItemRow reads itemColumns (scanItem without extra destinations).
+func scanItemRow(r scanner) (quarantine.ReplayItem, error) { return scanItem(r) }

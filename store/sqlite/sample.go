@@ -25,32 +25,29 @@ import (
 // stratified samples read in one snapshot. Errors: EINVALID naming the
 // field, EUNAVAILABLE.
 func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quarantine.Message, error) {
-	f, err := sampling.ReadyFilter(ctx, &r, s.searchReady)
-	if err != nil {
-		return nil, err
-	}
 	lim := sampling.Limits{Exact: s.exact, SmallGroup: s.smallGroup}
-	var out []*quarantine.Message
-	if r.StratifyBy == quarantine.StratifyNone {
-		exact := func(fn func(sampling.Reader) error) error {
-			return s.read(ctx, "sample messages", func(tx *sql.Tx) error { return fn(sampleReader{q: tx, f: f, prefix: s.pendingPrefix}) })
-		}
-		out, err = sampling.Uniform(ctx, sampleReader{q: cachedQuerier{s}, f: f, prefix: s.pendingPrefix}, exact, lim, r.Size, r.Seed)
-		if err != nil {
-			return nil, translate(err, "sample messages")
-		}
-		return sampling.Order(out), nil
-	}
-	err = s.read(ctx, "sample messages", func(tx *sql.Tx) error {
-		var err error
-		col := sampling.Column(r.StratifyBy)
-		out, err = sampling.Stratified(ctx, sampleReader{q: tx, f: f, col: col, prefix: s.pendingPrefix}, col, lim, r.Size, r.Seed)
-		return err
+	out, err := sampling.Sample(ctx, r, s.searchReady, lim, func(f quarantine.Filter) sampling.Source {
+		return sampleSource{s: s, f: f}
 	})
-	if err != nil {
-		return nil, err
-	}
-	return sampling.Order(out), nil
+	return out, translate(err, "sample messages")
+}
+
+// sampleSource reads a sample of the messages matching f: outside a
+// transaction through the read connections' prepared statements, or in
+// one read transaction.
+type sampleSource struct {
+	s *Store
+	f quarantine.Filter
+}
+
+func (src sampleSource) Reader() sampling.Reader {
+	return sampleReader{q: cachedQuerier{src.s}, f: src.f, prefix: src.s.pendingPrefix}
+}
+
+func (src sampleSource) Snapshot(ctx context.Context, col string, fn func(sampling.Reader) error) error {
+	return src.s.read(ctx, "sample messages", func(tx *sql.Tx) error {
+		return fn(sampleReader{q: tx, f: src.f, col: col, prefix: src.s.pendingPrefix})
+	})
 }
 
 // querier is what a sampleReader reads through: the read connections
@@ -388,21 +385,8 @@ func queryStrings(ctx context.Context, tx querier, q string, args []any) ([]stri
 
 // messagesByID reads the messages with the given ids, without payloads.
 func messagesByID(ctx context.Context, tx querier, ids []string) ([]*quarantine.Message, error) {
-	out := []*quarantine.Message{}
 	if len(ids) == 0 {
-		return out, nil
+		return []*quarantine.Message{}, nil
 	}
-	rows, err := tx.QueryContext(ctx, "SELECT "+messageColumns+" FROM messages m WHERE m.id IN (SELECT value FROM json_each(?))", jsonArray(ids))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, tx, scanMessageRow, "SELECT "+messageColumns+" FROM messages m WHERE m.id IN (SELECT value FROM json_each(?))", jsonArray(ids))
 }

@@ -167,18 +167,5 @@ func indexedQuery(g quarantine.Filter, n int) (string, []any) {
 
 // queryMessages runs q, which selects messageColumns, in tx.
 func queryMessages(ctx context.Context, tx *sql.Tx, q string, args []any) ([]*quarantine.Message, error) {
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*quarantine.Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, tx, scanMessageRow, q, args...)
 }

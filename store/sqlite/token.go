@@ -7,6 +7,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
+	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
 const tokenColumns = `id, name, role, owners, secret_hash, created_at, created_by, revoked_at`
@@ -90,23 +91,9 @@ func (s *Store) TokenBySecretHash(ctx context.Context, hash string) (*quarantine
 
 // ListTokens returns every token, revoked ones included, by creation.
 func (s *Store) ListTokens(ctx context.Context) ([]*quarantine.Token, error) {
-	var out []*quarantine.Token
-	err := s.read(ctx, "list tokens", func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+tokenColumns+` FROM tokens ORDER BY created_at, id`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			t, err := scanToken(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, t)
-		}
-		return rows.Err()
+	return txn.Get(ctx, s.read, "list tokens", func(tx *sql.Tx) ([]*quarantine.Token, error) {
+		return queryAll(ctx, tx, scanToken, `SELECT `+tokenColumns+` FROM tokens ORDER BY created_at, id`)
 	})
-	return out, err
 }
 
 // RevokeToken revokes the token and appends token.revoke by actor in the

@@ -233,3 +233,42 @@ func groupArcs(ctx context.Context, rd Reader, col string, want map[string]int, 
 	}
 	return out, nil
 }
+
+// Source is what Sample needs of a store, for one validated filter.
+type Source interface {
+	// Reader reads outside a transaction: the arc of a uniform sample,
+	// which a large set answers alone.
+	Reader() Reader
+	// Snapshot calls fn with a reader of one consistent snapshot,
+	// grouping by column col ("" when none).
+	Snapshot(ctx context.Context, col string, fn func(Reader) error) error
+}
+
+// Sample is a store's Sample (see store.Store): r validated and the
+// store's search index waited for (ReadyFilter with ready), then a
+// uniform sample (Uniform: the arc through the Reader, the exact method
+// in one Snapshot) or a stratified one (Stratified, in one Snapshot), in
+// list order (Order). source gives the store's Source for the validated
+// filter. Errors: EINVALID naming the field, ready's, the source's.
+func Sample(ctx context.Context, r quarantine.SampleRequest, ready func(ctx context.Context, text string) error, lim Limits, source func(quarantine.Filter) Source) ([]*quarantine.Message, error) {
+	f, err := ReadyFilter(ctx, &r, ready)
+	if err != nil {
+		return nil, err
+	}
+	src := source(f)
+	var out []*quarantine.Message
+	if r.StratifyBy == quarantine.StratifyNone {
+		exact := func(fn func(Reader) error) error { return src.Snapshot(ctx, "", fn) }
+		out, err = Uniform(ctx, src.Reader(), exact, lim, r.Size, r.Seed)
+	} else {
+		col := Column(r.StratifyBy)
+		err = src.Snapshot(ctx, col, func(rd Reader) (err error) {
+			out, err = Stratified(ctx, rd, col, lim, r.Size, r.Seed)
+			return err
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return Order(out), nil
+}
