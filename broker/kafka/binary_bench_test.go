@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/quarantine-dev/quarantine/internal/testbin"
@@ -149,7 +148,7 @@ func BenchmarkBinaryVsBareDrain(b *testing.B) {
 			for _, d := range drains {
 				b.StopTimer()
 				dlt, queue := uniq("bench.DLT"), uniq("orders")
-				if _, err := kadm.NewClient(k.client()).CreateTopic(context.Background(), 3, 1, nil, dlt); err != nil {
+				if _, err := k.admin().CreateTopic(context.Background(), 3, 1, nil, dlt); err != nil {
 					b.Fatal(err)
 				}
 				k.produce(d.kind.records(dlt, queue, n)...)

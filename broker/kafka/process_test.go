@@ -79,7 +79,7 @@ func (p *process) running() bool {
 
 // committed is the sum of the group's committed offsets on topic.
 func (k *cluster) committed(group, topic string) int64 {
-	adm := kadm.NewClient(k.client())
+	adm := k.admin()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	offs, err := adm.FetchOffsets(ctx, group)

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/quarantine-dev/quarantine"
@@ -55,7 +54,7 @@ func (k *cluster) describeMembers(group string) []string {
 	k.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	gs, err := kadm.NewClient(k.client()).DescribeGroups(ctx, group)
+	gs, err := k.admin().DescribeGroups(ctx, group)
 	if err != nil {
 		k.tb.Fatal(err)
 	}
@@ -80,11 +79,7 @@ func TestStaticMemberRestartAfterKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the quarantine binary")
 	}
-	// Not parallel with the package's other tests: beside
-	// TestSIGKILLCollectorProcess, that test's kfake cluster stopped
-	// accepting connections about 25 s in (connection refused; each test
-	// has a cluster of its own, and both pass alone). The cause is not
-	// found yet; the two subtests still run side by side.
+	t.Parallel()
 	bin := testbin.Path(t)
 	const session = 24 * time.Second
 	for _, tc := range []struct {
