@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,13 @@ type Config struct {
 	// instance stopped for good wait session_timeout before they move.
 	// Letters, digits, '.', '_' and '-', at most 249 bytes, like a topic.
 	InstanceID *string `yaml:"instance_id,omitempty"`
+	// InstanceIDEnv names an environment variable holding the instance
+	// id, read when the collector starts, for one configuration shared by
+	// several serve instances (the Helm chart's ConfigMap), each with an
+	// id of its own that outlives its restarts: a StatefulSet's pod name,
+	// which the chart puts in POD_NAME. The variable must be set and hold
+	// a valid id. It excludes instance_id.
+	InstanceIDEnv string `yaml:"instance_id_env,omitempty"`
 
 	TLS  *TLSConfig  `yaml:"tls,omitempty"`
 	SASL *SASLConfig `yaml:"sasl,omitempty"`
@@ -142,6 +150,14 @@ func (c *Config) Validate() error {
 			return quarantine.FieldErrorf(quarantine.EINVALID, "instance_id", "instance_id %q %s", quarantine.Clip(*c.InstanceID), p)
 		}
 	}
+	if c.InstanceIDEnv != "" {
+		if c.InstanceID != nil {
+			return quarantine.FieldErrorf(quarantine.EINVALID, "instance_id_env", "set instance_id or instance_id_env, not both")
+		}
+		if !envName.MatchString(c.InstanceIDEnv) {
+			return quarantine.FieldErrorf(quarantine.EINVALID, "instance_id_env", "%q is not an environment variable name (letters, digits and '_', not starting with a digit), like POD_NAME", quarantine.Clip(c.InstanceIDEnv))
+		}
+	}
 	if t := c.TLS; t != nil {
 		if (t.CertFile == "") != (t.KeyFile == "") {
 			return quarantine.FieldErrorf(quarantine.EINVALID, "tls.cert_file", "set both cert_file and key_file, or neither")
@@ -192,6 +208,43 @@ func instanceIDProblem(id string) string {
 		return strings.Replace(p, "topic name", "group instance id", 1)
 	}
 	return ""
+}
+
+// envName is the shape of an environment variable's name (POSIX, as a
+// shell takes it).
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// withInstanceID returns c with InstanceID read from the environment
+// variable InstanceIDEnv names, when it names one (lookup is
+// os.LookupEnv but in tests). Errors are EINVALID on instance_id_env: the
+// variable is not set, or holds no valid id.
+func (c Config) withInstanceID(lookup func(string) (string, bool)) (Config, error) {
+	if c.InstanceIDEnv == "" {
+		return c, nil
+	}
+	id, ok := lookup(c.InstanceIDEnv)
+	if !ok {
+		return c, quarantine.FieldErrorf(quarantine.EINVALID, "instance_id_env", "the environment variable %s is not set: it holds this instance's group instance id", c.InstanceIDEnv)
+	}
+	if p := instanceIDProblem(id); p != "" {
+		return c, quarantine.FieldErrorf(quarantine.EINVALID, "instance_id_env", "the environment variable %s holds %q, which %s", c.InstanceIDEnv, quarantine.Clip(id), p)
+	}
+	c.InstanceID = &id
+	return c, nil
+}
+
+// groupOpts are the group membership options of a consumer: static
+// membership with instanceID (when not ""), and the session timeout
+// (when not 0) with a rebalance timeout of at least as much.
+func groupOpts(instanceID string, session time.Duration) []kgo.Opt {
+	var opts []kgo.Opt
+	if instanceID != "" {
+		opts = append(opts, kgo.InstanceID(instanceID))
+	}
+	if session > 0 {
+		opts = append(opts, kgo.SessionTimeout(session), kgo.RebalanceTimeout(max(session, 10*time.Second)))
+	}
+	return opts
 }
 
 func validateBroker(b string) error {

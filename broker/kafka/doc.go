@@ -74,5 +74,9 @@
 // deliveries: Delivery.Attempt is 0 and the worker's own count
 // (x-quarantine-attempts, carried by each retry) is the attempt; a
 // delivery that never settled is delivered again but not counted. Reject
-// skips the record (Kafka has no rejection policy).
+// skips the record (Kafka has no rejection policy). With
+// WorkConfig.InstanceID the driver is a static member of its group
+// (KIP-345), as a collector with instance_id or instance_id_env: a worker
+// restarted with its id after a crash gets its partitions back at once
+// instead of after the session timeout.
 package kafka

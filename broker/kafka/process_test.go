@@ -50,9 +50,14 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func startProcess(t *testing.T, bin, config string) *process {
+// startProcess starts `quarantine serve` with config, in this process's
+// environment plus env (NAME=value).
+func startProcess(t *testing.T, bin, config string, env ...string) *process {
 	t.Helper()
 	p := &process{cmd: exec.Command(bin, "serve", "--config", config), stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stderr, p.cmd.Stdout = p.stderr, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -79,7 +84,7 @@ func (p *process) running() bool {
 
 // committed is the sum of the group's committed offsets on topic.
 func (k *cluster) committed(group, topic string) int64 {
-	adm := kadm.NewClient(k.client())
+	adm := k.admin()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	offs, err := adm.FetchOffsets(ctx, group)

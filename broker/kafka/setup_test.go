@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +21,9 @@ type cluster struct {
 	tb    testing.TB
 	c     *kfake.Cluster
 	addrs []string
+
+	mu     sync.Mutex
+	helper *kgo.Client // shared(): the helpers' client, made on first use
 }
 
 func newCluster(tb testing.TB, partitions int32, topics ...string) *cluster {
@@ -47,12 +51,31 @@ func (k *cluster) client(opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// shared is the one client of the helpers (produce, offsets, groups),
+// closed with the test. A client per call would keep its connections, and
+// their file descriptors at both ends in this process, until the test
+// ends: a helper polling every few milliseconds then used up the
+// process's descriptors, and kfake's listener closes for good on an
+// Accept error (EMFILE), so another test's cluster refused connections.
+func (k *cluster) shared() *kgo.Client {
+	k.tb.Helper()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.helper == nil {
+		k.helper = k.client()
+	}
+	return k.helper
+}
+
+// admin is an admin client over shared.
+func (k *cluster) admin() *kadm.Client { return kadm.NewClient(k.shared()) }
+
 // produce produces rs and fails the test on any error.
 func (k *cluster) produce(rs ...*kgo.Record) {
 	k.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := k.client().ProduceSync(ctx, rs...).FirstErr(); err != nil {
+	if err := k.shared().ProduceSync(ctx, rs...).FirstErr(); err != nil {
 		k.tb.Fatal(err)
 	}
 }
@@ -60,7 +83,7 @@ func (k *cluster) produce(rs ...*kgo.Record) {
 // committedLag is the group's lag on topic: end offsets less committed.
 func (k *cluster) committedLag(group, topic string) int64 {
 	k.tb.Helper()
-	adm := kadm.NewClient(k.client())
+	adm := k.admin()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ends, err := adm.ListEndOffsets(ctx, topic)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -48,7 +49,9 @@ type Source struct {
 }
 
 // NewSource returns the source of the collector named name. It does not
-// dial: the first Receive does. c must be valid (c.Validate).
+// dial: the first Receive does. Errors are EINVALID: c is not valid
+// (c.Validate), or the environment variable c.InstanceIDEnv names is not
+// set or holds no valid instance id.
 func NewSource(name string, c Config, logger *slog.Logger) (*Source, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -59,7 +62,10 @@ func NewSource(name string, c Config, logger *slog.Logger) (*Source, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	c = c.withDefaults(name)
+	c, err := c.withDefaults(name).withInstanceID(os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
 	return &Source{
 		name:   name,
 		cfg:    c,
@@ -97,12 +103,11 @@ func (s *Source) client() (*kgo.Client, error) {
 		kgo.OnPartitionsLost(s.lost),
 		kgo.WithLogger(kgoLogger{s.log}),
 	)
+	instanceID := ""
 	if s.cfg.InstanceID != nil {
-		opts = append(opts, kgo.InstanceID(*s.cfg.InstanceID))
+		instanceID = *s.cfg.InstanceID
 	}
-	if s.cfg.SessionTimeout > 0 {
-		opts = append(opts, kgo.SessionTimeout(s.cfg.SessionTimeout), kgo.RebalanceTimeout(max(s.cfg.SessionTimeout, 10*time.Second)))
-	}
+	opts = append(opts, groupOpts(instanceID, s.cfg.SessionTimeout)...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, quarantine.Internal(err, "kafka: cannot make a client")

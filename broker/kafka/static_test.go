@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/quarantine-dev/quarantine"
@@ -49,13 +48,71 @@ func TestConfigInstanceID(t *testing.T) {
 	}
 }
 
+// instance_id_env names a variable read when the collector starts: it
+// excludes instance_id, and the variable must be set and hold a valid
+// id. The errors name instance_id_env.
+func TestConfigInstanceIDEnv(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"POD_NAME": "quarantine-0", "EMPTY": "", "SPACED": "pod 0"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	id := "serve-1"
+	for _, tc := range []struct {
+		name     string
+		mod      func(*Config)
+		invalid  string // Validate's error, a part of its message
+		resolved string // the id read, or withInstanceID's error when it starts with "!"
+	}{
+		{"none", func(*Config) {}, "", ""},
+		{"literal", func(c *Config) { c.InstanceID = &id }, "", "serve-1"},
+		{"env", func(c *Config) { c.InstanceIDEnv = "POD_NAME" }, "", "quarantine-0"},
+		{"both", func(c *Config) { c.InstanceID, c.InstanceIDEnv = &id, "POD_NAME" }, "not both", ""},
+		{"bad name", func(c *Config) { c.InstanceIDEnv = "POD-NAME" }, "not an environment variable name", ""},
+		{"digit first", func(c *Config) { c.InstanceIDEnv = "0POD" }, "not an environment variable name", ""},
+		{"unset", func(c *Config) { c.InstanceIDEnv = "NOT_SET" }, "", "!NOT_SET is not set"},
+		{"empty", func(c *Config) { c.InstanceIDEnv = "EMPTY" }, "", "!is empty"},
+		{"not an id", func(c *Config) { c.InstanceIDEnv = "SPACED" }, "", "!not a valid group instance id"},
+	} {
+		c := Config{Brokers: []string{"127.0.0.1:9092"}, Topics: []string{"a.dlq"}}
+		tc.mod(&c)
+		err := c.Validate()
+		if tc.invalid != "" {
+			if quarantine.ErrorCode(err) != quarantine.EINVALID || quarantine.ErrorField(err) != "instance_id_env" || !strings.Contains(err.Error(), tc.invalid) {
+				t.Errorf("%s: Validate: %v, want EINVALID on instance_id_env saying %q", tc.name, err, tc.invalid)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: Validate: %v", tc.name, err)
+			continue
+		}
+		got, err := c.withInstanceID(lookup)
+		if want, ok := strings.CutPrefix(tc.resolved, "!"); ok {
+			if quarantine.ErrorCode(err) != quarantine.EINVALID || quarantine.ErrorField(err) != "instance_id_env" || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %v, want EINVALID on instance_id_env saying %q", tc.name, err, want)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		gotID := ""
+		if got.InstanceID != nil {
+			gotID = *got.InstanceID
+		}
+		if gotID != tc.resolved {
+			t.Errorf("%s: instance id %q, want %q", tc.name, gotID, tc.resolved)
+		}
+	}
+}
+
 // describeMembers returns the instance ids of group's members ("" for a
 // dynamic member).
 func (k *cluster) describeMembers(group string) []string {
 	k.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	gs, err := kadm.NewClient(k.client()).DescribeGroups(ctx, group)
+	gs, err := k.admin().DescribeGroups(ctx, group)
 	if err != nil {
 		k.tb.Fatal(err)
 	}
@@ -72,24 +129,22 @@ func (k *cluster) describeMembers(group string) []string {
 
 // TestStaticMemberRestartAfterKill kills `quarantine serve` (SIGKILL: it
 // cannot leave the group) mid-drain and starts it again. With an
-// instance_id the restarted collector is the same static member (KIP-345):
-// it reads again well before the session timeout. Without one (the
-// control) it waits for the killed member's session to expire. Either
-// way every record is stored exactly once and the offsets reach the end.
+// instance_id, or an instance_id_env naming a variable that holds it, the
+// restarted collector is the same static member (KIP-345): it reads again
+// well before the session timeout. Without one (the control) it waits for
+// the killed member's session to expire. Either way every record is
+// stored exactly once and the offsets reach the end.
 func TestStaticMemberRestartAfterKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the quarantine binary")
 	}
-	// Not parallel with the package's other tests: beside
-	// TestSIGKILLCollectorProcess, that test's kfake cluster stopped
-	// accepting connections about 25 s in (connection refused; each test
-	// has a cluster of its own, and both pass alone). The cause is not
-	// found yet; the two subtests still run side by side.
+	t.Parallel()
 	bin := testbin.Path(t)
 	const session = 24 * time.Second
 	for _, tc := range []struct {
 		name, instanceID string
-	}{{"static", "serve-1"}, {"dynamic", ""}} {
+		fromEnv          bool // instance_id_env: POD_NAME, with POD_NAME=instanceID
+	}{{"static", "serve-1", false}, {"static from env", "quarantine-0", true}, {"dynamic", "", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			const topic, n = "orders.DLT", 3000
@@ -104,7 +159,12 @@ func TestStaticMemberRestartAfterKill(t *testing.T) {
 			config := filepath.Join(t.TempDir(), "quarantine.yaml")
 			yaml := fmt.Sprintf("database: sqlite:%s\nlisten: 127.0.0.1:0\ncollectors:\n  - name: killed\n    kind: kafka\n"+
 				"    batch_size: 20\n    linger: 5ms\n    brokers: [%s]\n    topics: [%s]\n    session_timeout: %s\n", db, k.addrs[0], topic, session)
-			if tc.instanceID != "" {
+			var env []string
+			switch {
+			case tc.fromEnv:
+				yaml += "    instance_id_env: POD_NAME\n"
+				env = append(env, "POD_NAME="+tc.instanceID)
+			case tc.instanceID != "":
 				yaml += "    instance_id: " + tc.instanceID + "\n"
 			}
 			if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
@@ -126,7 +186,7 @@ func TestStaticMemberRestartAfterKill(t *testing.T) {
 				return time.Since(start)
 			}
 
-			p := startProcess(t, bin, config)
+			p := startProcess(t, bin, config, env...)
 			first := progressed(p, 0, patience*60*time.Second)
 			if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
@@ -138,7 +198,7 @@ func TestStaticMemberRestartAfterKill(t *testing.T) {
 				t.Fatalf("drained before the kill")
 			}
 
-			p = startProcess(t, bin, config)
+			p = startProcess(t, bin, config, env...)
 			progressed(p, before, 3*session)
 			back := time.Since(killed)
 			t.Logf("first commit %s after the first start; reading again %s after the kill (session timeout %s)", first, back, session)

@@ -56,6 +56,22 @@ type WorkConfig struct {
 	// MaxDelay is the longest retry delay (Limits().MaxDelay): default
 	// 24 h, at most 30 days.
 	MaxDelay time.Duration
+	// SessionTimeout is the group session timeout (default 45s): how long
+	// the group waits for a member that stopped heartbeating (a killed
+	// worker) before its partitions go to the others. Between 1s and 30m;
+	// the broker bounds it too (group.min/max.session.timeout.ms).
+	SessionTimeout time.Duration
+	// InstanceID, when set, makes the driver a static member of the group
+	// (KIP-345, group.instance.id), as the collector's instance_id: a
+	// worker restarted with the same id, even after a kill -9, takes its
+	// partitions back at once instead of after SessionTimeout. Each worker
+	// process of the group needs its own stable id (a member joining with
+	// an id in use replaces, and fences, the member that had it), such as
+	// a StatefulSet's pod name. A static member does not leave the group
+	// when it closes: the partitions of a worker stopped for good wait
+	// SessionTimeout before they move. Letters, digits, '.', '_' and '-',
+	// at most 249 bytes; "" for a dynamic member.
+	InstanceID string
 }
 
 // Validate checks c; errors are EINVALID *quarantine.Error values naming
@@ -82,6 +98,14 @@ func (c *WorkConfig) Validate() error {
 	}
 	if c.MaxDelay < 0 || c.MaxDelay > 30*24*time.Hour {
 		return quarantine.FieldErrorf(quarantine.EINVALID, "max_delay", "max_delay must be between 0 (default 24h) and 720h")
+	}
+	if c.SessionTimeout != 0 && (c.SessionTimeout < time.Second || c.SessionTimeout > 30*time.Minute) {
+		return quarantine.FieldErrorf(quarantine.EINVALID, "session_timeout", "session_timeout must be between 1s and 30m, like 45s")
+	}
+	if c.InstanceID != "" {
+		if p := instanceIDProblem(c.InstanceID); p != "" {
+			return quarantine.FieldErrorf(quarantine.EINVALID, "instance_id", "instance_id %q %s", quarantine.Clip(c.InstanceID), p)
+		}
 	}
 	return nil
 }
@@ -188,6 +212,7 @@ func NewWorkDriver(cfg WorkConfig, logger *slog.Logger) (*WorkDriver, error) {
 		kgo.FetchMaxWait(time.Second),
 		kgo.WithLogger(kgoLogger{w.log}),
 	)
+	opts = append(opts, groupOpts(cfg.InstanceID, cfg.SessionTimeout)...)
 	if w.cl, err = kgo.NewClient(opts...); err != nil {
 		return nil, quarantine.Internal(err, "kafka: cannot make a client")
 	}

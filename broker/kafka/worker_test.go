@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,6 +248,11 @@ func TestWorkConfigValidate(t *testing.T) {
 		{"bad failure", func(c *WorkConfig) { c.FailureTopic = "a b" }, "failure_topic"},
 		{"retry is work", func(c *WorkConfig) { c.RetryTopic = "reports" }, "retry_topic"},
 		{"delay", func(c *WorkConfig) { c.MaxDelay = 800 * time.Hour }, "max_delay"},
+		{"session", func(c *WorkConfig) { c.SessionTimeout = 12 * time.Second }, ""},
+		{"short session", func(c *WorkConfig) { c.SessionTimeout = 500 * time.Millisecond }, "session_timeout"},
+		{"instance", func(c *WorkConfig) { c.InstanceID = "worker-0" }, ""},
+		{"bad instance", func(c *WorkConfig) { c.InstanceID = "worker 0" }, "instance_id"},
+		{"long instance", func(c *WorkConfig) { c.InstanceID = strings.Repeat("w", 250) }, "instance_id"},
 	} {
 		c := ok
 		tc.mod(&c)

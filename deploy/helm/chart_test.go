@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -86,6 +87,8 @@ func newObject(apiVersion, kind string) (any, bool) {
 		return &corev1.PersistentVolumeClaim{}, true
 	case "apps/v1 Deployment":
 		return &appsv1.Deployment{}, true
+	case "apps/v1 StatefulSet":
+		return &appsv1.StatefulSet{}, true
 	case "batch/v1 Job":
 		return &batchv1.Job{}, true
 	case "policy/v1 PodDisruptionBudget":
@@ -185,7 +188,12 @@ func checkKinds(t *testing.T, r rendered, want ...string) {
 // selecting these pods.
 func checkServer(t *testing.T, r rendered, d *appsv1.Deployment) {
 	t.Helper()
-	pod := d.Spec.Template
+	checkPods(t, r, "Deployment", d.Spec.Template, d.Spec.Selector)
+}
+
+// checkPods is checkServer for the pods of any workload (kind names it).
+func checkPods(t *testing.T, r rendered, kind string, pod corev1.PodTemplateSpec, selector *metav1.LabelSelector) {
+	t.Helper()
 	if len(pod.Spec.Containers) != 1 {
 		t.Fatalf("%d containers, want 1", len(pod.Spec.Containers))
 	}
@@ -224,12 +232,16 @@ func checkServer(t *testing.T, r rendered, d *appsv1.Deployment) {
 		t.Error("no checksum/config annotation: a config change would not roll the pods")
 	}
 
-	sel, err := metav1LabelSelector(d.Spec.Selector.MatchLabels)
+	if v := env(c, "POD_NAME"); v == nil || v.ValueFrom == nil || v.ValueFrom.FieldRef == nil || v.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("POD_NAME = %+v, want the pod's metadata.name (for a Kafka collector's instance_id_env)", v)
+	}
+
+	sel, err := metav1LabelSelector(selector.MatchLabels)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !sel.Matches(labels.Set(pod.Labels)) {
-		t.Errorf("the Deployment's selector %v does not match its pods %v", sel, pod.Labels)
+		t.Errorf("the %s's selector %v does not match its pods %v", kind, sel, pod.Labels)
 	}
 	svc := get[corev1.Service](t, r, "Service", full)
 	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(pod.Labels)) {
@@ -490,6 +502,71 @@ func TestChartEverything(t *testing.T) {
 	}
 }
 
+// TestChartStatefulSet: workload.kind StatefulSet runs the pods under
+// names they keep (qa-quarantine-0, -1, -2), governed by a headless
+// Service the ServiceMonitor does not scrape; each pod has its name in
+// POD_NAME, and the Kafka collectors of the one ConfigMap name it with
+// instance_id_env (one static group member per pod, the same after a
+// restart), which the service accepts. No Deployment is rendered.
+func TestChartStatefulSet(t *testing.T) {
+	t.Parallel()
+	r := render(t, "statefulset.yaml")
+	headless := full + "-headless"
+	checkKinds(t, r,
+		key("ServiceAccount", full), key("ConfigMap", full), key("Secret", full),
+		key("Service", full), key("Service", headless), key("StatefulSet", full), key("PodDisruptionBudget", full),
+		key("ServiceMonitor", full), key("Secret", full+"-migrate"), key("ConfigMap", full+"-migrate"), key("Job", full+"-migrate"))
+	s := get[appsv1.StatefulSet](t, r, "StatefulSet", full)
+	checkPods(t, r, "StatefulSet", s.Spec.Template, s.Spec.Selector)
+	if *s.Spec.Replicas != 3 || s.Spec.PodManagementPolicy != appsv1.ParallelPodManagement ||
+		s.Spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType || len(s.Spec.VolumeClaimTemplates) != 0 {
+		t.Errorf("StatefulSet spec: replicas %d, pod management %s, update %s, %d claim templates; want 3, Parallel, RollingUpdate, none",
+			*s.Spec.Replicas, s.Spec.PodManagementPolicy, s.Spec.UpdateStrategy.Type, len(s.Spec.VolumeClaimTemplates))
+	}
+	if v := volume(s.Spec.Template.Spec, "data"); v == nil || v.EmptyDir == nil {
+		t.Errorf("the data volume is %+v, want an emptyDir on PostgreSQL", v)
+	}
+	hs := get[corev1.Service](t, r, "Service", headless)
+	if s.Spec.ServiceName != headless || hs.Spec.ClusterIP != corev1.ClusterIPNone ||
+		!labels.SelectorFromSet(hs.Spec.Selector).Matches(labels.Set(s.Spec.Template.Labels)) {
+		t.Errorf("serviceName %q; Service %s: clusterIP %q, selector %v; want the headless Service selecting the pods %v",
+			s.Spec.ServiceName, headless, hs.Spec.ClusterIP, hs.Spec.Selector, s.Spec.Template.Labels)
+	}
+	sm := get[monitoringv1.ServiceMonitor](t, r, "ServiceMonitor", full)
+	if labels.SelectorFromSet(sm.Spec.Selector.MatchLabels).Matches(labels.Set(hs.Labels)) {
+		t.Errorf("the ServiceMonitor selects the headless Service too (%v): every pod would be scraped twice", hs.Labels)
+	}
+
+	cm := get[corev1.ConfigMap](t, r, "ConfigMap", full)
+	var kafka int
+	for _, c := range config(t, cm)["collectors"].([]any) {
+		c := c.(map[string]any)
+		if c["kind"] != "kafka" {
+			continue
+		}
+		kafka++
+		if _, ok := c["instance_id"]; ok || c["instance_id_env"] != "POD_NAME" {
+			t.Errorf("collector %v: want instance_id_env POD_NAME and no instance_id", c)
+		}
+	}
+	if kafka == 0 {
+		t.Fatal("no Kafka collector in the rendered config")
+	}
+	// The service accepts the config (a collector's keys are checked as
+	// it loads; serve reads POD_NAME as the collector starts, tested in
+	// broker/kafka TestStaticMemberRestartAfterKill).
+	dir := t.TempDir()
+	file := filepath.Join(dir, "quarantine.yaml")
+	if err := os.WriteFile(file, []byte(cm.Data["quarantine.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testbin.Path(t), "migrate", "--config", file, "--database", "sqlite:"+filepath.Join(dir, "q.db"))
+	cmd.Env = append(os.Environ(), "QUARANTINE_DATABASE_URL=", "QUARANTINE_LISTEN=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("quarantine migrate with the StatefulSet's config: %v\n%s", err, out)
+	}
+}
+
 // TestChartExistingSecrets: with Secrets made outside the chart, the
 // chart makes none, and the pods and the migrate Job read the keys named
 // in the values.
@@ -525,6 +602,12 @@ func TestChartRefuses(t *testing.T) {
 		{"database in config", []string{"config.database=sqlite:/data/x.db"}, "config.database"},
 		{"OIDC secret without issuer", []string{"oidc.clientSecret=x"}, "config.auth.oidc.issuer"},
 		{"both database sources", []string{"database.url=postgres://a@b/c", "database.existingSecret=s"}, "exclude each other"},
+		{"unknown workload", []string{"workload.kind=DaemonSet"}, "workload.kind \"DaemonSet\""},
+		{"Kafka instance_id shared by replicas", []string{"database.url=postgres://a@b/c", "replicaCount=2", "workload.kind=StatefulSet",
+			"config.collectors[0].name=k", "config.collectors[0].kind=kafka", "config.collectors[0].instance_id=serve-1"},
+			"config.collectors[0].instance_id: the 2 replicas would share it"},
+		{"Kafka POD_NAME in a Deployment", []string{"config.collectors[0].name=k", "config.collectors[0].kind=kafka",
+			"config.collectors[0].instance_id_env=POD_NAME"}, "instance_id_env: POD_NAME needs workload.kind: StatefulSet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"template", release, chart}

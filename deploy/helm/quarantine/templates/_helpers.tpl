@@ -117,4 +117,27 @@ the chart mounts the OIDC client secret.
 {{- if and .Values.oidc.existingSecret .Values.oidc.clientSecret }}
 {{- fail "oidc.existingSecret and oidc.clientSecret exclude each other" }}
 {{- end }}
+{{- if not (has .Values.workload.kind (list "Deployment" "StatefulSet")) }}
+{{- fail (printf "workload.kind %q: Deployment or StatefulSet" (toString .Values.workload.kind)) }}
+{{- end }}
+{{- include "quarantine.kafkaChecks" . }}
+{{- end }}
+
+{{/*
+Kafka collectors' static group membership: every pod reads the same
+ConfigMap, so an instance_id would be every replica's (static members
+sharing an id fence each other); instance_id_env: POD_NAME gives each pod
+its name, which only a StatefulSet keeps when the pod is replaced.
+*/}}
+{{- define "quarantine.kafkaChecks" -}}
+{{- range $i, $c := (default (list) (get (default (dict) .Values.config) "collectors")) }}
+{{- if and (kindIs "map" $c) (eq (toString (get $c "kind")) "kafka") }}
+{{- if and (hasKey $c "instance_id") (gt (int $.Values.replicaCount) 1) }}
+{{- fail (printf "config.collectors[%d].instance_id: the %d replicas would share it (one ConfigMap for all), and static members sharing an id fence each other: use instance_id_env: POD_NAME with workload.kind: StatefulSet" $i (int $.Values.replicaCount)) }}
+{{- end }}
+{{- if and (eq (toString (get $c "instance_id_env")) "POD_NAME") (ne $.Values.workload.kind "StatefulSet") }}
+{{- fail (printf "config.collectors[%d].instance_id_env: POD_NAME needs workload.kind: StatefulSet (a Deployment's pod gets a new name when it is replaced, so each rollout would add static members whose partitions wait session_timeout)" $i) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
