@@ -1,9 +1,7 @@
 package quarantine
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"strings"
 	"time"
@@ -94,25 +92,13 @@ func (s *Session) Validate() error {
 	if len(s.Person) > 400 || !utf8.ValidString(s.Person) || strings.ContainsAny(s.Person, "\x00\r\n") {
 		return FieldErrorf(EINVALID, "person", "a person must be one line of valid UTF-8, at most 400 bytes")
 	}
-	if !s.Role.Valid() {
-		return FieldErrorf(EINVALID, "role", "unknown role %q (one of viewer, operator, admin)", truncateForError(string(s.Role)))
-	}
-	for _, o := range s.Owners {
-		if o == "" || len(o) > 200 || !utf8.ValidString(o) || strings.ContainsRune(o, 0) {
-			return FieldErrorf(EINVALID, "owners", "owner names must be non-empty valid UTF-8, at most 200 bytes")
-		}
-	}
-	return nil
+	return validateGrant(s.Role, s.Owners)
 }
 
 // NewSessionID returns a new random session id (256 bits, URL-safe) and
 // the hash the store keeps of it.
 func NewSessionID() (id, hash string) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		panic(err) // crypto/rand never fails on supported platforms
-	}
-	id = base64.RawURLEncoding.EncodeToString(b)
+	id = random256()
 	return id, HashSessionID(id)
 }
 

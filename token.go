@@ -91,10 +91,16 @@ func (t *Token) Validate() error {
 	if len(t.Name) > 200 || !utf8.ValidString(t.Name) || strings.ContainsAny(t.Name, "\x00\r\n") {
 		return FieldErrorf(EINVALID, "name", "name must be valid UTF-8, one line, at most 200 bytes")
 	}
-	if !t.Role.Valid() {
-		return FieldErrorf(EINVALID, "role", "unknown role %q (one of viewer, operator, admin)", truncateForError(string(t.Role)))
+	return validateGrant(t.Role, t.Owners)
+}
+
+// validateGrant checks the role and owners a token or a person's session
+// grants.
+func validateGrant(role Role, owners []string) error {
+	if !role.Valid() {
+		return FieldErrorf(EINVALID, "role", "unknown role %q (one of viewer, operator, admin)", truncateForError(string(role)))
 	}
-	for _, o := range t.Owners {
+	for _, o := range owners {
 		if o == "" || len(o) > 200 || !utf8.ValidString(o) || strings.ContainsRune(o, 0) {
 			return FieldErrorf(EINVALID, "owners", "owner names must be non-empty valid UTF-8, at most 200 bytes")
 		}
@@ -102,13 +108,18 @@ func (t *Token) Validate() error {
 	return nil
 }
 
-// NewTokenSecret returns a new random token secret and its hash.
-func NewTokenSecret() (secret, hash string) {
+// random256 returns 256 random bits, URL-safe base64 without padding.
+func random256() string {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
-	secret = TokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// NewTokenSecret returns a new random token secret and its hash.
+func NewTokenSecret() (secret, hash string) {
+	secret = TokenPrefix + random256()
 	return secret, HashTokenSecret(secret)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -85,7 +86,7 @@ func (a *AgeSampler) Run(ctx context.Context) error {
 			a.log.Warn("cannot sample the dead-letter ages", "err", err)
 		}
 		now := time.Now()
-		if !sleep(ctx, now.Truncate(time.Minute).Add(time.Minute+time.Second).Sub(now)) {
+		if !backoff.Sleep(ctx, now.Truncate(time.Minute).Add(time.Minute+time.Second).Sub(now)) {
 			return nil
 		}
 	}

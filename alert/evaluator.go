@@ -319,7 +319,7 @@ func (e *Evaluator) Run(ctx context.Context) error {
 		case quarantine.ErrorCode(err) != quarantine.ECONFLICT && ctx.Err() == nil:
 			e.log.Warn("cannot take the alarm lock", "err", err)
 		}
-		if !sleep(ctx, e.cfg.Interval) {
+		if !backoff.Sleep(ctx, e.cfg.Interval) {
 			return nil
 		}
 	}
@@ -365,20 +365,8 @@ func (e *Evaluator) lead(ctx context.Context, lock quarantine.AlarmLock) {
 				wait = max(d, 10*time.Millisecond)
 			}
 		}
-		if !sleep(ctx, wait) {
+		if !backoff.Sleep(ctx, wait) {
 			return
 		}
-	}
-}
-
-// sleep waits d or until ctx ends (false then).
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

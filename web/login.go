@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 )
 
 // maxSecretBytes bounds a pasted token secret; ours are 46 bytes.
@@ -118,7 +119,7 @@ func (h *Handler) refuseLogin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	sleep(r.Context(), h.cfg.LoginDelay)
+	backoff.Sleep(r.Context(), h.cfg.LoginDelay)
 	h.renderLogin(w, r, http.StatusUnauthorized, "This token is unknown or revoked.")
 }
 

@@ -18,7 +18,6 @@ package web
 
 import (
 	"bytes"
-	"context"
 	"embed"
 	"html/template"
 	"io"
@@ -313,16 +312,6 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, s *session, err e
 		p.Token, p.CSRF = s.token, s.csrf
 	}
 	h.render(w, r, status, "error", p)
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // truncate shortens s to at most n runes, with an ellipsis.

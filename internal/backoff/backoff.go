@@ -3,6 +3,7 @@
 package backoff
 
 import (
+	"context"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -44,4 +45,20 @@ func Equal(n int, initial time.Duration, mult float64, limit time.Duration) time
 	c := Ceiling(n, initial, mult, limit)
 	half := c / 2
 	return half + time.Duration(rand.Int64N(int64(c-half)+1))
+}
+
+// Sleep waits d, or until ctx ends: false then. A wait of d <= 0 returns
+// at once, true unless ctx has ended.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
