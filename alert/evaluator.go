@@ -10,6 +10,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/internal/backoff"
+	"github.com/quarantine-dev/quarantine/internal/defaults"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
@@ -86,21 +87,13 @@ func New(cfg Config) (*Evaluator, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
-	}
-	if cfg.Resend <= 0 {
-		cfg.Resend = DefaultResend
-	}
-	if cfg.Backoff <= 0 {
-		cfg.Backoff = DefaultBackoff
-	}
+	defaults.Positive(&cfg.Interval, DefaultInterval)
+	defaults.Positive(&cfg.Resend, DefaultResend)
+	defaults.Positive(&cfg.Backoff, DefaultBackoff)
 	if cfg.MaxBackoff < cfg.Backoff {
 		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.Backoff)
 	}
-	if cfg.Keep <= 0 {
-		cfg.Keep = DefaultKeep
-	}
+	defaults.Positive(&cfg.Keep, DefaultKeep)
 	if cfg.Owner == nil {
 		cfg.Owner = func(string) string { return "" }
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/internal/backoff"
+	"github.com/quarantine-dev/quarantine/internal/defaults"
 )
 
 // Inserter is the part of the store a collector needs.
@@ -86,24 +87,14 @@ const (
 
 // New returns a collector; Run starts it.
 func New(cfg Config) *Collector {
-	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = DefaultBatchSize
-	}
-	if cfg.Linger <= 0 {
-		cfg.Linger = DefaultLinger
-	}
-	if cfg.MinBackoff <= 0 {
-		cfg.MinBackoff = DefaultMinBackoff
-	}
+	defaults.Positive(&cfg.BatchSize, DefaultBatchSize)
+	defaults.Positive(&cfg.Linger, DefaultLinger)
+	defaults.Positive(&cfg.MinBackoff, DefaultMinBackoff)
 	if cfg.MaxBackoff < cfg.MinBackoff {
 		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.MinBackoff)
 	}
-	if cfg.CommitTimeout <= 0 {
-		cfg.CommitTimeout = DefaultCommitTimeout
-	}
-	if cfg.Commits <= 0 {
-		cfg.Commits = DefaultCommits
-	}
+	defaults.Positive(&cfg.CommitTimeout, DefaultCommitTimeout)
+	defaults.Positive(&cfg.Commits, DefaultCommits)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

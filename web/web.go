@@ -33,6 +33,7 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/alert"
 	"github.com/quarantine-dev/quarantine/internal/clientip"
+	"github.com/quarantine-dev/quarantine/internal/defaults"
 	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/store"
 )
@@ -132,15 +133,9 @@ func newHandler(cfg Config, tfs, sfs fs.FS) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.SessionIdle <= 0 {
-		cfg.SessionIdle = DefaultSessionIdle
-	}
-	if cfg.SessionMax <= 0 {
-		cfg.SessionMax = DefaultSessionMax
-	}
-	if cfg.LoginDelay <= 0 {
-		cfg.LoginDelay = DefaultLoginDelay
-	}
+	defaults.Positive(&cfg.SessionIdle, DefaultSessionIdle)
+	defaults.Positive(&cfg.SessionMax, DefaultSessionMax)
+	defaults.Positive(&cfg.LoginDelay, DefaultLoginDelay)
 	if cfg.Replay.Owners == nil {
 		cfg.Replay.Owners = cfg.Owners // the destination queues a token may name
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quarantine-dev/quarantine/internal/defaults"
 )
 
 // Defaults of Config.
@@ -159,21 +161,11 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.UnknownMaxDeliveries < 0 {
 		return nil, fmt.Errorf("worker: Config.UnknownMaxDeliveries %d is negative (0 means the default, %d)", cfg.UnknownMaxDeliveries, DefaultUnknownMaxDeliveries)
 	}
-	if cfg.ClaimLease <= 0 {
-		cfg.ClaimLease = DefaultClaimLease
-	}
-	if cfg.UnknownRetryDelay <= 0 {
-		cfg.UnknownRetryDelay = DefaultUnknownRetryDelay
-	}
-	if cfg.UnknownMaxDeliveries <= 0 {
-		cfg.UnknownMaxDeliveries = DefaultUnknownMaxDeliveries
-	}
-	if cfg.DrainTimeout <= 0 {
-		cfg.DrainTimeout = DefaultDrainTimeout
-	}
-	if cfg.SettleTimeout <= 0 {
-		cfg.SettleTimeout = DefaultSettleTimeout
-	}
+	defaults.Positive(&cfg.ClaimLease, DefaultClaimLease)
+	defaults.Positive(&cfg.UnknownRetryDelay, DefaultUnknownRetryDelay)
+	defaults.Positive(&cfg.UnknownMaxDeliveries, DefaultUnknownMaxDeliveries)
+	defaults.Positive(&cfg.DrainTimeout, DefaultDrainTimeout)
+	defaults.Positive(&cfg.SettleTimeout, DefaultSettleTimeout)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -1,0 +1,16 @@
+package defaults
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPositive(t *testing.T) {
+	for _, c := range []struct{ v, want time.Duration }{{0, 5}, {-1, 5}, {3, 3}} {
+		v := c.v
+		Positive(&v, 5)
+		if v != c.want {
+			t.Errorf("Positive(%d, 5) = %d, want %d", c.v, v, c.want)
+		}
+	}
+}
