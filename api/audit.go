@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 )
 
 var auditParams = []string{"subject", "message", "actor", "action", "after", "before", "cursor", "limit"}
@@ -168,12 +169,7 @@ func (s *Server) exportAudit(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Disposition", `attachment; filename="quarantine-audit.jsonl"`)
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	enc := json.NewEncoder(w)
+	enc, rc := rules.StartJSONLines(w, "quarantine-audit.jsonl")
 	for {
 		for i := range events {
 			if len(events[i].Details) == 0 {

@@ -74,12 +74,7 @@ func WriteReplayReport(ctx context.Context, w http.ResponseWriter, st ReplayItem
 		d := roundSeconds(end.Sub(*v.StartedAt).Seconds())
 		head.DurationSeconds = &d
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Disposition", `attachment; filename="replay-`+b.ID+`.jsonl"`)
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	enc := json.NewEncoder(w)
+	enc, rc := StartJSONLines(w, "replay-"+b.ID+".jsonl")
 	if err := enc.Encode(head); err != nil {
 		return true, nil // the client went away
 	}
@@ -98,6 +93,17 @@ func WriteReplayReport(ctx context.Context, w http.ResponseWriter, st ReplayItem
 			return true, fmt.Errorf("after item %d: %w", f.After, err)
 		}
 	}
+}
+
+// StartJSONLines answers 200 with a JSON Lines download named filename
+// (application/x-ndjson, not cached) and returns its encoder and the
+// controller that flushes each page.
+func StartJSONLines(w http.ResponseWriter, filename string) (*json.Encoder, *http.ResponseController) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+filename+`"`)
+	w.WriteHeader(http.StatusOK)
+	return json.NewEncoder(w), http.NewResponseController(w)
 }
 
 // ReplayItemLister is what WriteReplayReport reads (a store.Store).
