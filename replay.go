@@ -292,7 +292,9 @@ func (r *ReplayRequest) Validate(maxRate float64) error {
 		return FieldErrorf(EINVALID, "burst", "burst must be between 0 and %d", MaxBulk)
 	}
 	if r.Burst == 0 {
-		r.Burst = int(math.Max(1, math.Floor(r.Rate/10)))
+		// A tenth of a second's worth, held to the bound an explicit
+		// burst has (and an unbounded rate cannot overflow it).
+		r.Burst = int(min(MaxBulk, max(1, math.Floor(r.Rate/10))))
 	}
 	if r.Canary < 0 || r.Canary > MaxBulk {
 		return FieldErrorf(EINVALID, "canary", "canary must be between 0 and %d", MaxBulk)

@@ -1154,7 +1154,7 @@ type ReplayRequest struct {
 	// AcceptKeyRuleChange Replay messages whose queue's key rule changed since collection (audited). Absent: false.
 	AcceptKeyRuleChange *bool `json:"accept_key_rule_change,omitempty"`
 
-	// Burst At most rate + burst messages arrive in any second: each is published at its slot of the rate's schedule, at most burst/(2 × rate) later (0: max(1, rate/10)).
+	// Burst At most rate + burst messages arrive in any second: each is published at its slot of the rate's schedule, at most burst/(2 × rate) later (0: max(1, rate/10), at most 10000).
 	Burst *int `json:"burst,omitempty"`
 
 	// Canary Publish this many first, then observe them.

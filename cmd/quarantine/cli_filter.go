@@ -142,7 +142,7 @@ func createFlags(fs *flag.FlagSet, o *cliOptions) {
 	r := &o.replay
 	reasonFlag(fs, o)
 	fs.Float64Var(&r.rate, "rate", 0, "messages per `second` (default: the server's replay.rate)")
-	fs.IntVar(&r.burst, "burst", 0, "messages the batch may publish at once (default: max(1, rate/10))")
+	fs.IntVar(&r.burst, "burst", 0, "messages the batch may publish at once (default: max(1, rate/10), at most 10000)")
 	fs.IntVar(&r.canary, "canary", 0, "publish this `many` first and observe them (default: the server's replay.canary)")
 	fs.StringVar(&r.observe, "observe", "", "how long the canary is watched for re-failures, like 30s (default: the server's)")
 	fs.Float64Var(&r.haltRefailRatio, "halt-refail-ratio", 0, "pause when refailed/published passes this `ratio` (0 to 1; 0 disables)")
