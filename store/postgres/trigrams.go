@@ -28,10 +28,9 @@ const (
 	// at most.
 	probeTrigramsMax = 4
 	// probeSample is how many documents the choice samples: the newest
-	// (the end of the primary key, recently written: in memory). Their
-	// test costs a few ms; 2,000 pages taken at random (TABLESAMPLE)
-	// cost 100 to 300 ms at 20,000 documents of 1 KiB on a loaded
-	// 2-core machine, more than the probe they would save.
+	// (the end of the primary key, recently written: in memory). Pages
+	// taken at random (TABLESAMPLE) cost more than the probe they would
+	// save (docs/benchmarks.md).
 	probeSample = 256
 	// probeCandidates is the count of candidates (documents holding
 	// every chosen trigram, estimated from the sample as if the trigrams
