@@ -40,13 +40,17 @@ type AlarmState struct {
 	// queued; ResentAt when the last Alertmanager refresh was.
 	NotifiedAt *time.Time `json:"notified_at,omitempty"`
 	ResentAt   *time.Time `json:"resent_at,omitempty"`
-	// Reason says which threshold was crossed, empty when none is.
-	Reason string `json:"reason"`
-	// The values last evaluated.
-	AgeSeconds      float64   `json:"age_seconds"`
-	Depth           int64     `json:"depth"`
-	InflowPerMinute float64   `json:"inflow_per_minute"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	AlarmReading
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// AlarmReading is what an evaluation read of a queue: which threshold was
+// crossed (Reason, empty when none is) and the values it compared.
+type AlarmReading struct {
+	Reason          string  `json:"reason"`
+	AgeSeconds      float64 `json:"age_seconds"`
+	Depth           int64   `json:"depth"`
+	InflowPerMinute float64 `json:"inflow_per_minute"`
 }
 
 // Validate checks a state a store is to save: a named alarm in one of
@@ -87,11 +91,8 @@ type AlarmEvent struct {
 	Status   AlarmStatus `json:"status"` // firing or resolved
 	StartsAt time.Time   `json:"starts_at"`
 	// EndsAt is when a resolved alarm stopped firing.
-	EndsAt          *time.Time `json:"ends_at,omitempty"`
-	Reason          string     `json:"reason"`
-	AgeSeconds      float64    `json:"age_seconds"`
-	Depth           int64      `json:"depth"`
-	InflowPerMinute float64    `json:"inflow_per_minute"`
+	EndsAt *time.Time `json:"ends_at,omitempty"`
+	AlarmReading
 	// At is when the evaluation that queued it ran.
 	At time.Time `json:"at"`
 	// URL opens the UI's list of exactly the alarm's messages (its queue,

@@ -61,7 +61,7 @@ func step(r *Rule, st quarantine.AlarmState, v values, now time.Time, resend tim
 // event is what a notification of kind says about st.
 func event(st quarantine.AlarmState, kind quarantine.AlarmKind, now time.Time) quarantine.AlarmEvent {
 	ev := quarantine.AlarmEvent{Alarm: st.Alarm, Queue: st.Queue, Owner: st.Owner, Status: quarantine.AlarmFiring,
-		Reason: st.Reason, AgeSeconds: st.AgeSeconds, Depth: st.Depth, InflowPerMinute: st.InflowPerMinute, At: now}
+		AlarmReading: st.AlarmReading, At: now}
 	if st.ActiveAt != nil {
 		ev.StartsAt = *st.ActiveAt
 	}

@@ -15,17 +15,14 @@ type alarmList struct {
 
 // alarmView is one alarm's state on one queue.
 type alarmView struct {
-	Alarm           string                 `json:"alarm"`
-	Queue           string                 `json:"queue"`
-	Owner           string                 `json:"owner"`
-	State           quarantine.AlarmStatus `json:"state"`
-	Since           time.Time              `json:"since"`
-	ActiveAt        *time.Time             `json:"active_at"`
-	Reason          string                 `json:"reason"`
-	AgeSeconds      float64                `json:"age_seconds"`
-	Depth           int64                  `json:"depth"`
-	InflowPerMinute float64                `json:"inflow_per_minute"`
-	UpdatedAt       time.Time              `json:"updated_at"`
+	Alarm    string                 `json:"alarm"`
+	Queue    string                 `json:"queue"`
+	Owner    string                 `json:"owner"`
+	State    quarantine.AlarmStatus `json:"state"`
+	Since    time.Time              `json:"since"`
+	ActiveAt *time.Time             `json:"active_at"`
+	quarantine.AlarmReading
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // listAlarms answers the alarm states the evaluator keeps, by alarm and
@@ -47,8 +44,7 @@ func (s *Server) listAlarms(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		res.Items = append(res.Items, alarmView{Alarm: a.Alarm, Queue: a.Queue, Owner: a.Owner, State: a.State,
-			Since: a.Since, ActiveAt: a.ActiveAt, Reason: a.Reason, AgeSeconds: a.AgeSeconds, Depth: a.Depth,
-			InflowPerMinute: a.InflowPerMinute, UpdatedAt: a.UpdatedAt})
+			Since: a.Since, ActiveAt: a.ActiveAt, AlarmReading: a.AlarmReading, UpdatedAt: a.UpdatedAt})
 	}
 	s.writeJSON(w, r, http.StatusOK, res)
 }

@@ -30,7 +30,7 @@ func TestAlarmsList(t *testing.T) {
 	err := e.store.SaveAlarms(t.Context(), []quarantine.AlarmState{
 		{Alarm: "age", Queue: "orders.x", Owner: "orders", State: quarantine.AlarmInactive, Since: at},
 		{Alarm: "age", Queue: "billing", Owner: "payments", State: quarantine.AlarmFiring, Since: at, ActiveAt: &at,
-			Reason: "the oldest dead letter is 20m0s old (max_age 15m0s)", AgeSeconds: 1200, Depth: 2},
+			AlarmReading: quarantine.AlarmReading{Reason: "the oldest dead letter is 20m0s old (max_age 15m0s)", AgeSeconds: 1200, Depth: 2}},
 	}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -17,13 +17,13 @@ func testAlarms(t *testing.T, h Harness) {
 // alarmState returns a firing state of alarm on queue since at.
 func alarmState(alarm, queue string, st quarantine.AlarmStatus, at time.Time) quarantine.AlarmState {
 	return quarantine.AlarmState{Alarm: alarm, Queue: queue, Owner: "payments", State: st, Since: at,
-		ActiveAt: &at, Reason: "oldest 20m0s > 15m0s", AgeSeconds: 1200, Depth: 3, InflowPerMinute: 0.5}
+		ActiveAt: &at, AlarmReading: quarantine.AlarmReading{Reason: "oldest 20m0s > 15m0s", AgeSeconds: 1200, Depth: 3, InflowPerMinute: 0.5}}
 }
 
 func alarmNote(receiver string, kind quarantine.AlarmKind, at time.Time) quarantine.AlarmNotification {
 	return quarantine.AlarmNotification{Receiver: receiver, Kind: kind, Event: quarantine.AlarmEvent{
 		Alarm: "age", Queue: "orders", Owner: "payments", Status: quarantine.AlarmFiring, StartsAt: at,
-		Reason: "oldest 20m0s > 15m0s", AgeSeconds: 1200, Depth: 3, At: at}}
+		AlarmReading: quarantine.AlarmReading{Reason: "oldest 20m0s > 15m0s", AgeSeconds: 1200, Depth: 3}, At: at}}
 }
 
 // States: saved states come back as saved, by alarm and queue; a second
