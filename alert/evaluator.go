@@ -89,10 +89,7 @@ func New(cfg Config) (*Evaluator, error) {
 	}
 	defaults.Positive(&cfg.Interval, DefaultInterval)
 	defaults.Positive(&cfg.Resend, DefaultResend)
-	defaults.Positive(&cfg.Backoff, DefaultBackoff)
-	if cfg.MaxBackoff < cfg.Backoff {
-		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.Backoff)
-	}
+	defaults.Range(&cfg.Backoff, &cfg.MaxBackoff, DefaultBackoff, DefaultMaxBackoff)
 	defaults.Positive(&cfg.Keep, DefaultKeep)
 	if cfg.Owner == nil {
 		cfg.Owner = func(string) string { return "" }

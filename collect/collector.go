@@ -89,10 +89,7 @@ const (
 func New(cfg Config) *Collector {
 	defaults.Positive(&cfg.BatchSize, DefaultBatchSize)
 	defaults.Positive(&cfg.Linger, DefaultLinger)
-	defaults.Positive(&cfg.MinBackoff, DefaultMinBackoff)
-	if cfg.MaxBackoff < cfg.MinBackoff {
-		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.MinBackoff)
-	}
+	defaults.Range(&cfg.MinBackoff, &cfg.MaxBackoff, DefaultMinBackoff, DefaultMaxBackoff)
 	defaults.Positive(&cfg.CommitTimeout, DefaultCommitTimeout)
 	defaults.Positive(&cfg.Commits, DefaultCommits)
 	if cfg.Now == nil {

@@ -9,3 +9,13 @@ func Positive[T ~int | ~int64 | ~float64](v *T, d T) {
 		*v = d
 	}
 }
+
+// Range fills an unset lower bound (as Positive does) and then an upper
+// bound below it: the upper becomes the larger of its default and the
+// lower, so a configured floor above the default ceiling still holds.
+func Range[T ~int | ~int64 | ~float64](lo, hi *T, dlo, dhi T) {
+	Positive(lo, dlo)
+	if *hi < *lo {
+		*hi = max(dhi, *lo)
+	}
+}
