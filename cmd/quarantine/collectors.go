@@ -105,12 +105,8 @@ func (s *configSource) decodeCollectors(raw []map[string]any) ([]CollectorConfig
 		}
 		seen[name] = true
 		c.Name = name
-		if v, ok := entry["batch_size"]; ok {
-			n, isInt := toInt(v)
-			if !isInt || n < 1 || n > 10000 {
-				return nil, s.errorf(key+".batch_size", "batch_size must be an integer between 1 and 10000")
-			}
-			c.BatchSize = n
+		if err := s.intSetting(entry, key, "batch_size", 1, 10000, &c.BatchSize); err != nil {
+			return nil, err
 		}
 		if v, ok := entry["linger"]; ok {
 			d, err := configDuration(v)
@@ -119,12 +115,8 @@ func (s *configSource) decodeCollectors(raw []map[string]any) ([]CollectorConfig
 			}
 			c.Linger = d
 		}
-		if v, ok := entry["commits"]; ok {
-			n, isInt := toInt(v)
-			if !isInt || n < 1 || n > 16 {
-				return nil, s.errorf(key+".commits", "commits must be an integer between 1 and 16")
-			}
-			c.Commits = n
+		if err := s.intSetting(entry, key, "commits", 1, 16, &c.Commits); err != nil {
+			return nil, err
 		}
 		c.Kind, _ = entry["kind"].(string)
 		kind, ok := brokerKinds[c.Kind]
@@ -162,6 +154,21 @@ func isShared(k string) bool {
 		}
 	}
 	return false
+}
+
+// intSetting sets *dst to entry's integer name, when present, refusing
+// one outside lo..hi (the error names key.name).
+func (s *configSource) intSetting(entry map[string]any, key, name string, lo, hi int, dst *int) error {
+	v, ok := entry[name]
+	if !ok {
+		return nil
+	}
+	n, isInt := toInt(v)
+	if !isInt || n < lo || n > hi {
+		return s.errorf(key+"."+name, "%s must be an integer between %d and %d", name, lo, hi)
+	}
+	*dst = n
+	return nil
 }
 
 func toInt(v any) (int, bool) {
