@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/replay"
 )
 
@@ -196,7 +197,7 @@ func toMessage(o *replay.Outgoing) *ps.Message {
 	if !hasCT && o.ContentType != "" {
 		m.Attributes[HeaderContentType] = o.ContentType
 	}
-	if o.IdempotencyKey != "" && headerFold(m.Attributes, replay.HeaderIdempotencyKey) == "" {
+	if o.IdempotencyKey != "" && collect.HeaderValue(m.Attributes, replay.HeaderIdempotencyKey) == "" {
 		m.Attributes[replay.HeaderIdempotencyKey] = o.IdempotencyKey
 	}
 	return m
