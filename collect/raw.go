@@ -2,6 +2,7 @@ package collect
 
 import (
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"unicode/utf8"
 
@@ -76,4 +77,20 @@ func Unrecognised(m *quarantine.Message, what string) *quarantine.Message {
 	m.AddFlag(quarantine.FlagMalformed)
 	m.Reason = "neither a " + EnvelopeV1 + " envelope nor " + what + ": stored raw, failure unknown"
 	return m
+}
+
+// CheckSource is what a broker's NewSource checks first: invalid, the
+// error of its configuration's Validate, then that the collector has a
+// name. It returns the logger to use: slog.Default() for nil.
+func CheckSource(name string, invalid error, logger *slog.Logger) (*slog.Logger, error) {
+	if invalid != nil {
+		return nil, invalid
+	}
+	if name == "" {
+		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "name", "a collector needs a name")
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return logger, nil
 }

@@ -53,16 +53,11 @@ type Source struct {
 // (c.Validate), or the environment variable c.InstanceIDEnv names is not
 // set or holds no valid instance id.
 func NewSource(name string, c Config, logger *slog.Logger) (*Source, error) {
-	if err := c.Validate(); err != nil {
+	logger, err := collect.CheckSource(name, c.Validate(), logger)
+	if err != nil {
 		return nil, err
 	}
-	if name == "" {
-		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "name", "a collector needs a name")
-	}
-	if logger == nil {
-		logger = slog.Default()
-	}
-	c, err := c.withDefaults(name).withInstanceID(os.LookupEnv)
+	c, err = c.withDefaults(name).withInstanceID(os.LookupEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -208,13 +203,9 @@ func records(fs kgo.Fetches) ([]*kgo.Record, error) {
 // An error (EUNAVAILABLE) says the commit was not confirmed; the records
 // are then read again after a restart or rebalance, and deduplicated.
 func (s *Source) Ack(ctx context.Context, ds []collect.Delivery) error {
-	ms := make([]mark, len(ds))
-	for i, d := range ds {
-		m, ok := d.Handle.(mark)
-		if !ok {
-			return quarantine.Errorf(quarantine.EINTERNAL, "kafka: delivery %d was not made by this source", i)
-		}
-		ms[i] = m
+	ms, err := collect.Handles[mark](ds, "kafka")
+	if err != nil {
+		return err
 	}
 	offsets := s.ledger.stored(ms)
 	if len(offsets) == 0 {
