@@ -65,6 +65,21 @@ func (s *Source) connect(ctx context.Context) (*link, error) {
 	return l, nil
 }
 
+// connectJetStream dials url as the named client (connectNATS) and
+// starts a JetStream context with opts on the connection.
+func connectJetStream(url, name string, log *slog.Logger, opts ...jetstream.JetStreamOpt) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := connectNATS(url, name, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc, opts...)
+	if err != nil {
+		nc.Close()
+		return nil, nil, quarantine.Internal(err, "nats: cannot start a JetStream context")
+	}
+	return nc, js, nil
+}
+
 // connectNATS dials url as the named client, reconnecting forever. A
 // publish (an ack, a pull, a replay) fails at once while disconnected
 // instead of being buffered: its caller backs off and retries.
@@ -94,14 +109,9 @@ func connectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
 }
 
 func (s *Source) dial() (*link, error) {
-	nc, err := connectNATS(s.cfg.URL, "quarantine collector "+s.name, s.log)
+	nc, js, err := connectJetStream(s.cfg.URL, "quarantine collector "+s.name, s.log)
 	if err != nil {
 		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, quarantine.Internal(err, "nats: cannot start a JetStream context")
 	}
 	l := &link{nc: nc, js: js}
 	s.mu.Lock()

@@ -192,15 +192,10 @@ func (p *Publisher) connect() (jetstream.JetStream, error) {
 	}
 	if p.nc == nil {
 		log := p.log
-		nc, err := connectNATS(p.cfg.URL, "quarantine publisher "+p.name, log)
+		nc, js, err := connectJetStream(p.cfg.URL, "quarantine publisher "+p.name, log,
+			jetstream.WithPublishAsyncTimeout(pubAckTimeout), jetstream.WithPublishAsyncMaxPending(4096))
 		if err != nil {
 			return nil, err
-		}
-		js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(pubAckTimeout),
-			jetstream.WithPublishAsyncMaxPending(4096))
-		if err != nil {
-			nc.Close()
-			return nil, quarantine.Internal(err, "nats: cannot start a JetStream context")
 		}
 		p.nc, p.js = nc, js
 		log.Info("connected to NATS", "url", redacturl.List(p.cfg.URL))
