@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 	"github.com/quarantine-dev/quarantine/worker"
 )
 
@@ -355,12 +356,8 @@ func (w *WorkDriver) poll(ctx context.Context, limit int, next time.Time) error 
 		}
 		if ferr != nil {
 			w.log.Warn("fetch failed", "err", ferr)
-			t := time.NewTimer(time.Second) // the client retries; do not spin on its error
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
+			if !backoff.Sleep(ctx, time.Second) { // the client retries; do not spin on its error
 				return ctx.Err()
-			case <-t.C:
 			}
 		}
 		return nil

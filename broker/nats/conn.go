@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 	"github.com/quarantine-dev/quarantine/internal/redacturl"
 )
 
@@ -135,12 +136,8 @@ func waitConnected(ctx context.Context, nc *nats.Conn, d time.Duration) error {
 		if time.Now().After(deadline) {
 			return quarantine.Errorf(quarantine.EUNAVAILABLE, "nats: not connected (reconnecting)")
 		}
-		t := time.NewTimer(50 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx, 50*time.Millisecond) {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 	return nil
