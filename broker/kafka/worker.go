@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/workdriver"
 	"github.com/quarantine-dev/quarantine/internal/backoff"
 	"github.com/quarantine-dev/quarantine/worker"
 )
@@ -165,9 +167,9 @@ type WorkDriver struct {
 	// that a broker answers.
 	pollEvery time.Duration
 
-	mu      sync.Mutex
-	waiting map[tp][]parked // records not handed out yet, per partition (a retry partition whose head is not due is paused)
-	closed  bool
+	mu        sync.Mutex
+	waiting   map[tp][]parked // records not handed out yet, per partition (a retry partition whose head is not due is paused)
+	closeOnce sync.Once
 }
 
 // parked is a record polled and not handed out yet.
@@ -250,14 +252,7 @@ func (w *WorkDriver) forget(parts map[string][]int32) {
 // Close leaves the group, committing what was settled. Unsettled
 // deliveries are delivered again to the next owner of their partition.
 func (w *WorkDriver) Close() error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return nil
-	}
-	w.closed = true
-	w.mu.Unlock()
-	w.cl.Close()
+	w.closeOnce.Do(w.cl.Close)
 	return nil
 }
 
@@ -423,13 +418,7 @@ func (w *WorkDriver) delivery(r *kgo.Record, m mark) *worker.Delivery {
 	return d
 }
 
-func refOf(d *worker.Delivery) (*workRef, error) {
-	r, ok := d.Ref.(*workRef)
-	if !ok || r == nil {
-		return nil, quarantine.Errorf(quarantine.EINTERNAL, "kafka: the delivery was not made by this driver")
-	}
-	return r, nil
-}
+func refOf(d *worker.Delivery) (*workRef, error) { return workdriver.Ref[workRef](d, "kafka") }
 
 // settle commits d's offset once every delivery before it on its
 // partition is settled too. It refuses a delivery whose partition was
@@ -518,20 +507,8 @@ func (w *WorkDriver) produce(ctx context.Context, rec *kgo.Record) error {
 // Send produces a job message to m.Queue (default the work topic), keyed
 // by its idempotency key, and waits for acks=all.
 func (w *WorkDriver) Send(ctx context.Context, m *worker.Message) error {
-	topic := m.Queue
-	if topic == "" {
-		topic = w.cfg.Topic
-	}
-	h := make(map[string]string, len(m.Headers)+1)
-	for k, v := range m.Headers {
-		h[k] = v
-	}
-	if m.JobName != "" {
-		if _, ok := h[worker.HeaderJobName]; !ok {
-			h[worker.HeaderJobName] = m.JobName
-		}
-	}
-	rec := &kgo.Record{Topic: topic, Value: m.Body, Headers: sortedHeaders(h)}
+	h := workdriver.Headers(m, 1)
+	rec := &kgo.Record{Topic: cmp.Or(m.Queue, w.cfg.Topic), Value: m.Body, Headers: sortedHeaders(h)}
 	if k := h[worker.HeaderIdempotencyKey]; k != "" {
 		rec.Key = []byte(k)
 	}
