@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -43,9 +42,7 @@ type Source struct {
 	// that a broker answers.
 	poll time.Duration
 
-	mu     sync.Mutex
-	cl     *kgo.Client
-	closed bool
+	conn lazyClient
 }
 
 // NewSource returns the source of the collector named name. It does not
@@ -76,40 +73,27 @@ func (s *Source) Config() Config { return s.cfg }
 
 // client returns the consumer, making it on first use.
 func (s *Source) client() (*kgo.Client, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, quarantine.Errorf(quarantine.EUNAVAILABLE, "kafka: the source is closed")
-	}
-	if s.cl != nil {
-		return s.cl, nil
-	}
-	opts, err := s.cfg.connOpts()
-	if err != nil {
-		return nil, err
-	}
-	opts = append(opts,
-		kgo.ConsumerGroup(s.cfg.Group),
-		kgo.ConsumeTopics(s.cfg.Topics...),
-		kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.OnPartitionsRevoked(s.revoked),
-		kgo.OnPartitionsLost(s.lost),
-		kgo.WithLogger(kgoLogger{s.log}),
-	)
-	instanceID := ""
-	if s.cfg.InstanceID != nil {
-		instanceID = *s.cfg.InstanceID
-	}
-	opts = append(opts, groupOpts(instanceID, s.cfg.SessionTimeout)...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, quarantine.Internal(err, "kafka: cannot make a client")
-	}
-	s.cl = cl
-	s.log.Info("consuming", "config", s.cfg)
-	return cl, nil
+	return s.conn.get("source", func() (*kgo.Client, error) {
+		instanceID := ""
+		if s.cfg.InstanceID != nil {
+			instanceID = *s.cfg.InstanceID
+		}
+		opts := append([]kgo.Opt{
+			kgo.ConsumerGroup(s.cfg.Group),
+			kgo.ConsumeTopics(s.cfg.Topics...),
+			kgo.DisableAutoCommit(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.OnPartitionsRevoked(s.revoked),
+			kgo.OnPartitionsLost(s.lost),
+			kgo.WithLogger(kgoLogger{s.log}),
+		}, groupOpts(instanceID, s.cfg.SessionTimeout)...)
+		cl, err := s.cfg.newClient("client", opts...)
+		if err == nil {
+			s.log.Info("consuming", "config", s.cfg)
+		}
+		return cl, err
+	})
 }
 
 // revoked commits what was stored of the partitions that go, then forgets
@@ -211,9 +195,7 @@ func (s *Source) Ack(ctx context.Context, ds []collect.Delivery) error {
 	if len(offsets) == 0 {
 		return nil
 	}
-	s.mu.Lock()
-	cl := s.cl
-	s.mu.Unlock()
+	cl := s.conn.current()
 	if cl == nil {
 		return quarantine.Errorf(quarantine.EUNAVAILABLE, "kafka: the source is closed")
 	}
@@ -248,11 +230,7 @@ func commit(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kg
 // and closes the client. Records not stored are read again by the next
 // owner of their partition.
 func (s *Source) Close() error {
-	s.mu.Lock()
-	cl := s.cl
-	s.closed = true
-	s.mu.Unlock()
-	if cl != nil {
+	if cl := s.conn.close(false); cl != nil {
 		cl.Close()
 	}
 	s.ledger.dropAll()

@@ -198,11 +198,7 @@ func NewWorkDriver(cfg WorkConfig, logger *slog.Logger) (*WorkDriver, error) {
 	w := &WorkDriver{cfg: cfg, ledger: newLedger(), waiting: map[tp][]parked{}, pollEvery: 5 * time.Second,
 		log: logger.With("component", "kafka worker", "topic", cfg.Topic)}
 	conn := Config{Brokers: cfg.Brokers, TLS: cfg.TLS, SASL: cfg.SASL, ClientID: "quarantine-worker-" + safeName(cfg.Name)}
-	opts, err := conn.connOpts()
-	if err != nil {
-		return nil, err
-	}
-	opts = append(opts,
+	opts := []kgo.Opt{
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic, cfg.RetryTopic),
 		kgo.DisableAutoCommit(),
@@ -214,11 +210,12 @@ func NewWorkDriver(cfg WorkConfig, logger *slog.Logger) (*WorkDriver, error) {
 		kgo.ProducerLinger(0),
 		kgo.FetchMaxWait(time.Second),
 		kgo.WithLogger(kgoLogger{w.log}),
-	)
-	opts = append(opts, groupOpts(cfg.InstanceID, cfg.SessionTimeout)...)
-	if w.cl, err = kgo.NewClient(opts...); err != nil {
-		return nil, quarantine.Internal(err, "kafka: cannot make a client")
 	}
+	cl, err := conn.newClient("client", append(opts, groupOpts(cfg.InstanceID, cfg.SessionTimeout)...)...)
+	if err != nil {
+		return nil, err
+	}
+	w.cl = cl
 	return w, nil
 }
 

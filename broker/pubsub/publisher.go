@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	ps "cloud.google.com/go/pubsub/v2"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/refusal"
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/replay"
 )
@@ -54,7 +54,7 @@ type Publisher struct {
 	// answered counts Publish calls the service answered with a refusal
 	// for now: a message that timed out while it grew was refused, not
 	// stranded by an unreachable service.
-	answered atomic.Uint64
+	answered refusal.Counter
 
 	mu     sync.Mutex
 	cl     *ps.Client
@@ -69,7 +69,7 @@ func (p *Publisher) countRefusals(ctx context.Context, method string, req, reply
 	if strings.HasSuffix(method, "/Publish") {
 		switch status.Code(err) {
 		case codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unknown:
-			p.answered.Add(1)
+			p.answered.Add()
 		}
 	}
 	return err
@@ -125,7 +125,7 @@ func newTopicPublisher(cl *ps.Client, topic string) *ps.Publisher {
 // Publish implements replay.Publisher.
 func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []replay.Result {
 	res := make([]replay.Result, len(msgs))
-	before := p.answered.Load()
+	mark := p.answered.Mark()
 	results := make([]*ps.PublishResult, len(msgs))
 	pubs := make([]*ps.Publisher, len(msgs))
 	for i := range msgs {
@@ -154,16 +154,11 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 			}
 		}
 	}
-	if p.answered.Load() > before && ctx.Err() == nil {
-		// The client retries refusals itself, and reports only that time
-		// ran out: the service answered meanwhile.
-		for i := range res {
-			if res[i].Outcome == quarantine.ItemPending && status.Code(res[i].Err) == codes.DeadlineExceeded ||
-				res[i].Outcome == quarantine.ItemPending && errors.Is(res[i].Err, context.DeadlineExceeded) {
-				res[i].Refused = true
-			}
-		}
-	}
+	// The client retries refusals itself, and reports only that time ran
+	// out: the service answered meanwhile.
+	p.answered.Refused(ctx, mark, res, func(e error) bool {
+		return status.Code(e) == codes.DeadlineExceeded || errors.Is(e, context.DeadlineExceeded)
+	})
 	return res
 }
 
