@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/publisher"
 	"github.com/quarantine-dev/quarantine/broker/internal/refusal"
 	"github.com/quarantine-dev/quarantine/replay"
 )
@@ -75,12 +76,9 @@ func NewPublisher(cfg Config, name string, logger *slog.Logger) (*Publisher, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	cfg = cfg.withDefaults(name)
 	return &Publisher{cfg: cfg, name: name, timeout: deliveryTimeout,
-		log: logger.With("component", "kafka publisher", "publisher", name)}, nil
+		log: publisher.Log(logger, "kafka", name)}, nil
 }
 
 func (p *Publisher) client() (*kgo.Client, error) {
@@ -142,26 +140,19 @@ func toRecord(o *replay.Outgoing) *kgo.Record {
 	if r.Value == nil {
 		r.Value = []byte{}
 	}
-	names := make([]string, 0, len(o.Headers))
-	hasCT := false
-	for k, v := range o.Headers {
-		switch {
-		case k == HeaderKey:
+	names, hasCT := publisher.Headers(o, func(k, v string) bool {
+		switch k {
+		case HeaderKey:
 			r.Key = []byte(v)
-			continue
-		case k == HeaderKeyBase64:
+			return true
+		case HeaderKeyBase64:
 			if b, err := base64.StdEncoding.DecodeString(v); err == nil {
 				r.Key = b
 			}
-			continue
-		case Bookkeeping(k):
-			continue
+			return true
 		}
-		if strings.EqualFold(k, HeaderContentType) || k == "contentType" {
-			hasCT = true
-		}
-		names = append(names, k)
-	}
+		return Bookkeeping(k)
+	})
 	sort.Strings(names)
 	for _, k := range names {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(o.Headers[k])})

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/publisher"
 	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/replay"
 )
@@ -46,10 +47,7 @@ type Publisher struct {
 // first Publish; the client then reconnects by itself. name appears in the
 // connection name ("quarantine publisher NAME").
 func NewPublisher(cfg Config, name string, logger *slog.Logger) *Publisher {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Publisher{cfg: cfg, name: name, log: logger.With("component", "nats publisher", "publisher", name)}
+	return &Publisher{cfg: cfg, name: name, log: publisher.Log(logger, "nats", name)}
 }
 
 // Publish implements replay.Publisher. Errors in Results are

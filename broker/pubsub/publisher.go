@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/publisher"
 	"github.com/quarantine-dev/quarantine/broker/internal/refusal"
 	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/replay"
@@ -82,11 +83,8 @@ func NewPublisher(cfg Config, name string, logger *slog.Logger) (*Publisher, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	return &Publisher{cfg: cfg, name: name, topics: map[string]*ps.Publisher{}, timeout: publishTimeout,
-		log: logger.With("component", "pubsub publisher", "publisher", name)}, nil
+		log: publisher.Log(logger, "pubsub", name)}, nil
 }
 
 // topic returns the publisher of the topic named full.
@@ -175,19 +173,15 @@ func destination(project, queue string) (string, error) {
 // content type.
 func toMessage(o *replay.Outgoing) *ps.Message {
 	m := &ps.Message{Data: o.Payload, Attributes: make(map[string]string, len(o.Headers)+2)}
-	hasCT := false
-	for k, v := range o.Headers {
-		switch {
-		case k == HeaderOrderingKey:
+	names, hasCT := publisher.Headers(o, func(k, v string) bool {
+		if k == HeaderOrderingKey {
 			m.OrderingKey = v
-			continue
-		case Bookkeeping(k):
-			continue
+			return true
 		}
-		if strings.EqualFold(k, HeaderContentType) || k == "contentType" {
-			hasCT = true
-		}
-		m.Attributes[k] = v
+		return Bookkeeping(k)
+	})
+	for _, k := range names {
+		m.Attributes[k] = o.Headers[k]
 	}
 	if !hasCT && o.ContentType != "" {
 		m.Attributes[HeaderContentType] = o.ContentType

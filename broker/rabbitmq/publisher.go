@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/publisher"
 	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/replay"
 )
@@ -69,11 +70,8 @@ type returnKey struct{ id, queue string }
 // Publish; name appears in the connection name ("quarantine publisher
 // NAME") that rabbitmqctl list_connections shows.
 func NewPublisher(cfg Config, name string, logger *slog.Logger) *Publisher {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	return &Publisher{cfg: cfg, name: name, dial: amqp.DefaultDial(dialTimeout),
-		log: logger.With("component", "rabbitmq publisher", "publisher", name)}
+		log: publisher.Log(logger, "rabbitmq", name)}
 }
 
 // inflight is one written message waiting for its confirm.

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/publisher"
 	"github.com/quarantine-dev/quarantine/replay"
 )
 
@@ -61,10 +62,7 @@ type Publisher struct {
 // dial. It returns an EINVALID *quarantine.Error when the region is
 // unknown, the protocol unsupported or the AWS configuration unreadable.
 func NewPublisher(cfg Config, name string, logger *slog.Logger) (*Publisher, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	logger = logger.With("component", "sqs publisher", "publisher", name)
+	logger = publisher.Log(logger, "sqs", name)
 	cfg.Protocol = strings.ToLower(strings.TrimSpace(cfg.Protocol))
 	if cfg.Protocol == "" {
 		cfg.Protocol = ProtocolJSON
