@@ -324,10 +324,20 @@ func attributes(o *replay.Outgoing) map[string]types.MessageAttributeValue {
 		}
 		return 6
 	}
+	attrs, _ := rankedAttributes(h, rank)
+	return attrs
+}
+
+// rankedAttributes are the String attributes of h that SQS accepts
+// (validAttribute), the first maxAttributes by rank then name; dropped
+// are the names left out.
+func rankedAttributes(h map[string]string, rank func(string) int) (attrs map[string]types.MessageAttributeValue, dropped []string) {
 	names := make([]string, 0, len(h))
 	for k, v := range h {
 		if validAttribute(k, v) {
 			names = append(names, k)
+		} else {
+			dropped = append(dropped, k)
 		}
 	}
 	sort.Slice(names, func(i, j int) bool {
@@ -336,12 +346,15 @@ func attributes(o *replay.Outgoing) map[string]types.MessageAttributeValue {
 		}
 		return names[i] < names[j]
 	})
-	names = names[:min(len(names), maxAttributes)]
-	attrs := make(map[string]types.MessageAttributeValue, len(names))
+	if len(names) > maxAttributes {
+		dropped = append(dropped, names[maxAttributes:]...)
+		names = names[:maxAttributes]
+	}
+	attrs = make(map[string]types.MessageAttributeValue, len(names))
 	for _, k := range names {
 		attrs[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(h[k])}
 	}
-	return attrs
+	return attrs, dropped
 }
 
 // validAttribute reports whether SQS accepts name and value: a name of up

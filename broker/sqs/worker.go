@@ -530,33 +530,11 @@ func (w *WorkDriver) attributes(headers map[string]string, contentType, jobName,
 		}
 		return 8
 	}
-	names := make([]string, 0, len(h))
-	var dropped []string
-	for k, v := range h {
-		if validAttribute(k, v) {
-			names = append(names, k)
-		} else {
-			dropped = append(dropped, k)
-		}
-	}
-	sort.Slice(names, func(i, j int) bool {
-		if ri, rj := rank(names[i]), rank(names[j]); ri != rj {
-			return ri < rj
-		}
-		return names[i] < names[j]
-	})
-	if len(names) > maxAttributes {
-		dropped = append(dropped, names[maxAttributes:]...)
-		names = names[:maxAttributes]
-	}
+	attrs, dropped := rankedAttributes(h, rank)
 	if len(dropped) > 0 {
 		sort.Strings(dropped)
 		w.log.Warn("headers not sent as SQS message attributes (at most "+strconv.Itoa(maxAttributes)+", and only names and values SQS accepts)",
 			"dropped", strings.Join(dropped, ","))
-	}
-	attrs := make(map[string]types.MessageAttributeValue, len(names))
-	for _, k := range names {
-		attrs[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(h[k])}
 	}
 	return attrs
 }
