@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/quarantine-dev/quarantine"
 )
@@ -97,7 +96,7 @@ func (d *decoder) decode() {
 		d.bad("", "the envelope is empty")
 		return
 	}
-	if i := invalidUTF8At(d.raw); i >= 0 {
+	if i := InvalidUTF8At(d.raw); i >= 0 {
 		d.m.AddFlag(quarantine.FlagInvalidUTF8)
 		d.bad("", "not valid UTF-8 at offset %d", i)
 		return
@@ -390,10 +389,7 @@ func (d *decoder) finish(maxPayload int) {
 		}
 		m.FailureClass = quarantine.ClassMalformed
 		m.AddFlag(quarantine.FlagMalformed)
-		m.ContentType = ContentTypeBinary
-		if utf8.Valid(d.raw) && json.Valid(d.raw) {
-			m.ContentType = ContentTypeJSON
-		}
+		m.ContentType = SniffContentType(d.raw)
 		m.Reason = strings.Join(d.malformed, "; ")
 		if d.reason != "" {
 			m.Reason += "; failure.reason was: " + d.reason
@@ -406,22 +402,6 @@ func (d *decoder) finish(maxPayload int) {
 	if m.Flags == nil {
 		m.Flags = []string{}
 	}
-}
-
-// invalidUTF8At returns the offset of the first byte of b that is not valid
-// UTF-8, or -1.
-func invalidUTF8At(b []byte) int {
-	if utf8.Valid(b) {
-		return -1
-	}
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return -1
 }
 
 // syntaxOffset returns the offset of the byte a syntax error is about

@@ -55,7 +55,7 @@ func (d *refDecoder) decode() {
 		d.bad("", "the envelope is empty")
 		return
 	}
-	if i := invalidUTF8At(d.raw); i >= 0 {
+	if i := InvalidUTF8At(d.raw); i >= 0 {
 		d.m.AddFlag(quarantine.FlagInvalidUTF8)
 		d.bad("", "not valid UTF-8 at offset %d", i)
 		return

@@ -165,7 +165,7 @@ func (p *Preparer) Key(queue string, headers map[string]string, payload []byte) 
 		}
 		var v string
 		if r.Header != "" {
-			v = headerValue(headers, r.Header)
+			v = HeaderValue(headers, r.Header)
 		} else {
 			v = pointerValue(payload, r.JSONPointer)
 		}
@@ -180,19 +180,7 @@ func (p *Preparer) Key(queue string, headers map[string]string, payload []byte) 
 // defaultHeaderKey is the value of the first of DefaultKeyHeaders in h, or "".
 func defaultHeaderKey(h map[string]string) string {
 	for _, name := range DefaultKeyHeaders {
-		if v := headerValue(h, name); v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-func headerValue(h map[string]string, name string) string {
-	if v, ok := h[name]; ok {
-		return v
-	}
-	for k, v := range h {
-		if strings.EqualFold(k, name) {
+		if v := HeaderValue(h, name); v != "" {
 			return v
 		}
 	}

@@ -16,6 +16,21 @@ type Delivery struct {
 	Handle any
 }
 
+// Handles are the handles of ds, each of type H, as the Source of broker
+// (its name, for the error) made them. Errors are EINTERNAL for a
+// delivery another source made.
+func Handles[H any](ds []Delivery, broker string) ([]H, error) {
+	hs := make([]H, len(ds))
+	for i, d := range ds {
+		h, ok := d.Handle.(H)
+		if !ok {
+			return nil, quarantine.Errorf(quarantine.EINTERNAL, "%s: delivery %d was not made by this source", broker, i)
+		}
+		hs[i] = h
+	}
+	return hs, nil
+}
+
 // Source is a broker's failure queue as the collector loop needs it.
 // broker/rabbitmq, broker/sqs and broker/nats implement it.
 //

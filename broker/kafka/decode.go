@@ -171,10 +171,7 @@ func (dc decoder) decode(r *kgo.Record) *quarantine.Message {
 	case formatStreams:
 		m = dc.streams(r)
 	default:
-		m = dc.base(r)
-		m.FailureClass = quarantine.ClassUnknown
-		m.AddFlag(quarantine.FlagMalformed)
-		m.Reason = "neither a " + collect.EnvelopeV1 + " envelope nor a Kafka Connect, Spring Kafka or Kafka Streams dead letter: stored raw, failure unknown"
+		m = collect.Unrecognised(dc.base(r), "a Kafka Connect, Spring Kafka or Kafka Streams dead letter")
 	}
 	if m.Queue == "" {
 		m.Queue = dc.sourceTopic
@@ -210,24 +207,7 @@ func addRecordHeaders(h map[string]string, r *kgo.Record) {
 // base is what every non-envelope record gives: the value byte-exact,
 // the headers, the record timestamp as the enqueue time.
 func (dc decoder) base(r *kgo.Record) *quarantine.Message {
-	m := &quarantine.Message{
-		Source:     dc.source,
-		SourceKind: quarantine.SourceKafka,
-		Payload:    r.Value,
-		Headers:    dc.headerMap(r.Headers),
-		Flags:      []string{},
-	}
-	if m.Payload == nil {
-		m.Payload = []byte{}
-	}
-	m.ContentType = headerFold(m.Headers, "content-type", "contentType")
-	if m.ContentType == "" {
-		m.ContentType = collect.ContentTypeBinary
-		if len(r.Value) > 0 && utf8.Valid(r.Value) && json.Valid(r.Value) {
-			m.ContentType = collect.ContentTypeJSON
-		}
-	}
-	m.JobName = headerFold(m.Headers, "x-quarantine-job-name")
+	m := collect.Raw(dc.source, quarantine.SourceKafka, r.Value, dc.headerMap(r.Headers))
 	for _, x := range r.Headers {
 		if !utf8.Valid(x.Value) && !binaryHeader(x.Key) || !utf8.ValidString(x.Key) {
 			m.AddFlag(quarantine.FlagInvalidUTF8)
@@ -295,20 +275,6 @@ func bigEndian(b []byte) (int64, bool) {
 	return 0, false
 }
 
-func headerFold(h map[string]string, names ...string) string {
-	for _, n := range names {
-		if v, ok := h[n]; ok {
-			return v
-		}
-		for k, v := range h {
-			if strings.EqualFold(k, n) {
-				return v
-			}
-		}
-	}
-	return ""
-}
-
 // origin is where the failed record was, as a dead-letter format says.
 type origin struct {
 	topic     string
@@ -347,6 +313,25 @@ func (o *origin) number(h headers, name string, binary bool) (int64, bool) {
 		return 0, false
 	}
 	return n, true
+}
+
+// fromOrigin fills m from the coordinates of the original record that the
+// headers topic, partition and offset give (binary: as big-endian
+// integers): queue, message id, and what is wrong with them.
+func fromOrigin(m *quarantine.Message, h headers, topic, partition, offset string, binary bool) *quarantine.Message {
+	var o origin
+	o.read(h, topic, partition, offset, binary)
+	o.apply(m)
+	return m
+}
+
+// enqueuedAt takes ts, a record's timestamp when it has one, as the time
+// m was enqueued.
+func enqueuedAt(m *quarantine.Message, ts time.Time) {
+	if !ts.IsZero() {
+		t := ts.UTC()
+		m.EnqueuedAt = &t
+	}
 }
 
 // apply fills m from o: queue, message id, and the problems.
@@ -391,14 +376,8 @@ func (dc decoder) connect(r *kgo.Record) *quarantine.Message {
 		b.WriteString(" (" + strings.Join(ctx, ", ") + ")")
 	}
 	m.Reason = b.String()
-	if !r.Timestamp.IsZero() {
-		t := r.Timestamp.UTC()
-		m.EnqueuedAt = &t
-	}
-	var o origin
-	o.read(h, connectTopic, connectPartition, connectOffset, false)
-	o.apply(m)
-	return m
+	enqueuedAt(m, r.Timestamp)
+	return fromOrigin(m, h, connectTopic, connectPartition, connectOffset, false)
 }
 
 // spring decodes a record Spring Kafka's DeadLetterPublishingRecoverer
@@ -432,10 +411,7 @@ func (dc decoder) spring(r *kgo.Record) *quarantine.Message {
 			m.EnqueuedAt = &t
 		}
 	}
-	var o origin
-	o.read(h, springTopic, springPartition, springOffset, true)
-	o.apply(m)
-	return m
+	return fromOrigin(m, h, springTopic, springPartition, springOffset, true)
 }
 
 // streams decodes a Kafka Streams dead letter (KIP-1034). Its timestamp
@@ -454,14 +430,8 @@ func (dc decoder) streams(r *kgo.Record) *quarantine.Message {
 	default:
 		m.Reason = "Kafka Streams: " + exception("", msg)
 	}
-	if !r.Timestamp.IsZero() {
-		t := r.Timestamp.UTC()
-		m.EnqueuedAt = &t
-	}
-	var o origin
-	o.read(h, streamsTopic, streamsPartition, streamsOffset, false)
-	o.apply(m)
-	return m
+	enqueuedAt(m, r.Timestamp)
+	return fromOrigin(m, h, streamsTopic, streamsPartition, streamsOffset, false)
 }
 
 // exception writes "class: message", with what is missing said.

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/publisher"
+	"github.com/quarantine-dev/quarantine/broker/internal/refusal"
 	"github.com/quarantine-dev/quarantine/replay"
 )
 
@@ -55,18 +56,16 @@ type Publisher struct {
 	// answered counts produce responses read from a broker: a record that
 	// timed out while it grew was refused (the broker answered and
 	// did not take it), not stranded by an unreachable cluster.
-	answered atomic.Uint64
+	answered refusal.Counter
 
-	mu     sync.Mutex
-	cl     *kgo.Client
-	closed bool
+	conn lazyClient
 }
 
 // OnBrokerRead implements kgo.HookBrokerRead: it counts produce
 // responses read.
 func (p *Publisher) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
 	if key == int16(kmsg.Produce) && err == nil {
-		p.answered.Add(1)
+		p.answered.Add()
 	}
 }
 
@@ -77,40 +76,21 @@ func NewPublisher(cfg Config, name string, logger *slog.Logger) (*Publisher, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	cfg = cfg.withDefaults(name)
 	return &Publisher{cfg: cfg, name: name, timeout: deliveryTimeout,
-		log: logger.With("component", "kafka publisher", "publisher", name)}, nil
+		log: publisher.Log(logger, "kafka", name)}, nil
 }
 
 func (p *Publisher) client() (*kgo.Client, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, quarantine.Errorf(quarantine.EUNAVAILABLE, "kafka: the publisher is closed")
-	}
-	if p.cl != nil {
-		return p.cl, nil
-	}
-	opts, err := p.cfg.connOpts()
-	if err != nil {
-		return nil, err
-	}
-	opts = append(opts,
-		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent writes are the default and need acks=all
-		kgo.RecordDeliveryTimeout(p.timeout),
-		kgo.ProducerLinger(0),
-		kgo.WithLogger(kgoLogger{p.log}),
-		kgo.WithHooks(p),
-	)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, quarantine.Internal(err, "kafka: cannot make a producer")
-	}
-	p.cl = cl
-	return cl, nil
+	return p.conn.get("publisher", func() (*kgo.Client, error) {
+		return p.cfg.newClient("producer",
+			kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent writes are the default and need acks=all
+			kgo.RecordDeliveryTimeout(p.timeout),
+			kgo.ProducerLinger(0),
+			kgo.WithLogger(kgoLogger{p.log}),
+			kgo.WithHooks(p),
+		)
+	})
 }
 
 // Publish implements replay.Publisher. Errors in Results are
@@ -129,7 +109,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 		}
 		return res
 	}
-	before := p.answered.Load()
+	mark := p.answered.Mark()
 	var wg sync.WaitGroup
 	for i := range msgs {
 		if p := TopicProblem(msgs[i].Queue); p != "" {
@@ -144,16 +124,11 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 		})
 	}
 	wg.Wait()
-	if p.answered.Load() > before {
-		// The client retries retriable errors itself, and reports only
-		// that time ran out: a broker that answered meanwhile refused.
-		for i := range res {
-			if e := res[i].Err; res[i].Outcome == quarantine.ItemPending && ctx.Err() == nil &&
-				(errors.Is(e, kgo.ErrRecordTimeout) || errors.Is(e, kgo.ErrRecordRetries)) {
-				res[i].Refused = true
-			}
-		}
-	}
+	// The client retries retriable errors itself, and reports only that
+	// time ran out: a broker that answered meanwhile refused.
+	p.answered.Refused(ctx, mark, res, func(e error) bool {
+		return errors.Is(e, kgo.ErrRecordTimeout) || errors.Is(e, kgo.ErrRecordRetries)
+	})
 	return res
 }
 
@@ -165,26 +140,19 @@ func toRecord(o *replay.Outgoing) *kgo.Record {
 	if r.Value == nil {
 		r.Value = []byte{}
 	}
-	names := make([]string, 0, len(o.Headers))
-	hasCT := false
-	for k, v := range o.Headers {
-		switch {
-		case k == HeaderKey:
+	names, hasCT := publisher.Headers(o, func(k, v string) bool {
+		switch k {
+		case HeaderKey:
 			r.Key = []byte(v)
-			continue
-		case k == HeaderKeyBase64:
+			return true
+		case HeaderKeyBase64:
 			if b, err := base64.StdEncoding.DecodeString(v); err == nil {
 				r.Key = b
 			}
-			continue
-		case Bookkeeping(k):
-			continue
+			return true
 		}
-		if strings.EqualFold(k, HeaderContentType) || k == "contentType" {
-			hasCT = true
-		}
-		names = append(names, k)
-	}
+		return Bookkeeping(k)
+	})
 	sort.Strings(names)
 	for _, k := range names {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: k, Value: []byte(o.Headers[k])})
@@ -265,12 +233,7 @@ func (p *Publisher) pending(ctx context.Context, err error, topic string) replay
 // Close closes the client, flushing nothing: Publish waits for its own
 // records. Publish fails (pending) afterwards.
 func (p *Publisher) Close() error {
-	p.mu.Lock()
-	cl := p.cl
-	p.closed = true
-	p.cl = nil
-	p.mu.Unlock()
-	if cl != nil {
+	if cl := p.conn.close(true); cl != nil {
 		cl.Close()
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -43,9 +42,7 @@ type Source struct {
 	// that a broker answers.
 	poll time.Duration
 
-	mu     sync.Mutex
-	cl     *kgo.Client
-	closed bool
+	conn lazyClient
 }
 
 // NewSource returns the source of the collector named name. It does not
@@ -53,16 +50,11 @@ type Source struct {
 // (c.Validate), or the environment variable c.InstanceIDEnv names is not
 // set or holds no valid instance id.
 func NewSource(name string, c Config, logger *slog.Logger) (*Source, error) {
-	if err := c.Validate(); err != nil {
+	logger, err := collect.CheckSource(name, c.Validate(), logger)
+	if err != nil {
 		return nil, err
 	}
-	if name == "" {
-		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "name", "a collector needs a name")
-	}
-	if logger == nil {
-		logger = slog.Default()
-	}
-	c, err := c.withDefaults(name).withInstanceID(os.LookupEnv)
+	c, err = c.withDefaults(name).withInstanceID(os.LookupEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -81,40 +73,27 @@ func (s *Source) Config() Config { return s.cfg }
 
 // client returns the consumer, making it on first use.
 func (s *Source) client() (*kgo.Client, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, quarantine.Errorf(quarantine.EUNAVAILABLE, "kafka: the source is closed")
-	}
-	if s.cl != nil {
-		return s.cl, nil
-	}
-	opts, err := s.cfg.connOpts()
-	if err != nil {
-		return nil, err
-	}
-	opts = append(opts,
-		kgo.ConsumerGroup(s.cfg.Group),
-		kgo.ConsumeTopics(s.cfg.Topics...),
-		kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.OnPartitionsRevoked(s.revoked),
-		kgo.OnPartitionsLost(s.lost),
-		kgo.WithLogger(kgoLogger{s.log}),
-	)
-	instanceID := ""
-	if s.cfg.InstanceID != nil {
-		instanceID = *s.cfg.InstanceID
-	}
-	opts = append(opts, groupOpts(instanceID, s.cfg.SessionTimeout)...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, quarantine.Internal(err, "kafka: cannot make a client")
-	}
-	s.cl = cl
-	s.log.Info("consuming", "config", s.cfg)
-	return cl, nil
+	return s.conn.get("source", func() (*kgo.Client, error) {
+		instanceID := ""
+		if s.cfg.InstanceID != nil {
+			instanceID = *s.cfg.InstanceID
+		}
+		opts := append([]kgo.Opt{
+			kgo.ConsumerGroup(s.cfg.Group),
+			kgo.ConsumeTopics(s.cfg.Topics...),
+			kgo.DisableAutoCommit(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.OnPartitionsRevoked(s.revoked),
+			kgo.OnPartitionsLost(s.lost),
+			kgo.WithLogger(kgoLogger{s.log}),
+		}, groupOpts(instanceID, s.cfg.SessionTimeout)...)
+		cl, err := s.cfg.newClient("client", opts...)
+		if err == nil {
+			s.log.Info("consuming", "config", s.cfg)
+		}
+		return cl, err
+	})
 }
 
 // revoked commits what was stored of the partitions that go, then forgets
@@ -208,21 +187,15 @@ func records(fs kgo.Fetches) ([]*kgo.Record, error) {
 // An error (EUNAVAILABLE) says the commit was not confirmed; the records
 // are then read again after a restart or rebalance, and deduplicated.
 func (s *Source) Ack(ctx context.Context, ds []collect.Delivery) error {
-	ms := make([]mark, len(ds))
-	for i, d := range ds {
-		m, ok := d.Handle.(mark)
-		if !ok {
-			return quarantine.Errorf(quarantine.EINTERNAL, "kafka: delivery %d was not made by this source", i)
-		}
-		ms[i] = m
+	ms, err := collect.Handles[mark](ds, "kafka")
+	if err != nil {
+		return err
 	}
 	offsets := s.ledger.stored(ms)
 	if len(offsets) == 0 {
 		return nil
 	}
-	s.mu.Lock()
-	cl := s.cl
-	s.mu.Unlock()
+	cl := s.conn.current()
 	if cl == nil {
 		return quarantine.Errorf(quarantine.EUNAVAILABLE, "kafka: the source is closed")
 	}
@@ -257,11 +230,7 @@ func commit(ctx context.Context, cl *kgo.Client, offsets map[string]map[int32]kg
 // and closes the client. Records not stored are read again by the next
 // owner of their partition.
 func (s *Source) Close() error {
-	s.mu.Lock()
-	cl := s.cl
-	s.closed = true
-	s.mu.Unlock()
-	if cl != nil {
+	if cl := s.conn.close(false); cl != nil {
 		cl.Close()
 	}
 	s.ledger.dropAll()

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/workdriver"
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 	"github.com/quarantine-dev/quarantine/worker"
 )
 
@@ -164,9 +167,9 @@ type WorkDriver struct {
 	// that a broker answers.
 	pollEvery time.Duration
 
-	mu      sync.Mutex
-	waiting map[tp][]parked // records not handed out yet, per partition (a retry partition whose head is not due is paused)
-	closed  bool
+	mu        sync.Mutex
+	waiting   map[tp][]parked // records not handed out yet, per partition (a retry partition whose head is not due is paused)
+	closeOnce sync.Once
 }
 
 // parked is a record polled and not handed out yet.
@@ -195,11 +198,7 @@ func NewWorkDriver(cfg WorkConfig, logger *slog.Logger) (*WorkDriver, error) {
 	w := &WorkDriver{cfg: cfg, ledger: newLedger(), waiting: map[tp][]parked{}, pollEvery: 5 * time.Second,
 		log: logger.With("component", "kafka worker", "topic", cfg.Topic)}
 	conn := Config{Brokers: cfg.Brokers, TLS: cfg.TLS, SASL: cfg.SASL, ClientID: "quarantine-worker-" + safeName(cfg.Name)}
-	opts, err := conn.connOpts()
-	if err != nil {
-		return nil, err
-	}
-	opts = append(opts,
+	opts := []kgo.Opt{
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic, cfg.RetryTopic),
 		kgo.DisableAutoCommit(),
@@ -211,11 +210,12 @@ func NewWorkDriver(cfg WorkConfig, logger *slog.Logger) (*WorkDriver, error) {
 		kgo.ProducerLinger(0),
 		kgo.FetchMaxWait(time.Second),
 		kgo.WithLogger(kgoLogger{w.log}),
-	)
-	opts = append(opts, groupOpts(cfg.InstanceID, cfg.SessionTimeout)...)
-	if w.cl, err = kgo.NewClient(opts...); err != nil {
-		return nil, quarantine.Internal(err, "kafka: cannot make a client")
 	}
+	cl, err := conn.newClient("client", append(opts, groupOpts(cfg.InstanceID, cfg.SessionTimeout)...)...)
+	if err != nil {
+		return nil, err
+	}
+	w.cl = cl
 	return w, nil
 }
 
@@ -249,14 +249,7 @@ func (w *WorkDriver) forget(parts map[string][]int32) {
 // Close leaves the group, committing what was settled. Unsettled
 // deliveries are delivered again to the next owner of their partition.
 func (w *WorkDriver) Close() error {
-	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return nil
-	}
-	w.closed = true
-	w.mu.Unlock()
-	w.cl.Close()
+	w.closeOnce.Do(w.cl.Close)
 	return nil
 }
 
@@ -355,12 +348,8 @@ func (w *WorkDriver) poll(ctx context.Context, limit int, next time.Time) error 
 		}
 		if ferr != nil {
 			w.log.Warn("fetch failed", "err", ferr)
-			t := time.NewTimer(time.Second) // the client retries; do not spin on its error
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
+			if !backoff.Sleep(ctx, time.Second) { // the client retries; do not spin on its error
 				return ctx.Err()
-			case <-t.C:
 			}
 		}
 		return nil
@@ -426,13 +415,7 @@ func (w *WorkDriver) delivery(r *kgo.Record, m mark) *worker.Delivery {
 	return d
 }
 
-func refOf(d *worker.Delivery) (*workRef, error) {
-	r, ok := d.Ref.(*workRef)
-	if !ok || r == nil {
-		return nil, quarantine.Errorf(quarantine.EINTERNAL, "kafka: the delivery was not made by this driver")
-	}
-	return r, nil
-}
+func refOf(d *worker.Delivery) (*workRef, error) { return workdriver.Ref[workRef](d, "kafka") }
 
 // settle commits d's offset once every delivery before it on its
 // partition is settled too. It refuses a delivery whose partition was
@@ -521,20 +504,8 @@ func (w *WorkDriver) produce(ctx context.Context, rec *kgo.Record) error {
 // Send produces a job message to m.Queue (default the work topic), keyed
 // by its idempotency key, and waits for acks=all.
 func (w *WorkDriver) Send(ctx context.Context, m *worker.Message) error {
-	topic := m.Queue
-	if topic == "" {
-		topic = w.cfg.Topic
-	}
-	h := make(map[string]string, len(m.Headers)+1)
-	for k, v := range m.Headers {
-		h[k] = v
-	}
-	if m.JobName != "" {
-		if _, ok := h[worker.HeaderJobName]; !ok {
-			h[worker.HeaderJobName] = m.JobName
-		}
-	}
-	rec := &kgo.Record{Topic: topic, Value: m.Body, Headers: sortedHeaders(h)}
+	h := workdriver.Headers(m, 1)
+	rec := &kgo.Record{Topic: cmp.Or(m.Queue, w.cfg.Topic), Value: m.Body, Headers: sortedHeaders(h)}
 	if k := h[worker.HeaderIdempotencyKey]; k != "" {
 		rec.Key = []byte(k)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 	"github.com/quarantine-dev/quarantine/internal/redacturl"
 )
 
@@ -65,6 +66,21 @@ func (s *Source) connect(ctx context.Context) (*link, error) {
 	return l, nil
 }
 
+// connectJetStream dials url as the named client (connectNATS) and
+// starts a JetStream context with opts on the connection.
+func connectJetStream(url, name string, log *slog.Logger, opts ...jetstream.JetStreamOpt) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := connectNATS(url, name, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc, opts...)
+	if err != nil {
+		nc.Close()
+		return nil, nil, quarantine.Internal(err, "nats: cannot start a JetStream context")
+	}
+	return nc, js, nil
+}
+
 // connectNATS dials url as the named client, reconnecting forever. A
 // publish (an ack, a pull, a replay) fails at once while disconnected
 // instead of being buffered: its caller backs off and retries.
@@ -94,14 +110,9 @@ func connectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
 }
 
 func (s *Source) dial() (*link, error) {
-	nc, err := connectNATS(s.cfg.URL, "quarantine collector "+s.name, s.log)
+	nc, js, err := connectJetStream(s.cfg.URL, "quarantine collector "+s.name, s.log)
 	if err != nil {
 		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, quarantine.Internal(err, "nats: cannot start a JetStream context")
 	}
 	l := &link{nc: nc, js: js}
 	s.mu.Lock()
@@ -125,12 +136,8 @@ func waitConnected(ctx context.Context, nc *nats.Conn, d time.Duration) error {
 		if time.Now().After(deadline) {
 			return quarantine.Errorf(quarantine.EUNAVAILABLE, "nats: not connected (reconnecting)")
 		}
-		t := time.NewTimer(50 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !backoff.Sleep(ctx, 50*time.Millisecond) {
 			return ctx.Err()
-		case <-t.C:
 		}
 	}
 	return nil

@@ -171,7 +171,7 @@ func decodeBadAdvisory(collector string, in streamMsg, problem error) *quarantin
 		FailureClass: quarantine.ClassMalformed,
 		Reason:       "not a MaxDeliver advisory: " + problem.Error(),
 		Payload:      cloneBytes(in.Data),
-		ContentType:  sniffContentType(in.Data),
+		ContentType:  collect.SniffContentType(in.Data),
 		Headers:      headerMap(in.Header),
 		FailedAt:     in.Time,
 		DedupeKey:    DedupeKey(in.Stream, in.Seq, in.Time),
@@ -231,14 +231,7 @@ func contentType(in streamMsg) string {
 	if ct := headerValue(in.Header, "Content-Type"); ct != "" {
 		return ct
 	}
-	return sniffContentType(in.Data)
-}
-
-func sniffContentType(b []byte) string {
-	if len(b) > 0 && utf8.Valid(b) && json.Valid(b) {
-		return collect.ContentTypeJSON
-	}
-	return collect.ContentTypeBinary
+	return collect.SniffContentType(in.Data)
 }
 
 func cloneBytes(b []byte) []byte {

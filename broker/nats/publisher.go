@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/publisher"
 	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/replay"
 )
@@ -46,10 +47,7 @@ type Publisher struct {
 // first Publish; the client then reconnects by itself. name appears in the
 // connection name ("quarantine publisher NAME").
 func NewPublisher(cfg Config, name string, logger *slog.Logger) *Publisher {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Publisher{cfg: cfg, name: name, log: logger.With("component", "nats publisher", "publisher", name)}
+	return &Publisher{cfg: cfg, name: name, log: publisher.Log(logger, "nats", name)}
 }
 
 // Publish implements replay.Publisher. Errors in Results are
@@ -192,15 +190,10 @@ func (p *Publisher) connect() (jetstream.JetStream, error) {
 	}
 	if p.nc == nil {
 		log := p.log
-		nc, err := connectNATS(p.cfg.URL, "quarantine publisher "+p.name, log)
+		nc, js, err := connectJetStream(p.cfg.URL, "quarantine publisher "+p.name, log,
+			jetstream.WithPublishAsyncTimeout(pubAckTimeout), jetstream.WithPublishAsyncMaxPending(4096))
 		if err != nil {
 			return nil, err
-		}
-		js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(pubAckTimeout),
-			jetstream.WithPublishAsyncMaxPending(4096))
-		if err != nil {
-			nc.Close()
-			return nil, quarantine.Internal(err, "nats: cannot start a JetStream context")
 		}
 		p.nc, p.js = nc, js
 		log.Info("connected to NATS", "url", redacturl.List(p.cfg.URL))

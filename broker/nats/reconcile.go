@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 )
 
 // Bounds of one reconciliation pass.
@@ -147,12 +148,8 @@ func (s *Source) reconcile(ctx context.Context, l *link) error {
 	}
 	s.log.Info("reconciliation found messages whose advisory was missed", "count", len(found),
 		"stream", cfg.Stream, "consumer", cfg.Consumer)
-	t := time.NewTimer(s.settle)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !backoff.Sleep(ctx, s.settle) {
 		return ctx.Err()
-	case <-t.C:
 	}
 	s.adv.addPending(found)
 	return nil

@@ -54,14 +54,9 @@ type Source struct {
 // NewSource returns the source of the collector named name. It does not
 // dial: the first Receive does. c must be valid (c.Validate).
 func NewSource(name string, c Config, logger *slog.Logger) (*Source, error) {
-	if err := c.Validate(); err != nil {
+	logger, err := collect.CheckSource(name, c.Validate(), logger)
+	if err != nil {
 		return nil, err
-	}
-	if name == "" {
-		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "name", "a collector needs a name")
-	}
-	if logger == nil {
-		logger = slog.Default()
 	}
 	c = c.withDefaults(name)
 	s := &Source{
@@ -122,13 +117,9 @@ type handle struct {
 // (EUNAVAILABLE) says how many were not confirmed; those are redelivered
 // and the store's dedupe key makes that harmless.
 func (s *Source) Ack(ctx context.Context, ds []collect.Delivery) error {
-	hs := make([]handle, len(ds))
-	for i, d := range ds {
-		h, ok := d.Handle.(handle)
-		if !ok {
-			return quarantine.Errorf(quarantine.EINTERNAL, "nats: delivery %d was not made by this source", i)
-		}
-		hs[i] = h
+	hs, err := collect.Handles[handle](ds, "nats")
+	if err != nil {
+		return err
 	}
 	errs := parallel(len(hs), ackConcurrency, func(i int) error {
 		if hs[i].msg == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/defaults"
 	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/worker"
 )
@@ -125,18 +126,10 @@ func (c *WorkConfig) Validate() error {
 }
 
 func (c WorkConfig) withDefaults() WorkConfig {
-	if c.Consumer == "" {
-		c.Consumer = "worker-" + c.Stream
-	}
-	if c.AckWait == 0 {
-		c.AckWait = DefaultWorkAckWait
-	}
-	if c.MaxAckPending == 0 {
-		c.MaxAckPending = DefaultWorkMaxAckPending
-	}
-	if c.MaxDelay == 0 {
-		c.MaxDelay = DefaultWorkMaxDelay
-	}
+	defaults.Zero(&c.Consumer, "worker-"+c.Stream)
+	defaults.Zero(&c.AckWait, DefaultWorkAckWait)
+	defaults.Zero(&c.MaxAckPending, DefaultWorkMaxAckPending)
+	defaults.Zero(&c.MaxDelay, DefaultWorkMaxDelay)
 	if c.StateBucket == "" {
 		c.StateBucket = strings.Map(func(r rune) rune {
 			if r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
@@ -244,14 +237,9 @@ func NewWorkDriver(cfg WorkConfig, logger *slog.Logger) (*WorkDriver, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	log := logger.With("component", "nats worker driver", "stream", cfg.Stream, "consumer", cfg.Consumer)
-	nc, err := connectNATS(cfg.URL, "quarantine worker "+cfg.Name, log)
+	nc, js, err := connectJetStream(cfg.URL, "quarantine worker "+cfg.Name, log)
 	if err != nil {
 		return nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, quarantine.Internal(err, "nats: cannot start a JetStream context")
 	}
 	w := &WorkDriver{cfg: cfg, log: log, poll: defaultWorkPoll, nc: nc, js: js}
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)

@@ -2,11 +2,9 @@ package pubsub
 
 import (
 	"bytes"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	ps "cloud.google.com/go/pubsub/v2"
 
@@ -89,11 +87,8 @@ func (dc decoder) decode(pm *ps.Message) *quarantine.Message {
 	case forwarded:
 		m = dc.forwarded(pm)
 	default:
-		m = dc.base(pm)
-		m.FailureClass = quarantine.ClassUnknown
-		m.AddFlag(quarantine.FlagMalformed)
-		m.Reason = "neither a " + collect.EnvelopeV1 + " envelope nor a message forwarded by a Pub/Sub dead-letter policy (no " +
-			AttrSourceSubscription + " attribute): stored raw, failure unknown"
+		m = collect.Unrecognised(dc.base(pm), "a message forwarded by a Pub/Sub dead-letter policy (no "+
+			AttrSourceSubscription+" attribute)")
 	}
 	if m.Queue == "" {
 		m.Queue = dc.sourceTopic
@@ -119,28 +114,12 @@ func (dc decoder) decode(pm *ps.Message) *quarantine.Message {
 // base is what every non-envelope message gives: the data byte-exact,
 // the attributes as headers, the content type.
 func (dc decoder) base(pm *ps.Message) *quarantine.Message {
-	m := &quarantine.Message{
-		Source:     dc.source,
-		SourceKind: quarantine.SourcePubSub,
-		Payload:    pm.Data,
-		Headers:    make(map[string]string, len(pm.Attributes)+5),
-		Flags:      []string{},
-		FailedAt:   pm.PublishTime,
-	}
-	if m.Payload == nil {
-		m.Payload = []byte{}
-	}
+	h := make(map[string]string, len(pm.Attributes)+5)
 	for k, v := range pm.Attributes {
-		m.Headers[k] = v
+		h[k] = v
 	}
-	m.ContentType = headerFold(m.Headers, "content-type", "contentType")
-	if m.ContentType == "" {
-		m.ContentType = collect.ContentTypeBinary
-		if len(pm.Data) > 0 && utf8.Valid(pm.Data) && json.Valid(pm.Data) {
-			m.ContentType = collect.ContentTypeJSON
-		}
-	}
-	m.JobName = headerFold(m.Headers, "x-quarantine-job-name")
+	m := collect.Raw(dc.source, quarantine.SourcePubSub, pm.Data, h)
+	m.FailedAt = pm.PublishTime
 	return m
 }
 
@@ -200,20 +179,6 @@ func (dc decoder) forwarded(pm *ps.Message) *quarantine.Message {
 		m.Reason += "; malformed dead-letter attributes: " + strings.Join(problems, "; ")
 	}
 	return m
-}
-
-func headerFold(h map[string]string, names ...string) string {
-	for _, n := range names {
-		if v, ok := h[n]; ok {
-			return v
-		}
-		for k, v := range h {
-			if strings.EqualFold(k, n) {
-				return v
-			}
-		}
-	}
-	return ""
 }
 
 // claimsEnvelope is the cheap test: an object that mentions "envelope".

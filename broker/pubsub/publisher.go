@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	ps "cloud.google.com/go/pubsub/v2"
@@ -17,6 +16,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/publisher"
+	"github.com/quarantine-dev/quarantine/broker/internal/refusal"
+	"github.com/quarantine-dev/quarantine/collect"
 	"github.com/quarantine-dev/quarantine/replay"
 )
 
@@ -53,7 +55,7 @@ type Publisher struct {
 	// answered counts Publish calls the service answered with a refusal
 	// for now: a message that timed out while it grew was refused, not
 	// stranded by an unreachable service.
-	answered atomic.Uint64
+	answered refusal.Counter
 
 	mu     sync.Mutex
 	cl     *ps.Client
@@ -68,7 +70,7 @@ func (p *Publisher) countRefusals(ctx context.Context, method string, req, reply
 	if strings.HasSuffix(method, "/Publish") {
 		switch status.Code(err) {
 		case codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unknown:
-			p.answered.Add(1)
+			p.answered.Add()
 		}
 	}
 	return err
@@ -81,11 +83,8 @@ func NewPublisher(cfg Config, name string, logger *slog.Logger) (*Publisher, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	return &Publisher{cfg: cfg, name: name, topics: map[string]*ps.Publisher{}, timeout: publishTimeout,
-		log: logger.With("component", "pubsub publisher", "publisher", name)}, nil
+		log: publisher.Log(logger, "pubsub", name)}, nil
 }
 
 // topic returns the publisher of the topic named full.
@@ -124,7 +123,7 @@ func newTopicPublisher(cl *ps.Client, topic string) *ps.Publisher {
 // Publish implements replay.Publisher.
 func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []replay.Result {
 	res := make([]replay.Result, len(msgs))
-	before := p.answered.Load()
+	mark := p.answered.Mark()
 	results := make([]*ps.PublishResult, len(msgs))
 	pubs := make([]*ps.Publisher, len(msgs))
 	for i := range msgs {
@@ -153,16 +152,11 @@ func (p *Publisher) Publish(ctx context.Context, msgs []replay.Outgoing) []repla
 			}
 		}
 	}
-	if p.answered.Load() > before && ctx.Err() == nil {
-		// The client retries refusals itself, and reports only that time
-		// ran out: the service answered meanwhile.
-		for i := range res {
-			if res[i].Outcome == quarantine.ItemPending && status.Code(res[i].Err) == codes.DeadlineExceeded ||
-				res[i].Outcome == quarantine.ItemPending && errors.Is(res[i].Err, context.DeadlineExceeded) {
-				res[i].Refused = true
-			}
-		}
-	}
+	// The client retries refusals itself, and reports only that time ran
+	// out: the service answered meanwhile.
+	p.answered.Refused(ctx, mark, res, func(e error) bool {
+		return status.Code(e) == codes.DeadlineExceeded || errors.Is(e, context.DeadlineExceeded)
+	})
 	return res
 }
 
@@ -179,24 +173,20 @@ func destination(project, queue string) (string, error) {
 // content type.
 func toMessage(o *replay.Outgoing) *ps.Message {
 	m := &ps.Message{Data: o.Payload, Attributes: make(map[string]string, len(o.Headers)+2)}
-	hasCT := false
-	for k, v := range o.Headers {
-		switch {
-		case k == HeaderOrderingKey:
+	names, hasCT := publisher.Headers(o, func(k, v string) bool {
+		if k == HeaderOrderingKey {
 			m.OrderingKey = v
-			continue
-		case Bookkeeping(k):
-			continue
+			return true
 		}
-		if strings.EqualFold(k, HeaderContentType) || k == "contentType" {
-			hasCT = true
-		}
-		m.Attributes[k] = v
+		return Bookkeeping(k)
+	})
+	for _, k := range names {
+		m.Attributes[k] = o.Headers[k]
 	}
 	if !hasCT && o.ContentType != "" {
 		m.Attributes[HeaderContentType] = o.ContentType
 	}
-	if o.IdempotencyKey != "" && headerFold(m.Attributes, replay.HeaderIdempotencyKey) == "" {
+	if o.IdempotencyKey != "" && collect.HeaderValue(m.Attributes, replay.HeaderIdempotencyKey) == "" {
 		m.Attributes[replay.HeaderIdempotencyKey] = o.IdempotencyKey
 	}
 	return m

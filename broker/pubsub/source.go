@@ -63,14 +63,9 @@ type lookup struct {
 // NewSource returns the source of the collector named name. It does not
 // dial: the first Receive does. c must be valid (c.Validate).
 func NewSource(name string, c Config, logger *slog.Logger) (*Source, error) {
-	if err := c.Validate(); err != nil {
+	logger, err := collect.CheckSource(name, c.Validate(), logger)
+	if err != nil {
 		return nil, err
-	}
-	if name == "" {
-		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "name", "a collector needs a name")
-	}
-	if logger == nil {
-		logger = slog.Default()
 	}
 	s := &Source{
 		name:   name,

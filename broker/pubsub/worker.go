@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/workdriver"
 	"github.com/quarantine-dev/quarantine/worker"
 )
 
@@ -215,13 +217,7 @@ func (w *WorkDriver) delivery(rm *pubsubpb.ReceivedMessage) *worker.Delivery {
 	return d
 }
 
-func refOf(d *worker.Delivery) (*workRef, error) {
-	r, ok := d.Ref.(*workRef)
-	if !ok || r == nil {
-		return nil, quarantine.Errorf(quarantine.EINTERNAL, "pubsub: the delivery was not made by this driver")
-	}
-	return r, nil
-}
+func refOf(d *worker.Delivery) (*workRef, error) { return workdriver.Ref[workRef](d, "pubsub") }
 
 func (w *WorkDriver) modack(ctx context.Context, ackIDs []string, deadline time.Duration) error {
 	secs := int32((deadline + time.Second - 1) / time.Second)
@@ -319,26 +315,14 @@ func (w *WorkDriver) DeadLetter(ctx context.Context, d *worker.Delivery, envelop
 // Send publishes a job message to m.Queue (default the work topic) and
 // waits for the service to confirm it.
 func (w *WorkDriver) Send(ctx context.Context, m *worker.Message) error {
-	topic := m.Queue
-	if topic == "" {
-		topic = w.cfg.Topic
-	}
-	attrs := make(map[string]string, len(m.Headers)+3)
-	for k, v := range m.Headers {
-		attrs[k] = v
-	}
-	if m.JobName != "" {
-		if _, ok := attrs[worker.HeaderJobName]; !ok {
-			attrs[worker.HeaderJobName] = m.JobName
-		}
-	}
+	attrs := workdriver.Headers(m, 3)
 	if m.ContentType != "" {
 		attrs[HeaderContentType] = m.ContentType
 	}
 	if m.ID != "" {
 		attrs[HeaderJobID] = m.ID
 	}
-	return w.publish(ctx, topic, &ps.Message{Data: m.Body, Attributes: attrs})
+	return w.publish(ctx, cmp.Or(m.Queue, w.cfg.Topic), &ps.Message{Data: m.Body, Attributes: attrs})
 }
 
 func (w *WorkDriver) publish(ctx context.Context, topic string, m *ps.Message) error {

@@ -94,11 +94,7 @@ func (dc decoder) fromDeadLetter(d *amqp.Delivery, dl deadLetter) *quarantine.Me
 
 // raw keeps a message that is neither an envelope nor a dead letter.
 func (dc decoder) raw(d *amqp.Delivery) *quarantine.Message {
-	m := dc.base(d)
-	m.FailureClass = quarantine.ClassUnknown
-	m.AddFlag(quarantine.FlagMalformed)
-	m.Reason = "neither a " + collect.EnvelopeV1 + " envelope nor a RabbitMQ dead letter (no x-death header): stored raw, failure unknown"
-	return m
+	return collect.Unrecognised(dc.base(d), "a RabbitMQ dead letter (no x-death header)")
 }
 
 // base is the message every non-envelope body gives: the body byte-exact,

@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"sync"
-	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/publisher"
 	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/replay"
 )
@@ -70,11 +70,8 @@ type returnKey struct{ id, queue string }
 // Publish; name appears in the connection name ("quarantine publisher
 // NAME") that rabbitmqctl list_connections shows.
 func NewPublisher(cfg Config, name string, logger *slog.Logger) *Publisher {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	return &Publisher{cfg: cfg, name: name, dial: amqp.DefaultDial(dialTimeout),
-		log: logger.With("component", "rabbitmq publisher", "publisher", name)}
+		log: publisher.Log(logger, "rabbitmq", name)}
 }
 
 // inflight is one written message waiting for its confirm.
@@ -235,30 +232,10 @@ wait:
 	}
 }
 
-// checkFields refuses what AMQP cannot carry: the queue, message id,
-// content type, job name and header names are short strings of at most
-// 255 bytes. (A longer one would fail the frame half written.)
+// checkFields refuses the fields of o that AMQP cannot carry.
 func checkFields(o *replay.Outgoing) error {
-	bad := ""
-	switch {
-	case len(o.Queue) > maxNameBytes:
-		bad = "the queue name"
-	case len(o.MessageID) > maxNameBytes:
-		bad = "the message id"
-	case len(o.ContentType) > maxNameBytes:
-		bad = "the content type"
-	case len(o.JobName) > maxNameBytes:
-		bad = "the job name"
-	}
-	for k := range o.Headers {
-		if bad == "" && len(k) > maxNameBytes {
-			bad = "a header name"
-		}
-	}
-	if bad == "" {
-		return nil
-	}
-	return quarantine.Errorf(quarantine.EINVALID, "rabbitmq: %s is longer than %d bytes, which AMQP cannot carry", bad, maxNameBytes)
+	return checkShort(o.Headers, [2]string{"the queue name", o.Queue}, [2]string{"the message id", o.MessageID},
+		[2]string{"the content type", o.ContentType}, [2]string{"the job name", o.JobName})
 }
 
 // publishing maps an Outgoing onto the AMQP properties.
@@ -270,15 +247,7 @@ func publishing(o *replay.Outgoing) amqp.Publishing {
 	if _, ok := h[replay.HeaderIdempotencyKey]; !ok && o.IdempotencyKey != "" {
 		h[replay.HeaderIdempotencyKey] = o.IdempotencyKey
 	}
-	return amqp.Publishing{
-		Headers:      h,
-		ContentType:  o.ContentType,
-		DeliveryMode: amqp.Persistent,
-		MessageId:    o.MessageID,
-		Timestamp:    time.Now().UTC().Truncate(time.Second),
-		Type:         o.JobName,
-		Body:         o.Payload,
-	}
+	return persistent(h, o.ContentType, o.MessageID, o.JobName, now(), o.Payload)
 }
 
 // session returns the live session, dialling one when there is none or
@@ -293,22 +262,14 @@ func (p *Publisher) session() (*pubSession, error) {
 		}
 		p.drop(s, amqp.ErrClosed)
 	}
-	conn, err := amqp.DialConfig(p.cfg.URL, amqp.Config{
-		Dial:       p.dial,
-		Heartbeat:  10 * time.Second,
-		Properties: amqp.Table{"connection_name": "quarantine publisher " + p.name},
-	})
+	conn, err := connect(p.cfg.URL, "quarantine publisher "+p.name, p.dial)
 	if err != nil {
-		return nil, unavailable(err, "cannot connect to RabbitMQ at %s", redacturl.URL(p.cfg.URL))
+		return nil, err
 	}
-	ch, err := conn.Channel()
+	ch, err := confirmChannel(conn, "a channel")
 	if err != nil {
 		_ = conn.Close()
-		return nil, unavailable(err, "cannot open a channel")
-	}
-	if err := ch.Confirm(false); err != nil {
-		_ = conn.Close()
-		return nil, unavailable(err, "cannot put the channel in confirm mode")
+		return nil, err
 	}
 	// Returns are read while confirms are awaited; the buffer only has to
 	// absorb those that arrive between two reads.
@@ -322,12 +283,7 @@ func (p *Publisher) session() (*pubSession, error) {
 
 // drop forgets s (closing its connection) after a failure. Guarded by p.mu.
 func (p *Publisher) drop(s *pubSession, cause error) {
-	if p.sess != s {
-		return
-	}
-	p.sess = nil
-	_ = s.conn.Close()
-	p.log.Warn("lost the connection to RabbitMQ: the next publish dials again", "err", cause)
+	forget(&p.sess, s, p.log, cause, "publish")
 }
 
 // lose is drop for a call that does not hold p.mu.

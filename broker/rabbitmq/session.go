@@ -11,7 +11,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/internal/redacturl"
 )
 
 // dialTimeout bounds the TCP connect and the AMQP handshake.
@@ -47,13 +46,9 @@ type handle struct {
 // dial opens a connection, a channel with the prefetch, checks (or
 // declares) the queue and starts the consumer.
 func dial(cfg Config, name string, prefetch int) (*session, error) {
-	conn, err := amqp.DialConfig(cfg.URL, amqp.Config{
-		Dial:       amqp.DefaultDial(dialTimeout),
-		Heartbeat:  10 * time.Second,
-		Properties: amqp.Table{"connection_name": "quarantine collector " + name},
-	})
+	conn, err := connect(cfg.URL, "quarantine collector "+name, amqp.DefaultDial(dialTimeout))
 	if err != nil {
-		return nil, unavailable(err, "cannot connect to RabbitMQ at %s", redacturl.URL(cfg.URL))
+		return nil, err
 	}
 	s := &session{conn: conn, prefetch: prefetch}
 	if err := s.open(cfg, name); err != nil {

@@ -384,10 +384,7 @@ func (d *WorkDriver) returnUnseen(s *workSession) {
 // republishing is the message Retry publishes for dv: its body and
 // headers, persistent, with the same message_id, type and timestamp.
 func (d *WorkDriver) republishing(dv *worker.Delivery, r *workRef) amqp.Publishing {
-	return amqp.Publishing{
-		Headers: table(dv.Headers), ContentType: dv.ContentType, DeliveryMode: amqp.Persistent,
-		MessageId: dv.ID, Type: dv.JobName, Timestamp: r.timestamp, Body: dv.Body,
-	}
+	return persistent(table(dv.Headers), dv.ContentType, dv.ID, dv.JobName, r.timestamp, dv.Body)
 }
 
 // session returns the live session, dialling one when there is none or
@@ -402,13 +399,9 @@ func (d *WorkDriver) sessionLocked() (*workSession, error) {
 		}
 		d.dropLocked(s, amqp.ErrClosed)
 	}
-	conn, err := amqp.DialConfig(d.cfg.URL, amqp.Config{
-		Dial:       amqp.DefaultDial(dialTimeout),
-		Heartbeat:  10 * time.Second,
-		Properties: amqp.Table{"connection_name": "quarantine worker " + d.cfg.Name},
-	})
+	conn, err := connect(d.cfg.URL, "quarantine worker "+d.cfg.Name, amqp.DefaultDial(dialTimeout))
 	if err != nil {
-		return nil, unavailable(err, "cannot connect to RabbitMQ at %s", redacturl.URL(d.cfg.URL))
+		return nil, err
 	}
 	if err := d.checkQueues(conn); err != nil {
 		_ = conn.Close()
@@ -450,12 +443,7 @@ func (d *WorkDriver) checkQueues(conn *amqp.Connection) error {
 
 // dropLocked forgets s, closing its connection. Guarded by d.mu.
 func (d *WorkDriver) dropLocked(s *workSession, cause error) {
-	if d.sess != s {
-		return
-	}
-	d.sess = nil
-	_ = s.conn.Close()
-	d.log.Warn("lost the connection to RabbitMQ: the next call dials again", "err", cause)
+	forget(&d.sess, s, d.log, cause, "call")
 }
 
 // consumer returns a session whose consumer runs.
@@ -658,10 +646,7 @@ func (d *WorkDriver) DeadLetter(ctx context.Context, dv *worker.Delivery, envelo
 	if k := dv.Header(worker.HeaderIdempotencyKey); k != "" {
 		h[worker.HeaderIdempotencyKey] = k
 	}
-	p := amqp.Publishing{
-		Headers: h, ContentType: "application/json", DeliveryMode: amqp.Persistent,
-		MessageId: dv.ID, Type: dv.JobName, Timestamp: time.Now().UTC().Truncate(time.Second), Body: envelope,
-	}
+	p := persistent(h, "application/json", dv.ID, dv.JobName, now(), envelope)
 	if err := r.sess.publish(ctx, d.cfg.Queue, d.cfg.FailureQueue, 0, p); err != nil {
 		d.requeueLater(r)
 		return err
@@ -700,22 +685,9 @@ func (d *WorkDriver) Send(ctx context.Context, m *worker.Message) error {
 	if m.Queue != "" && m.Queue != d.cfg.Queue {
 		return quarantine.Errorf(quarantine.EINVALID, "rabbitmq: message for queue %s sent to %s", word(m.Queue), word(d.cfg.Queue))
 	}
-	bad := ""
-	switch {
-	case len(m.ID) > maxNameBytes:
-		bad = "the message id"
-	case len(m.JobName) > maxNameBytes:
-		bad = "the job name"
-	case len(m.ContentType) > maxNameBytes:
-		bad = "the content type"
-	}
-	for k := range m.Headers {
-		if bad == "" && len(k) > maxNameBytes {
-			bad = "a header name"
-		}
-	}
-	if bad != "" {
-		return quarantine.Errorf(quarantine.EINVALID, "rabbitmq: %s is longer than %d bytes, which AMQP cannot carry", bad, maxNameBytes)
+	if err := checkShort(m.Headers, [2]string{"the message id", m.ID}, [2]string{"the job name", m.JobName},
+		[2]string{"the content type", m.ContentType}); err != nil {
+		return err
 	}
 	d.mu.Lock()
 	s, err := d.sessionLocked()
@@ -723,10 +695,7 @@ func (d *WorkDriver) Send(ctx context.Context, m *worker.Message) error {
 	if err != nil {
 		return err
 	}
-	return s.publish(ctx, d.cfg.Queue, d.cfg.Queue, 0, amqp.Publishing{
-		Headers: table(m.Headers), ContentType: m.ContentType, DeliveryMode: amqp.Persistent,
-		MessageId: m.ID, Type: m.JobName, Timestamp: time.Now().UTC().Truncate(time.Second), Body: m.Body,
-	})
+	return s.publish(ctx, d.cfg.Queue, d.cfg.Queue, 0, persistent(table(m.Headers), m.ContentType, m.ID, m.JobName, now(), m.Body))
 }
 
 // table turns string headers into an AMQP table, less the broker's own.
@@ -793,13 +762,9 @@ func (s *workSession) pubChannel() (*amqp.Channel, error) {
 	if s.pch != nil && !s.pch.IsClosed() {
 		return s.pch, nil
 	}
-	ch, err := s.conn.Channel()
+	ch, err := confirmChannel(s.conn, "a publisher channel")
 	if err != nil {
-		return nil, unavailable(err, "cannot open a publisher channel")
-	}
-	if err := ch.Confirm(false); err != nil {
-		_ = ch.Close()
-		return nil, unavailable(err, "cannot put the channel in confirm mode")
+		return nil, err
 	}
 	s.pch, s.returns = ch, ch.NotifyReturn(make(chan amqp.Return, 16))
 	return ch, nil

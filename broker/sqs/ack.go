@@ -14,6 +14,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 )
 
 const (
@@ -95,7 +96,7 @@ func (s *Source) deleteChunk(ctx context.Context, receipts []string) (int, error
 	refused := 0
 	for attempt := 1; len(remaining) > 0 && attempt <= deleteAttempts; attempt++ {
 		if attempt > 1 {
-			sleep(ctx, collect.Backoff(attempt-1, 100*time.Millisecond, 2*time.Second))
+			backoff.Sleep(ctx, collect.Backoff(attempt-1, 100*time.Millisecond, 2*time.Second))
 			if ctx.Err() != nil {
 				break
 			}

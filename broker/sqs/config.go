@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/defaults"
 )
 
 // Protocols a Config may name.
@@ -69,18 +70,10 @@ type Config struct {
 // returns an EINVALID *quarantine.Error whose Field is the YAML key.
 func (c *Config) Validate() error {
 	c.Protocol = strings.ToLower(strings.TrimSpace(c.Protocol))
-	if c.Protocol == "" {
-		c.Protocol = ProtocolJSON
-	}
-	if c.Receivers == 0 {
-		c.Receivers = DefaultReceivers
-	}
-	if c.WaitTime == 0 {
-		c.WaitTime = DefaultWaitTime
-	}
-	if c.VisibilityTimeout == 0 {
-		c.VisibilityTimeout = DefaultVisibilityTimeout
-	}
+	defaults.Zero(&c.Protocol, ProtocolJSON)
+	defaults.Zero(&c.Receivers, DefaultReceivers)
+	defaults.Zero(&c.WaitTime, DefaultWaitTime)
+	defaults.Zero(&c.VisibilityTimeout, DefaultVisibilityTimeout)
 
 	u, err := httpURL(c.QueueURL)
 	switch {

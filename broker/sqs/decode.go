@@ -183,7 +183,7 @@ func native(o origin, body []byte, headers map[string]string, attrs map[string]s
 		problem = "empty message body"
 	case !utf8.Valid(body):
 		msg.AddFlag(quarantine.FlagInvalidUTF8)
-		problem = fmt.Sprintf("body is not valid UTF-8 at offset %d (SQS bodies are text)", invalidUTF8At(body))
+		problem = fmt.Sprintf("body is not valid UTF-8 at offset %d (SQS bodies are text)", collect.InvalidUTF8At(body))
 	}
 	if problem != "" {
 		msg.FailureClass = quarantine.ClassMalformed
@@ -318,17 +318,4 @@ func joinReason(a, b string) string {
 		return b
 	}
 	return a + "; " + b
-}
-
-// invalidUTF8At returns the offset of the first byte of b that is not
-// valid UTF-8, or -1.
-func invalidUTF8At(b []byte) int {
-	for i := 0; i < len(b); {
-		r, n := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return -1
 }

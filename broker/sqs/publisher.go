@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/publisher"
 	"github.com/quarantine-dev/quarantine/replay"
 )
 
@@ -61,10 +62,7 @@ type Publisher struct {
 // dial. It returns an EINVALID *quarantine.Error when the region is
 // unknown, the protocol unsupported or the AWS configuration unreadable.
 func NewPublisher(cfg Config, name string, logger *slog.Logger) (*Publisher, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	logger = logger.With("component", "sqs publisher", "publisher", name)
+	logger = publisher.Log(logger, "sqs", name)
 	cfg.Protocol = strings.ToLower(strings.TrimSpace(cfg.Protocol))
 	if cfg.Protocol == "" {
 		cfg.Protocol = ProtocolJSON
@@ -326,10 +324,20 @@ func attributes(o *replay.Outgoing) map[string]types.MessageAttributeValue {
 		}
 		return 6
 	}
+	attrs, _ := rankedAttributes(h, rank)
+	return attrs
+}
+
+// rankedAttributes are the String attributes of h that SQS accepts
+// (validAttribute), the first maxAttributes by rank then name; dropped
+// are the names left out.
+func rankedAttributes(h map[string]string, rank func(string) int) (attrs map[string]types.MessageAttributeValue, dropped []string) {
 	names := make([]string, 0, len(h))
 	for k, v := range h {
 		if validAttribute(k, v) {
 			names = append(names, k)
+		} else {
+			dropped = append(dropped, k)
 		}
 	}
 	sort.Slice(names, func(i, j int) bool {
@@ -338,12 +346,15 @@ func attributes(o *replay.Outgoing) map[string]types.MessageAttributeValue {
 		}
 		return names[i] < names[j]
 	})
-	names = names[:min(len(names), maxAttributes)]
-	attrs := make(map[string]types.MessageAttributeValue, len(names))
+	if len(names) > maxAttributes {
+		dropped = append(dropped, names[maxAttributes:]...)
+		names = names[:maxAttributes]
+	}
+	attrs = make(map[string]types.MessageAttributeValue, len(names))
 	for _, k := range names {
 		attrs[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(h[k])}
 	}
-	return attrs
+	return attrs, dropped
 }
 
 // validAttribute reports whether SQS accepts name and value: a name of up

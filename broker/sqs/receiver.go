@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 )
 
 // Backoff bounds of a receiver whose calls fail.
@@ -37,7 +38,7 @@ func (s *Source) receiver(ctx, calls context.Context) {
 			if !s.hand(ctx, poll{err: err}) {
 				return
 			}
-			sleep(ctx, collect.Backoff(failures, receiverMinBackoff, receiverMaxBackoff))
+			backoff.Sleep(ctx, collect.Backoff(failures, receiverMinBackoff, receiverMaxBackoff))
 			continue
 		}
 		failures = 0
@@ -93,14 +94,5 @@ func (s *Source) hand(ctx context.Context, p poll) bool {
 		return true
 	case <-ctx.Done():
 		return false
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

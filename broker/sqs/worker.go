@@ -364,16 +364,38 @@ func (w *WorkDriver) Ack(ctx context.Context, d *worker.Delivery) error {
 }
 
 func (w *WorkDriver) delete(ctx context.Context, d *worker.Delivery) error {
-	r, err := ref(d)
-	if err != nil {
-		return err
-	}
-	qurl, err := w.workURL(ctx)
+	r, qurl, err := w.receipt(ctx, d)
 	if err != nil {
 		return err
 	}
 	_, err = w.client.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(qurl), ReceiptHandle: aws.String(r.handle)})
 	return translate("DeleteMessage", err)
+}
+
+// receipt is d's receipt and the URL of the work queue it came from.
+func (w *WorkDriver) receipt(ctx context.Context, d *worker.Delivery) (receipt, string, error) {
+	r, err := ref(d)
+	if err != nil {
+		return receipt{}, "", err
+	}
+	qurl, err := w.workURL(ctx)
+	if err != nil {
+		return receipt{}, "", err
+	}
+	return r, qurl, nil
+}
+
+// sendThenDelete sends in, then deletes d. A failed send deletes nothing;
+// a failed delete is logged (warn says what it leaves) and returned.
+func (w *WorkDriver) sendThenDelete(ctx context.Context, d *worker.Delivery, in *awssqs.SendMessageInput, op, warn string) error {
+	if _, err := w.client.SendMessage(ctx, in); err != nil {
+		return translate(op, err)
+	}
+	if err := w.delete(ctx, d); err != nil {
+		w.log.Warn(warn, "delivery", d.ID, "err", err)
+		return err
+	}
+	return nil
 }
 
 // Retry implements worker.Driver: the message is sent again with
@@ -394,17 +416,10 @@ func (w *WorkDriver) Retry(ctx context.Context, d *worker.Delivery, delay time.D
 		return err
 	}
 	attrs := w.attributes(d.Headers, d.ContentType, "", r.origin)
-	if _, err := w.client.SendMessage(ctx, &awssqs.SendMessageInput{
+	return w.sendThenDelete(ctx, d, &awssqs.SendMessageInput{
 		QueueUrl: aws.String(qurl), MessageBody: aws.String(string(d.Body)),
 		MessageAttributes: attrs, DelaySeconds: secs,
-	}); err != nil {
-		return translate("SendMessage (retry)", err)
-	}
-	if err := w.delete(ctx, d); err != nil {
-		w.log.Warn("retry: the job was re-sent but the original not deleted: it will run twice unless claimed", "delivery", d.ID, "err", err)
-		return err
-	}
-	return nil
+	}, "SendMessage (retry)", "retry: the job was re-sent but the original not deleted: it will run twice unless claimed")
 }
 
 // DeadLetter implements worker.Driver: SendMessage of the envelope to the
@@ -417,16 +432,9 @@ func (w *WorkDriver) DeadLetter(ctx context.Context, d *worker.Delivery, envelop
 	if err != nil {
 		return err
 	}
-	if _, err := w.client.SendMessage(ctx, &awssqs.SendMessageInput{
+	return w.sendThenDelete(ctx, d, &awssqs.SendMessageInput{
 		QueueUrl: aws.String(furl), MessageBody: aws.String(string(envelope)),
-	}); err != nil {
-		return translate("SendMessage (failure queue)", err)
-	}
-	if err := w.delete(ctx, d); err != nil {
-		w.log.Warn("dead-letter: the envelope was sent but the job not deleted: it may be dead-lettered twice", "delivery", d.ID, "err", err)
-		return err
-	}
-	return nil
+	}, "SendMessage (failure queue)", "dead-letter: the envelope was sent but the job not deleted: it may be dead-lettered twice")
 }
 
 // Reject implements worker.Driver: the message becomes visible after
@@ -443,11 +451,7 @@ func (w *WorkDriver) Extend(ctx context.Context, d *worker.Delivery) error {
 }
 
 func (w *WorkDriver) visibility(ctx context.Context, d *worker.Delivery, v time.Duration, op string) error {
-	r, err := ref(d)
-	if err != nil {
-		return err
-	}
-	qurl, err := w.workURL(ctx)
+	r, qurl, err := w.receipt(ctx, d)
 	if err != nil {
 		return err
 	}
@@ -526,33 +530,11 @@ func (w *WorkDriver) attributes(headers map[string]string, contentType, jobName,
 		}
 		return 8
 	}
-	names := make([]string, 0, len(h))
-	var dropped []string
-	for k, v := range h {
-		if validAttribute(k, v) {
-			names = append(names, k)
-		} else {
-			dropped = append(dropped, k)
-		}
-	}
-	sort.Slice(names, func(i, j int) bool {
-		if ri, rj := rank(names[i]), rank(names[j]); ri != rj {
-			return ri < rj
-		}
-		return names[i] < names[j]
-	})
-	if len(names) > maxAttributes {
-		dropped = append(dropped, names[maxAttributes:]...)
-		names = names[:maxAttributes]
-	}
+	attrs, dropped := rankedAttributes(h, rank)
 	if len(dropped) > 0 {
 		sort.Strings(dropped)
 		w.log.Warn("headers not sent as SQS message attributes (at most "+strconv.Itoa(maxAttributes)+", and only names and values SQS accepts)",
 			"dropped", strings.Join(dropped, ","))
-	}
-	attrs := make(map[string]types.MessageAttributeValue, len(names))
-	for _, k := range names {
-		attrs[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(h[k])}
 	}
 	return attrs
 }

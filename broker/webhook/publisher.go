@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/broker/internal/publisher"
 	"github.com/quarantine-dev/quarantine/internal/redacturl"
 	"github.com/quarantine-dev/quarantine/replay"
 	"github.com/quarantine-dev/quarantine/worker"
@@ -106,9 +107,6 @@ func NewPublisher(cfg Config, name string, logger *slog.Logger) (*Publisher, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	tok := cfg.Token
 	if cfg.TokenFile != "" {
 		b, err := os.ReadFile(cfg.TokenFile)
@@ -136,7 +134,7 @@ func NewPublisher(cfg Config, name string, logger *slog.Logger) (*Publisher, err
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return &Publisher{url: cfg.URL, token: tok, client: client,
-		log: logger.With("component", "webhook publisher", "publisher", name)}, nil
+		log: publisher.Log(logger, "webhook", name)}, nil
 }
 
 // Publish implements replay.Publisher: one POST per message, up to

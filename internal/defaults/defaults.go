@@ -19,3 +19,13 @@ func Range[T ~int | ~int64 | ~float64](lo, hi *T, dlo, dhi T) {
 		*hi = max(dhi, *lo)
 	}
 }
+
+// Zero sets *v to d when *v is the zero value ("" or 0): the rule of the
+// configurations whose Validate refuses a negative value rather than
+// taking the default for it.
+func Zero[T comparable](v *T, d T) {
+	var zero T
+	if *v == zero {
+		*v = d
+	}
+}
