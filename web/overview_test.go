@@ -167,8 +167,8 @@ func TestOverviewScopedTokenSeesOwnQueues(t *testing.T) {
 	e.at("billing", "team-b", time.Hour)
 	since := overviewNow.Add(-time.Hour)
 	states := []quarantine.AlarmState{
-		{Alarm: "orders-age", Queue: "orders", Owner: "team-a", State: quarantine.AlarmFiring, Since: since, Reason: "the oldest dead letter is 1h0m0s old (max_age 1h0m0s)"},
-		{Alarm: "slow", Queue: "billing", Owner: "team-b", State: quarantine.AlarmFiring, Since: since, Reason: "billing is slow"},
+		{Alarm: "orders-age", Queue: "orders", Owner: "team-a", State: quarantine.AlarmFiring, Since: since, AlarmReading: quarantine.AlarmReading{Reason: "the oldest dead letter is 1h0m0s old (max_age 1h0m0s)"}},
+		{Alarm: "slow", Queue: "billing", Owner: "team-b", State: quarantine.AlarmFiring, Since: since, AlarmReading: quarantine.AlarmReading{Reason: "billing is slow"}},
 		{Alarm: "slow", Queue: "orders", Owner: "team-a", State: quarantine.AlarmInactive, Since: since},
 	}
 	if err := e.store.SaveAlarms(context.Background(), states, nil); err != nil {
