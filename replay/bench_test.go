@@ -70,10 +70,10 @@ func BenchmarkReplayRate(b *testing.B) {
 	}
 }
 
-// Both stores take a lease's rate tokens in its transaction.
+// Both stores are replay stores.
 var (
-	_ replay.TokenLeaser = (*sqlite.Store)(nil)
-	_ replay.TokenLeaser = (*postgres.Store)(nil)
+	_ replay.Store = (*sqlite.Store)(nil)
+	_ replay.Store = (*postgres.Store)(nil)
 )
 
 // waitSearchIndex waits until st (when it has a text-search index, built

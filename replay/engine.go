@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/defaults"
 )
 
 // Store is what the engine needs of the quarantine's store (store.Replays
@@ -22,7 +23,6 @@ type Store interface {
 	ReleaseReplayItems(ctx context.Context, leases []quarantine.ReplayLease) error
 	RecordReplayResults(ctx context.Context, results []quarantine.ReplayResult) (stale []int, err error)
 	SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error)
-	TakeReplayTokens(ctx context.Context, buckets []quarantine.RateBucket, want int) (int, time.Duration, error)
 	HoldReplayTokens(ctx context.Context, key string, until time.Time) error
 	// LeaseReplayItemsWithin leases like LeaseReplayItems, but no more
 	// items than every one of buckets grants slots for (the engine's
@@ -36,15 +36,9 @@ type Store interface {
 	// k), r the lowest rate of buckets. With no slot free it leases
 	// nothing and returns how long until there is one.
 	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) (leases []quarantine.ReplayLease, first time.Time, wait time.Duration, err error)
-}
-
-// TokenLeaser is an optional capability of a Store: the take of slots
-// of the engine's shared publish schedule (see LeaseReplayItemsWithin)
-// without a lease. Both stores have it. A store without it is paced with
-// TakeReplayTokens, one token (one slot) at a time.
-type TokenLeaser interface {
-	// TakeReplaySlots takes up to want slots of the same schedule, as a
-	// lease does: how many, and the first (or how long until one is free).
+	// TakeReplaySlots takes up to want slots of the same schedule without
+	// a lease, as a lease does: how many, and the first (or how long
+	// until one is free).
 	TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (n int, first time.Time, wait time.Duration, err error)
 }
 
@@ -180,24 +174,12 @@ func New(cfg Config) *Engine {
 		_, _ = rand.Read(b)
 		cfg.Owner = "engine-" + hex.EncodeToString(b)
 	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = DefaultLease
-	}
-	if cfg.Poll <= 0 {
-		cfg.Poll = DefaultPoll
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = DefaultWorkers
-	}
-	if cfg.PublishAttempts <= 0 {
-		cfg.PublishAttempts = DefaultPublishAttempts
-	}
-	if cfg.RetryMin <= 0 {
-		cfg.RetryMin = DefaultRetryMin
-	}
-	if cfg.RetryMax <= 0 {
-		cfg.RetryMax = DefaultRetryMax
-	}
+	defaults.Positive(&cfg.Lease, DefaultLease)
+	defaults.Positive(&cfg.Poll, DefaultPoll)
+	defaults.Positive(&cfg.Workers, DefaultWorkers)
+	defaults.Positive(&cfg.PublishAttempts, DefaultPublishAttempts)
+	defaults.Positive(&cfg.RetryMin, DefaultRetryMin)
+	defaults.Positive(&cfg.RetryMax, DefaultRetryMax)
 	cfg.RetryMax = max(cfg.RetryMax, cfg.RetryMin)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -308,20 +290,5 @@ func (e *Engine) system(ctx context.Context, id, action, reason string) {
 	}
 	if err == nil {
 		e.log.Info("replay "+action, "replay", id, "reason", reason)
-	}
-}
-
-// sleep waits d or until ctx ends; false when ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

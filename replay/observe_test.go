@@ -49,10 +49,7 @@ type leaseKey struct {
 	fence          int64
 }
 
-var (
-	_ replay.Store       = (*observed)(nil)
-	_ replay.TokenLeaser = (*observed)(nil)
-)
+var _ replay.Store = (*observed)(nil)
 
 func observe(st *sqlite.Store) *observed {
 	return &observed{Store: st, changed: make(chan struct{}), out: map[leaseKey]bool{}, due: map[string]time.Time{}}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 )
 
 // worker runs one batch in one engine until it is no longer running here.
@@ -38,9 +39,8 @@ type worker struct {
 }
 
 // buckets are the shared rate buckets of batch b publishing to the
-// destination label: they hand out its slots (TokenLeaser), the burst is
-// not drawn on (see late). Their burst is one, so that a store without
-// slots (TakeReplayTokens) grants one slot at a time from the same rows.
+// destination label: they hand out its slots (TakeReplaySlots and
+// LeaseReplayItemsWithin), whose schedule keeps no burst (see late).
 func buckets(b *quarantine.ReplayBatch, label string) []quarantine.RateBucket {
 	return []quarantine.RateBucket{
 		{Key: "batch:" + b.ID, Rate: b.Rate, Burst: 1},
@@ -102,7 +102,7 @@ func (w *worker) run(ctx context.Context) {
 					return
 				}
 				w.e.log.Warn("cannot read replay", "replay", w.id, "err", err)
-				sleep(ctx, w.e.cfg.Poll)
+				backoff.Sleep(ctx, w.e.cfg.Poll)
 				continue
 			}
 			b, readAt, fresh = nb, time.Now(), true
@@ -126,7 +126,7 @@ func (w *worker) run(ctx context.Context) {
 				return
 			}
 			if wait > 0 {
-				sleep(ctx, min(wait, w.e.cfg.Poll))
+				backoff.Sleep(ctx, min(wait, w.e.cfg.Poll))
 				b = nil
 				continue
 			}
@@ -158,7 +158,7 @@ func (w *worker) run(ctx context.Context) {
 			if ctx.Err() == nil {
 				w.e.log.Warn("cannot lease replay items", "replay", w.id, "err", err)
 			}
-			sleep(ctx, w.e.cfg.Poll)
+			backoff.Sleep(ctx, w.e.cfg.Poll)
 			continue
 		}
 		tokenWake = false
@@ -166,7 +166,7 @@ func (w *worker) run(ctx context.Context) {
 			// Items are there, tokens not yet: wait until a whole chunk's
 			// can be reserved (tokWait is until the first), so that
 			// chunks stay whole.
-			sleep(ctx, min(tokWait+chunkTime(b), refresh))
+			backoff.Sleep(ctx, min(tokWait+chunkTime(b), refresh))
 			tokenWake = true
 			continue
 		}
@@ -177,12 +177,12 @@ func (w *worker) run(ctx context.Context) {
 				b = nil
 				continue
 			}
-			sleep(ctx, w.e.cfg.Poll/4)
+			backoff.Sleep(ctx, w.e.cfg.Poll/4)
 			b = nil
 			continue
 		}
 		if retry := w.publish(ctx, b, leases, paid, due); retry > 0 {
-			sleep(ctx, retry)
+			backoff.Sleep(ctx, retry)
 			b = nil
 		}
 	}
@@ -644,19 +644,14 @@ func (w *worker) answered(ctx context.Context, b *quarantine.ReplayBatch, label 
 
 // takeSlots takes up to want slots of the schedule of b publishing to the
 // destination label: how many and the first, or how long until one is
-// free. A store without slots grants one token (one slot) at a time,
-// due now.
+// free.
 func (w *worker) takeSlots(ctx context.Context, b *quarantine.ReplayBatch, label string, want int) (int, time.Time, time.Duration, error) {
-	if tl, ok := w.e.cfg.Store.(TokenLeaser); ok {
-		started, ld := time.Now(), lead(w.slotsTook)
-		n, first, wait, err := tl.TakeReplaySlots(ctx, buckets(b, label), want, ld, ahead(b, ld))
-		if err == nil && n > 0 {
-			observe(&w.slotsTook, time.Since(started))
-		}
-		return n, first, wait, err
+	started, ld := time.Now(), lead(w.slotsTook)
+	n, first, wait, err := w.e.cfg.Store.TakeReplaySlots(ctx, buckets(b, label), want, ld, ahead(b, ld))
+	if err == nil && n > 0 {
+		observe(&w.slotsTook, time.Since(started))
 	}
-	n, wait, err := w.e.cfg.Store.TakeReplayTokens(ctx, buckets(b, label), 1)
-	return n, time.Now(), wait, err
+	return n, first, wait, err
 }
 
 // result builds the record of one item.
@@ -724,7 +719,7 @@ func (w *worker) record(ctx context.Context, results []quarantine.ReplayResult, 
 			break
 		}
 		w.e.log.Warn("replay results not recorded yet; trying again while their lease lasts", "replay", w.id, "n", len(results), "err", err)
-		sleep(ctx, pause)
+		backoff.Sleep(ctx, pause)
 	}
 	if err != nil {
 		w.e.log.Error("cannot record replay results; the items will be published again after their lease", "replay", w.id, "n", len(results), "err", err)
