@@ -134,7 +134,7 @@ func BenchmarkReplayUnthrottled(b *testing.B) {
 				start := time.Now()
 				var batches []string
 				for k := range ids {
-					bt, err := st.CreateReplay(ctx, quarantine.ReplayRequest{IDs: ids[k], Rate: 1e6, Burst: replay.MaxChunk * 20,
+					bt, err := st.CreateReplay(ctx, quarantine.ReplayRequest{IDs: ids[k], Rate: 1e6, Burst: quarantine.MaxBulk,
 						Reason: "benchmark", Actor: "token:alice"}, nil)
 					if err != nil {
 						b.Fatal(err)

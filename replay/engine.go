@@ -24,21 +24,13 @@ type Store interface {
 	RecordReplayResults(ctx context.Context, results []quarantine.ReplayResult) (stale []int, err error)
 	SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error)
 	HoldReplayTokens(ctx context.Context, key string, until time.Time) error
-	// LeaseReplayItemsWithin leases like LeaseReplayItems, but no more
-	// items than every one of buckets grants slots for (the engine's
-	// shared publish schedule: slots, one per item, never closer than
-	// 1/rate on any rate bucket, however many engines take them), in the
-	// lease's own transaction (saving the engine one write per chunk) and
-	// ahead of the slots, so that the lease and the read of its messages
-	// happen while the slots come: the first at least lead after now,
-	// every one at most ahead after now. It returns the first slot: the
-	// k-th item leased must not be published before slotTime(first, r,
-	// k), r the lowest rate of buckets. With no slot free it leases
-	// nothing and returns how long until there is one.
-	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) (leases []quarantine.ReplayLease, first time.Time, wait time.Duration, err error)
-	// TakeReplaySlots takes up to want slots of the same schedule without
-	// a lease, as a lease does: how many, and the first (or how long
-	// until one is free).
+	// TakeReplaySlots takes up to want slots of the engine's shared
+	// publish schedule (one per item, never closer than 1/rate on any
+	// rate bucket, however many engines take them), the first at least
+	// lead after now, every one at most ahead after now: how many, and
+	// the first (the k-th item must not be published before
+	// slotTime(first, r, k), r the lowest rate of buckets), or how long
+	// until one is free.
 	TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (n int, first time.Time, wait time.Duration, err error)
 }
 
@@ -51,10 +43,10 @@ const (
 	DefaultLease = 30 * time.Second
 	DefaultPoll  = time.Second
 	// MaxChunk caps the items leased and published at once.
-	MaxChunk = 500
+	MaxChunk = 2000
 	// DefaultWorkers is how many chunks of a batch are on their way at
-	// once: one published, the next leased with its slots.
-	DefaultWorkers = 2
+	// once: one published, the next with its slots, one more leased.
+	DefaultWorkers = 3
 	// DefaultPublishAttempts is how many times an item is offered to a
 	// destination that refuses it for now (a nack, a full queue,
 	// throttling) before it fails.
@@ -81,7 +73,7 @@ type Config struct {
 	Poll time.Duration
 	// Workers is how many chunks of one batch this engine has on their
 	// way at once (default DefaultWorkers): while one is published, the
-	// next is leased and the last recorded.
+	// next ones are leased and the last recorded.
 	Workers int
 	// PublishAttempts is how many times an item is offered to a
 	// destination that answers but refuses it for now (Result.Refused:
@@ -113,6 +105,7 @@ type Engine struct {
 	mu      sync.Mutex
 	running map[string]bool      // batches a worker of this engine runs
 	held    map[string]time.Time // destinations that asked to wait (429, Retry-After), or are down, until then
+	heard   map[string]bool      // destinations that answered a publish of this engine
 	wg      sync.WaitGroup
 	wake    chan struct{} // Wake: scan now rather than at the next Poll
 }
@@ -163,6 +156,21 @@ func (e *Engine) heldFor(label string) time.Duration {
 	return d
 }
 
+// hear notes that the destination label answered a publish.
+func (e *Engine) hear(label string) {
+	e.mu.Lock()
+	e.heard[label] = true
+	e.mu.Unlock()
+}
+
+// heardFrom says whether the destination label answered a publish of
+// this engine: its publisher is connected, or was.
+func (e *Engine) heardFrom(label string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.heard[label]
+}
+
 // New returns an engine for cfg, filling defaults. It panics when Store or
 // Router is nil (a wiring bug).
 func New(cfg Config) *Engine {
@@ -187,7 +195,7 @@ func New(cfg Config) *Engine {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Engine{cfg: cfg, log: cfg.Logger.With("component", "replay"), running: map[string]bool{}, held: map[string]time.Time{},
+	return &Engine{cfg: cfg, log: cfg.Logger.With("component", "replay"), running: map[string]bool{}, held: map[string]time.Time{}, heard: map[string]bool{},
 		wake: make(chan struct{}, 1)}
 }
 
