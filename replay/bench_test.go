@@ -70,10 +70,10 @@ func BenchmarkReplayRate(b *testing.B) {
 	}
 }
 
-// Both stores take a lease's rate tokens in its transaction.
+// Both stores are replay stores.
 var (
-	_ replay.TokenLeaser = (*sqlite.Store)(nil)
-	_ replay.TokenLeaser = (*postgres.Store)(nil)
+	_ replay.Store = (*sqlite.Store)(nil)
+	_ replay.Store = (*postgres.Store)(nil)
 )
 
 // waitSearchIndex waits until st (when it has a text-search index, built
@@ -134,7 +134,7 @@ func BenchmarkReplayUnthrottled(b *testing.B) {
 				start := time.Now()
 				var batches []string
 				for k := range ids {
-					bt, err := st.CreateReplay(ctx, quarantine.ReplayRequest{IDs: ids[k], Rate: 1e6, Burst: replay.MaxChunk * 20,
+					bt, err := st.CreateReplay(ctx, quarantine.ReplayRequest{IDs: ids[k], Rate: 1e6, Burst: quarantine.MaxBulk,
 						Reason: "benchmark", Actor: "token:alice"}, nil)
 					if err != nil {
 						b.Fatal(err)

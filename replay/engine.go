@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/defaults"
 )
 
 // Store is what the engine needs of the quarantine's store (store.Replays
@@ -22,29 +23,14 @@ type Store interface {
 	ReleaseReplayItems(ctx context.Context, leases []quarantine.ReplayLease) error
 	RecordReplayResults(ctx context.Context, results []quarantine.ReplayResult) (stale []int, err error)
 	SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error)
-	TakeReplayTokens(ctx context.Context, buckets []quarantine.RateBucket, want int) (int, time.Duration, error)
 	HoldReplayTokens(ctx context.Context, key string, until time.Time) error
-	// LeaseReplayItemsWithin leases like LeaseReplayItems, but no more
-	// items than every one of buckets grants slots for (the engine's
-	// shared publish schedule: slots, one per item, never closer than
-	// 1/rate on any rate bucket, however many engines take them), in the
-	// lease's own transaction (saving the engine one write per chunk) and
-	// ahead of the slots, so that the lease and the read of its messages
-	// happen while the slots come: the first at least lead after now,
-	// every one at most ahead after now. It returns the first slot: the
-	// k-th item leased must not be published before slotTime(first, r,
-	// k), r the lowest rate of buckets. With no slot free it leases
-	// nothing and returns how long until there is one.
-	LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) (leases []quarantine.ReplayLease, first time.Time, wait time.Duration, err error)
-}
-
-// TokenLeaser is an optional capability of a Store: the take of slots
-// of the engine's shared publish schedule (see LeaseReplayItemsWithin)
-// without a lease. Both stores have it. A store without it is paced with
-// TakeReplayTokens, one token (one slot) at a time.
-type TokenLeaser interface {
-	// TakeReplaySlots takes up to want slots of the same schedule, as a
-	// lease does: how many, and the first (or how long until one is free).
+	// TakeReplaySlots takes up to want slots of the engine's shared
+	// publish schedule (one per item, never closer than 1/rate on any
+	// rate bucket, however many engines take them), the first at least
+	// lead after now, every one at most ahead after now: how many, and
+	// the first (the k-th item must not be published before
+	// slotTime(first, r, k), r the lowest rate of buckets), or how long
+	// until one is free.
 	TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (n int, first time.Time, wait time.Duration, err error)
 }
 
@@ -57,10 +43,10 @@ const (
 	DefaultLease = 30 * time.Second
 	DefaultPoll  = time.Second
 	// MaxChunk caps the items leased and published at once.
-	MaxChunk = 500
+	MaxChunk = 2000
 	// DefaultWorkers is how many chunks of a batch are on their way at
-	// once: one published, the next leased with its slots.
-	DefaultWorkers = 2
+	// once: one published, the next with its slots, one more leased.
+	DefaultWorkers = 3
 	// DefaultPublishAttempts is how many times an item is offered to a
 	// destination that refuses it for now (a nack, a full queue,
 	// throttling) before it fails.
@@ -87,7 +73,7 @@ type Config struct {
 	Poll time.Duration
 	// Workers is how many chunks of one batch this engine has on their
 	// way at once (default DefaultWorkers): while one is published, the
-	// next is leased and the last recorded.
+	// next ones are leased and the last recorded.
 	Workers int
 	// PublishAttempts is how many times an item is offered to a
 	// destination that answers but refuses it for now (Result.Refused:
@@ -119,6 +105,7 @@ type Engine struct {
 	mu      sync.Mutex
 	running map[string]bool      // batches a worker of this engine runs
 	held    map[string]time.Time // destinations that asked to wait (429, Retry-After), or are down, until then
+	heard   map[string]bool      // destinations that answered a publish of this engine
 	wg      sync.WaitGroup
 	wake    chan struct{} // Wake: scan now rather than at the next Poll
 }
@@ -169,6 +156,21 @@ func (e *Engine) heldFor(label string) time.Duration {
 	return d
 }
 
+// hear notes that the destination label answered a publish.
+func (e *Engine) hear(label string) {
+	e.mu.Lock()
+	e.heard[label] = true
+	e.mu.Unlock()
+}
+
+// heardFrom says whether the destination label answered a publish of
+// this engine: its publisher is connected, or was.
+func (e *Engine) heardFrom(label string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.heard[label]
+}
+
 // New returns an engine for cfg, filling defaults. It panics when Store or
 // Router is nil (a wiring bug).
 func New(cfg Config) *Engine {
@@ -180,24 +182,12 @@ func New(cfg Config) *Engine {
 		_, _ = rand.Read(b)
 		cfg.Owner = "engine-" + hex.EncodeToString(b)
 	}
-	if cfg.Lease <= 0 {
-		cfg.Lease = DefaultLease
-	}
-	if cfg.Poll <= 0 {
-		cfg.Poll = DefaultPoll
-	}
-	if cfg.Workers <= 0 {
-		cfg.Workers = DefaultWorkers
-	}
-	if cfg.PublishAttempts <= 0 {
-		cfg.PublishAttempts = DefaultPublishAttempts
-	}
-	if cfg.RetryMin <= 0 {
-		cfg.RetryMin = DefaultRetryMin
-	}
-	if cfg.RetryMax <= 0 {
-		cfg.RetryMax = DefaultRetryMax
-	}
+	defaults.Positive(&cfg.Lease, DefaultLease)
+	defaults.Positive(&cfg.Poll, DefaultPoll)
+	defaults.Positive(&cfg.Workers, DefaultWorkers)
+	defaults.Positive(&cfg.PublishAttempts, DefaultPublishAttempts)
+	defaults.Positive(&cfg.RetryMin, DefaultRetryMin)
+	defaults.Positive(&cfg.RetryMax, DefaultRetryMax)
 	cfg.RetryMax = max(cfg.RetryMax, cfg.RetryMin)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -205,7 +195,7 @@ func New(cfg Config) *Engine {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Engine{cfg: cfg, log: cfg.Logger.With("component", "replay"), running: map[string]bool{}, held: map[string]time.Time{},
+	return &Engine{cfg: cfg, log: cfg.Logger.With("component", "replay"), running: map[string]bool{}, held: map[string]time.Time{}, heard: map[string]bool{},
 		wake: make(chan struct{}, 1)}
 }
 
@@ -308,20 +298,5 @@ func (e *Engine) system(ctx context.Context, id, action, reason string) {
 	}
 	if err == nil {
 		e.log.Info("replay "+action, "replay", id, "reason", reason)
-	}
-}
-
-// sleep waits d or until ctx ends; false when ctx ended.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

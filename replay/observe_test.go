@@ -3,6 +3,7 @@ package replay_test
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -22,9 +23,9 @@ type observed struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at every counted event
 	obs     observation
-	out     map[leaseKey]bool    // leased, neither recorded nor released yet
-	due     map[string]time.Time // message id: its slot in its last lease that took slots
-	ahead   int                  // leases returned before their first slot
+	out     map[leaseKey]bool // leased, neither recorded nor released yet
+	slots   []time.Time       // every slot granted
+	ahead   int               // grants returned before their first slot
 }
 
 // observation is what the engines did so far.
@@ -49,13 +50,10 @@ type leaseKey struct {
 	fence          int64
 }
 
-var (
-	_ replay.Store       = (*observed)(nil)
-	_ replay.TokenLeaser = (*observed)(nil)
-)
+var _ replay.Store = (*observed)(nil)
 
 func observe(st *sqlite.Store) *observed {
-	return &observed{Store: st, changed: make(chan struct{}), out: map[leaseKey]bool{}, due: map[string]time.Time{}}
+	return &observed{Store: st, changed: make(chan struct{}), out: map[leaseKey]bool{}}
 }
 
 // event applies f to the counts under the lock and wakes the waiters.
@@ -109,34 +107,30 @@ func (o *observed) LeaseReplayItems(ctx context.Context, batchID, owner string, 
 	return ls, err
 }
 
-func (o *observed) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
-	o.event(func(c *observation) { c.Leasing++ })
-	ls, first, wait, err := o.Store.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, buckets, lead, ahead)
+func (o *observed) TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (int, time.Time, time.Duration, error) {
+	n, first, wait, err := o.Store.TakeReplaySlots(ctx, buckets, want, lead, ahead)
 	o.mu.Lock()
 	rate := buckets[0].Rate
 	for _, b := range buckets {
 		rate = min(rate, b.Rate)
 	}
-	for k, l := range ls {
-		o.due[l.Item.MessageID] = first.Add(time.Duration(math.Round(float64(k) / rate * 1e9)))
+	for k := range n {
+		o.slots = append(o.slots, first.Add(time.Duration(math.Round(float64(k)/rate*1e9))))
 	}
-	if len(ls) > 0 && first.After(time.Now()) {
+	if n > 0 && first.After(time.Now()) {
 		o.ahead++
 	}
 	o.mu.Unlock()
-	o.leased(ls)
-	return ls, first, wait, err
+	return n, first, wait, err
 }
 
-// dues returns when the tokens of each message's last lease that took
-// tokens were due, and how many such leases returned before then.
-func (o *observed) dues() (map[string]time.Time, int) {
+// granted returns every slot granted so far, in order, and how many
+// grants returned before their first slot.
+func (o *observed) granted() ([]time.Time, int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := make(map[string]time.Time, len(o.due))
-	for k, v := range o.due {
-		out[k] = v
-	}
+	out := slices.Clone(o.slots)
+	slices.SortFunc(out, time.Time.Compare)
 	return out, o.ahead
 }
 

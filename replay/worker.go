@@ -10,37 +10,32 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/collect"
+	"github.com/quarantine-dev/quarantine/internal/backoff"
 )
 
 // worker runs one batch in one engine until it is no longer running here.
 type worker struct {
 	e  *Engine
 	id string
-	// leaseTook and slotsTook follow how long this worker's leases and
-	// takes of slots took (moving averages): the lead its next ones ask
-	// for, so that the slots they get are not already due when they
-	// return.
-	leaseTook, slotsTook time.Duration
-	// recording is closed when the record under way in the background
-	// ends (nil: none): at most one at a time, so that what a worker
-	// published and did not record yet stays within recordEvery twice.
-	recording chan struct{}
+	// slotsTook follows how long this worker's takes of slots took (a
+	// decaying maximum): the lead its next ones ask for, so that the
+	// slots they get are not already due when they return.
+	slotsTook time.Duration
+	// records are closed when the records under way in the background
+	// end, oldest first (each starts once the one before it ended): at
+	// most two, one running and the next waiting for it (recordAsync).
+	records []chan struct{}
 
 	// The breaker judges what was published since this worker started (a
 	// resume after a breaker pause starts a new worker, so the operator's
 	// resume is not undone at once by the same old re-failures).
 	breakerBase, breakerRefailBase int
 	failures                       int // consecutive transient publish failures
-	// dest is the destination every item of the last chunk went to ("":
-	// none yet, or several): the next lease takes the tokens of the batch
-	// and of that destination in its own transaction.
-	dest string
 }
 
 // buckets are the shared rate buckets of batch b publishing to the
-// destination label: they hand out its slots (TokenLeaser), the burst is
-// not drawn on (see late). Their burst is one, so that a store without
-// slots (TakeReplayTokens) grants one slot at a time from the same rows.
+// destination label: they hand out its slots (TakeReplaySlots), whose
+// schedule keeps no burst (see late).
 func buckets(b *quarantine.ReplayBatch, label string) []quarantine.RateBucket {
 	return []quarantine.RateBucket{
 		{Key: "batch:" + b.ID, Rate: b.Rate, Burst: 1},
@@ -75,8 +70,14 @@ func lead(took time.Duration) time.Duration {
 	return min(took+took/4, maxLead)
 }
 
-// maxLead caps lead.
+// maxLead caps lead. It is also the lead of a destination no publish
+// has answered yet: its publisher may connect first.
 const maxLead = 100 * time.Millisecond
+
+// maxGather is how long after its slot an item waits at most for the
+// items due after it, to be published with them: the arrivals stay
+// that close to the schedule.
+const maxGather = 5 * time.Millisecond
 
 // observe folds a call's duration d into the decaying maximum *took.
 func observe(took *time.Duration, d time.Duration) {
@@ -88,21 +89,19 @@ func (w *worker) run(ctx context.Context) {
 	st := w.e.cfg.Store
 	var b *quarantine.ReplayBatch
 	var readAt time.Time
-	tokenWake := false // woken when the tokens are due: lease first
 	for ctx.Err() == nil {
 		// The batch (its state and counts) is read again at most every
-		// refresh while items keep coming, and at once when they stop;
-		// not between a wait for tokens and the lease they are for (the
-		// lease checks the state itself).
+		// refresh while items keep coming, and at once when they stop
+		// (the lease checks the state itself).
 		fresh := false
-		if b == nil || time.Since(readAt) >= refresh && !tokenWake {
+		if b == nil || time.Since(readAt) >= refresh {
 			nb, err := st.GetReplay(ctx, w.id)
 			if err != nil {
 				if quarantine.ErrorCode(err) == quarantine.ENOTFOUND {
 					return
 				}
 				w.e.log.Warn("cannot read replay", "replay", w.id, "err", err)
-				sleep(ctx, w.e.cfg.Poll)
+				backoff.Sleep(ctx, w.e.cfg.Poll)
 				continue
 			}
 			b, readAt, fresh = nb, time.Now(), true
@@ -126,7 +125,7 @@ func (w *worker) run(ctx context.Context) {
 				return
 			}
 			if wait > 0 {
-				sleep(ctx, min(wait, w.e.cfg.Poll))
+				backoff.Sleep(ctx, min(wait, w.e.cfg.Poll))
 				b = nil
 				continue
 			}
@@ -139,50 +138,28 @@ func (w *worker) run(ctx context.Context) {
 			w.e.system(ctx, w.id, quarantine.ReplayActComplete, "every item has an outcome")
 			return
 		}
-		var leases []quarantine.ReplayLease
-		var due time.Time
-		var tokWait time.Duration
-		var err error
-		paid := w.dest
-		if paid != "" && w.e.heldFor(paid) == 0 {
-			started, ld := time.Now(), lead(w.leaseTook)
-			leases, due, tokWait, err = st.LeaseReplayItemsWithin(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq, buckets(b, paid), ld, ahead(b, ld))
-			if err == nil && len(leases) > 0 {
-				observe(&w.leaseTook, time.Since(started))
-			}
-		} else {
-			paid = ""
-			leases, err = st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq)
-		}
+		leases, err := st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.e.log.Warn("cannot lease replay items", "replay", w.id, "err", err)
 			}
-			sleep(ctx, w.e.cfg.Poll)
-			continue
-		}
-		tokenWake = false
-		if len(leases) == 0 && tokWait > 0 {
-			// Items are there, tokens not yet: wait until a whole chunk's
-			// can be reserved (tokWait is until the first), so that
-			// chunks stay whole.
-			sleep(ctx, min(tokWait+chunkTime(b), refresh))
-			tokenWake = true
+			backoff.Sleep(ctx, w.e.cfg.Poll)
 			continue
 		}
 		if len(leases) == 0 {
-			// Another engine holds the rest, the canary's items are all
-			// out, or the batch changed: look again soon.
+			// Another worker or engine holds the rest, the canary's
+			// items are all out, or the batch changed: look again soon,
+			// not so soon that empty leases load the store.
 			if !fresh {
 				b = nil
 				continue
 			}
-			sleep(ctx, w.e.cfg.Poll/4)
+			backoff.Sleep(ctx, max(w.e.cfg.Poll/4, minIdle))
 			b = nil
 			continue
 		}
-		if retry := w.publish(ctx, b, leases, paid, due); retry > 0 {
-			sleep(ctx, retry)
+		if retry := w.publish(ctx, b, leases); retry > 0 {
+			backoff.Sleep(ctx, retry)
 			b = nil
 		}
 	}
@@ -191,12 +168,18 @@ func (w *worker) run(ctx context.Context) {
 // refresh is how often a worker reads its batch again while publishing.
 const refresh = time.Second
 
+// minIdle is the least a worker that leased nothing waits before it
+// tries again.
+const minIdle = 50 * time.Millisecond
+
 // chunk is how many items to lease at once: what the batch may publish in
-// about a fifth of a second (its slots; the burst is not drawn on). What
-// a worker published is recorded every recordEvery items. A worker leases a chunk with its slots (LeaseReplayItemsWithin), before the
-// first is due, and publishes each item at its slot: the lease and the
-// read of its messages overlap the wait, and the schedule, shared by
-// every engine, goes on while other workers' chunks are published.
+// about a fifth of a second (its slots; the burst is not drawn on), at
+// most MaxChunk. A worker leases a chunk, then takes the slots of its
+// items at once (TakeReplaySlots) and publishes each at its slot: taken
+// once the lease and the read of its messages are done, however long
+// those took, the slots are not due yet. The engine's other workers
+// lease and take theirs meanwhile, so the schedule, shared by every
+// engine, goes on while one chunk is published.
 func chunk(b *quarantine.ReplayBatch) int {
 	n := int(b.Rate / 5)
 	n = max(n, 1)
@@ -204,26 +187,30 @@ func chunk(b *quarantine.ReplayBatch) int {
 }
 
 // recordEvery is how many of the items a worker published it records at
-// once (in the background, one record at a time, and what is left at the
-// end of a chunk's destination): a quarter of the burst, so that a
-// process stopped or killed leaves at most about the burst published and
+// once, at least (in the background, one record at a time, and what is
+// left at the end of a chunk's destination): a quarter of the burst, so
+// that a process stopped or killed leaves about the burst published and
 // not recorded (its two workers', each with one record under way and
 // the next one's items), to be published again once their leases end.
+// Items published while a record is under way wait for the next one: a
+// store slower than that records larger batches, rather than hold the
+// publishes back past their slots.
 func recordEvery(b *quarantine.ReplayBatch) int { return max(b.Burst/4, 1) }
 
-// minAhead is how long after a lease's start the last slot of its chunk
-// may be at least. A chunk leased before a pause or a cancel is
-// published at most about ahead after it, and the slots of a chunk
-// leased and then not published (a shutdown, a crash, a destination
+// minAhead is how long after a take of slots starts the last slot of
+// its chunk may be at least. A chunk whose slots were taken before a
+// pause or a cancel is published at most about ahead after it, and the
+// slots of a chunk not published (a shutdown, a crash, a destination
 // asking to wait) are lost, never given back (that could let a later
 // chunk above the rate): at most that long of the rate.
 const minAhead = 200 * time.Millisecond
 
-// ahead is how long after a lease's start the last slot of its chunk may
-// be: two chunks' time after the lead, at least minAhead. The other
-// worker of an engine (DefaultWorkers) then holds the next chunk's slots
-// while one is published: a worker's last record and next lease have a
-// chunk's time before the schedule would go idle.
+// ahead is how long after a take of slots starts the last slot of its
+// chunk may be: two chunks' time after the lead, at least minAhead. A
+// worker whose chunk is leased then holds the slots after the chunk
+// being published, and the next lease has a chunk's time before the
+// schedule would go idle; a worker whose chunk finds no slot within that
+// waits for one, its chunk leased.
 func ahead(b *quarantine.ReplayBatch, lead time.Duration) time.Duration {
 	return max(minAhead, lead+2*chunkTime(b))
 }
@@ -368,14 +355,14 @@ type pending struct {
 
 // publish publishes leased items, destination by destination, each at
 // its slot of the shared schedule, recording what the destination
-// answered every recordEvery(b) items and once its items are out.
-// The lease took the slots of the items going to destination paid ("":
-// none), the first at due; the others' are taken here. An item not
-// published within late(b) of its slot (a slow moment) is given a new
-// one rather than published with the items due after it. It returns how
+// answered every recordEvery(b) items and once its items are out. The
+// slots of a destination's items are taken at once, after the lease
+// (however long it took, they are not due yet). An item not published
+// within late(b) of its slot (a slow moment) is given a new one rather
+// than published with the items due after it. It returns how
 // long to wait before the next lease (after a broker outage or a
 // destination asking to slow down).
-func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases []quarantine.ReplayLease, paid string, due time.Time) time.Duration {
+func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases []quarantine.ReplayLease) time.Duration {
 	st := w.e.cfg.Store
 	leasedAt := time.Now()
 	var failed []quarantine.ReplayResult
@@ -394,22 +381,6 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 		groups[route.Label] = append(groups[route.Label], &pending{lease: l, out: out, dropped: dropped, route: route})
 	}
 	w.record(ctx, failed, leasedAt.Add(w.e.cfg.Lease))
-	w.dest = ""
-	if len(order) == 1 {
-		w.dest = order[0]
-	}
-	if g := groups[paid]; len(g) > 0 {
-		// The k-th item leased has the k-th slot; those routed elsewhere
-		// leave theirs unused.
-		index := make(map[int]int, len(leases))
-		for k, l := range leases {
-			index[l.Item.Seq] = k
-		}
-		for _, p := range g {
-			p.slot = slotTime(due, b.Rate, index[p.lease.Item.Seq])
-		}
-	}
-
 	var release []quarantine.ReplayLease
 	var wait time.Duration
 	lateBy := late(b)
@@ -425,12 +396,13 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 		outstanding := 0
 		handle := func(a partAnswer) {
 			outstanding--
+			w.e.hear(label)
 			var retry time.Duration
 			var rel []quarantine.ReplayLease
 			done, rel, retry = w.answered(ctx, b, label, a, done)
 			release = append(release, rel...)
 			wait = max(wait, retry)
-			if len(done) >= recordEvery(b) {
+			if len(done) >= recordEvery(b) && !w.recordBusy() {
 				w.recordAsync(ctx, done, leasedAt.Add(w.e.cfg.Lease))
 				done = nil
 			}
@@ -491,7 +463,10 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 					earliest = p.slot
 				}
 			}
-			if len(need) > 0 && !now.Before(slotsAt) && (earliest.IsZero() || earliest.After(now)) {
+			// Slots are taken when none of the items that have one is due
+			// before the take would return (a take that waits for the
+			// store would leave them late).
+			if len(need) > 0 && !now.Before(slotsAt) && (earliest.IsZero() || earliest.Sub(now) > lead(w.slotsTook)) {
 				n, first, slotWait, err := w.takeSlots(ctx, b, label, len(need))
 				if err != nil {
 					if ctx.Err() == nil {
@@ -503,8 +478,15 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 				for k := range n {
 					need[k].slot = slotTime(first, b.Rate, k)
 				}
-				if n == 0 {
+				switch {
+				case n == 0:
 					slotsAt = time.Now().Add(slotWait)
+				case n < len(need):
+					// The schedule is taken ahead (other workers' chunks):
+					// the rest's slots are taken once they fit whole, a
+					// chunk's time before the last granted, not a few at
+					// every turn.
+					slotsAt = slotTime(first, b.Rate, n-1).Add(-chunkTime(b))
 				}
 				if n > 0 || !earliest.IsZero() {
 					continue
@@ -515,11 +497,12 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 				continue
 			}
 			// Published together: the items due within half the lateness
-			// allowed after the earliest, once the last of them is due
-			// (never one before its slot): fewer, larger publishes.
+			// allowed after the earliest (at most maxGather), once the
+			// last of them is due (never one before its slot): fewer,
+			// larger publishes.
 			at := earliest
 			for _, p := range slotted {
-				if p.slot.After(at) && p.slot.Sub(earliest) <= lateBy/2 {
+				if p.slot.After(at) && p.slot.Sub(earliest) <= min(lateBy/2, maxGather) {
 					at = p.slot
 				}
 			}
@@ -527,20 +510,24 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 				pause(min(d, w.e.cfg.Poll))
 				continue
 			}
+			if outstanding >= maxParts {
+				// Wait for an answer, then look again: the items due may
+				// be late by then.
+				handle(<-answers)
+				continue
+			}
 			var ready []*pending
-			for _, p := range slotted {
-				if !p.slot.After(now) {
+			rest = slices.DeleteFunc(rest, func(p *pending) bool {
+				due := !p.slot.IsZero() && !p.slot.After(now)
+				if due {
 					ready = append(ready, p)
 				}
-			}
+				return due
+			})
 			slices.SortStableFunc(ready, func(x, y *pending) int { return x.slot.Compare(y.slot) })
-			rest = slices.DeleteFunc(rest, func(p *pending) bool { return slices.Contains(ready, p) })
 			outs := make([]Outgoing, len(ready))
 			for i, p := range ready {
 				outs[i] = p.out
-			}
-			for outstanding >= maxParts {
-				handle(<-answers)
 			}
 			outstanding++
 			go func(part []*pending) {
@@ -575,8 +562,9 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 }
 
 // maxParts is how many parts of a chunk a worker has published and not
-// had the broker's answer for, at most.
-const maxParts = 8
+// had the broker's answer for, at most: parts are maxGather of the
+// schedule at most, a broker's answers may take longer.
+const maxParts = 32
 
 // partAnswer is the broker's answer to a part of a chunk.
 type partAnswer struct {
@@ -644,19 +632,17 @@ func (w *worker) answered(ctx context.Context, b *quarantine.ReplayBatch, label 
 
 // takeSlots takes up to want slots of the schedule of b publishing to the
 // destination label: how many and the first, or how long until one is
-// free. A store without slots grants one token (one slot) at a time,
-// due now.
+// free.
 func (w *worker) takeSlots(ctx context.Context, b *quarantine.ReplayBatch, label string, want int) (int, time.Time, time.Duration, error) {
-	if tl, ok := w.e.cfg.Store.(TokenLeaser); ok {
-		started, ld := time.Now(), lead(w.slotsTook)
-		n, first, wait, err := tl.TakeReplaySlots(ctx, buckets(b, label), want, ld, ahead(b, ld))
-		if err == nil && n > 0 {
-			observe(&w.slotsTook, time.Since(started))
-		}
-		return n, first, wait, err
+	started, ld := time.Now(), lead(w.slotsTook)
+	if !w.e.heardFrom(label) {
+		ld = maxLead
 	}
-	n, wait, err := w.e.cfg.Store.TakeReplayTokens(ctx, buckets(b, label), 1)
-	return n, time.Now(), wait, err
+	n, first, wait, err := w.e.cfg.Store.TakeReplaySlots(ctx, buckets(b, label), want, ld, ahead(b, ld))
+	if err == nil && n > 0 {
+		observe(&w.slotsTook, time.Since(started))
+	}
+	return n, first, wait, err
 }
 
 // result builds the record of one item.
@@ -676,28 +662,55 @@ func (w *worker) result(b *quarantine.ReplayBatch, p *pending, o quarantine.Item
 	}
 }
 
-// recordAsync records results in the background once the record under
+// recordAsync records results in the background, once the record under
 // way (if any) ended, while the worker goes on publishing or leases its
-// next chunk; run waits for the last one before it returns.
+// next chunk; it waits only when two records are under way already (the
+// store is behind). run waits for the last one before it returns.
 func (w *worker) recordAsync(ctx context.Context, results []quarantine.ReplayResult, until time.Time) {
-	w.awaitRecord()
 	if len(results) == 0 {
 		return
 	}
+	w.recordBusy()
+	for len(w.records) >= 2 {
+		<-w.records[0]
+		w.records = w.records[1:]
+	}
+	var prev chan struct{}
+	if len(w.records) > 0 {
+		prev = w.records[len(w.records)-1]
+	}
 	done := make(chan struct{})
-	w.recording = done
+	w.records = append(w.records, done)
 	go func() {
 		defer close(done)
+		if prev != nil {
+			<-prev
+		}
 		w.record(ctx, results, until)
 	}()
 }
 
-// awaitRecord waits until the record under way in the background ended.
-func (w *worker) awaitRecord() {
-	if w.recording != nil {
-		<-w.recording
-		w.recording = nil
+// recordBusy says whether a record is under way in the background,
+// forgetting the ones that ended.
+func (w *worker) recordBusy() bool {
+	for len(w.records) > 0 {
+		select {
+		case <-w.records[0]:
+			w.records = w.records[1:]
+			continue
+		default:
+		}
+		break
 	}
+	return len(w.records) > 0
+}
+
+// awaitRecord waits until the records under way in the background ended.
+func (w *worker) awaitRecord() {
+	for _, c := range w.records {
+		<-c
+	}
+	w.records = nil
 }
 
 // record stores results. After a publish it must not be lost to a
@@ -724,7 +737,7 @@ func (w *worker) record(ctx context.Context, results []quarantine.ReplayResult, 
 			break
 		}
 		w.e.log.Warn("replay results not recorded yet; trying again while their lease lasts", "replay", w.id, "n", len(results), "err", err)
-		sleep(ctx, pause)
+		backoff.Sleep(ctx, pause)
 	}
 	if err != nil {
 		w.e.log.Error("cannot record replay results; the items will be published again after their lease", "replay", w.id, "n", len(results), "err", err)

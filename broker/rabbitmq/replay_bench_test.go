@@ -12,6 +12,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
 	"github.com/quarantine-dev/quarantine/internal/testbin"
 	"github.com/quarantine-dev/quarantine/replay"
@@ -254,7 +255,7 @@ replay: {canary: 0, max_rate: 1000000}
 		}
 		// 201, or 202 while the batch is pinned in the background.
 		status, raw := api.Do(b, "POST", "/api/v1/replays", map[string]any{
-			"filter": map[string]any{"queue": []string{w}}, "expect_count": half, "rate": 1000000, "burst": replay.MaxChunk * 20,
+			"filter": map[string]any{"queue": []string{w}}, "expect_count": half, "rate": 1000000, "burst": quarantine.MaxBulk,
 			"destination": map[string]any{"queue": targets[i]}, "reason": "benchmark",
 		}, &created)
 		if status != 201 && status != 202 {
