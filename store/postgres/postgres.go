@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/ops"
+	"github.com/quarantine-dev/quarantine/store/internal/replays"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
 )
 
@@ -16,6 +18,11 @@ import (
 // store.Store (the assertion lives in package store/open, the one that
 // imports both stores). It is safe for concurrent use.
 type Store struct {
+	// The methods both stores share apart from SQL, written once in
+	// store/internal/replays and store/internal/ops over replayStore.
+	replayMethods
+	discardMethods
+
 	pool *pgxpool.Pool
 	now  func() time.Time
 	// exact and smallGroup are the thresholds of Sample (sample.go);
@@ -23,6 +30,12 @@ type Store struct {
 	exact, smallGroup int
 	idx               *indexer // the background search indexer (search.go)
 }
+
+// replayMethods names the shared replay methods embedded in Store.
+type replayMethods = replays.Methods
+
+// discardMethods names the shared discard methods embedded in Store.
+type discardMethods = ops.Discards
 
 // Option configures a Store in Open.
 type Option func(*Store)
@@ -72,6 +85,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		return nil, translate(err, "connect to PostgreSQL")
 	}
 	s := &Store{pool: pool, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
+	s.replayMethods = replays.NewMethods(replayStore{s}, s.clock)
+	s.discardMethods = ops.NewDiscards(replayStore{s}, s.clock)
 	for _, o := range opts {
 		o(s)
 	}

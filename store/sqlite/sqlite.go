@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"net/url"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/ops"
+	"github.com/quarantine-dev/quarantine/store/internal/replays"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
@@ -18,6 +21,11 @@ import (
 
 // Store is a quarantine store in one SQLite file.
 type Store struct {
+	// The methods both stores share apart from SQL, written once in
+	// store/internal/replays and store/internal/ops over replayStore.
+	replayMethods
+	discardMethods
+
 	path string
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // read-only connections
@@ -31,6 +39,12 @@ type Store struct {
 	ckpt          *checkpointer // the background WAL checkpoint (checkpoint.go)
 	stmts         readStmts
 }
+
+// replayMethods names the shared replay methods embedded in Store.
+type replayMethods = replays.Methods
+
+// discardMethods names the shared discard methods embedded in Store.
+type discardMethods = ops.Discards
 
 // Option configures a Store.
 type Option func(*Store)
@@ -71,6 +85,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		}
 	}
 	s := &Store{path: path, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
+	s.replayMethods = replays.NewMethods(replayStore{s}, s.clock)
+	s.discardMethods = ops.NewDiscards(replayStore{s}, s.clock)
 	for _, o := range opts {
 		o(s)
 	}
@@ -193,4 +209,10 @@ func fromMicrosPtr(v sql.NullInt64) *time.Time {
 	}
 	t := fromMicros(v.Int64)
 	return &t
+}
+
+// jsonArray encodes ids for json_each: one parameter for any number of ids.
+func jsonArray(ids []string) string {
+	b, _ := json.Marshal(ids) // strings always marshal
+	return string(b)
 }

@@ -62,8 +62,11 @@ type Selector interface {
 // from, and short write transactions beside it (on SQLite the writer is
 // released between them, so collectors keep storing).
 type Pinner interface {
+	Writer
 	Snapshot(ctx context.Context, fn func(Selector) error) error
-	Write(ctx context.Context, what string, fn func(Tx) error) error
+	// SearchReady returns once the text search index covers text (a
+	// filter's Text; "" needs nothing), where the store waits for it.
+	SearchReady(ctx context.Context, text string) error
 	// HoldsWriter reports whether a write transaction holds the store's
 	// one writer (SQLite): a pin then keeps each of its transactions
 	// short (nextPinStep); else (PostgreSQL, where other writers do not

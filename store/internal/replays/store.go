@@ -1,0 +1,203 @@
+package replays
+
+import (
+	"context"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/notfound"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
+)
+
+// Writer runs fn in one write transaction of a store (committed when fn
+// returns nil); what names the work in its errors.
+type Writer interface {
+	Write(ctx context.Context, what string, fn func(Tx) error) error
+}
+
+// Reader is what the read methods of Methods need of a store: each read
+// is a read transaction of its own (one snapshot).
+type Reader interface {
+	Writer
+	// Batches reads up to limit batches f (valid) matches, newest first
+	// (by id, below f.After when set), with their counts.
+	Batches(ctx context.Context, f quarantine.ReplayFilter, limit int) ([]*quarantine.ReplayBatch, error)
+	// StalePins returns the ids of the pinning batches not written to
+	// since before.
+	StalePins(ctx context.Context, before time.Time) ([]string, error)
+	// Runnable reads the running batches, the drafts expired at now and
+	// the scheduled batches due at now, oldest first, without counts.
+	Runnable(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error)
+	// Items reads up to limit items f (valid, its batch id a valid id)
+	// matches, in seq order after f.After; found is false when there is
+	// no such batch.
+	Items(ctx context.Context, f quarantine.ReplayItemFilter, limit int) (items []quarantine.ReplayItem, found bool, err error)
+}
+
+// Backend is what Methods need of a store.
+type Backend interface {
+	Pinner
+	Reader
+}
+
+// ItemColumns are replay_items' columns (aliased i), in the order both
+// stores read them.
+const ItemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
+	i.idempotency_key, i.payload_version, i.payload_sha256, i.dropped_headers, i.attempts, i.refail_id,
+	i.published_at, i.updated_at, i.refusals`
+
+// Methods are the methods of store.Replays that both stores share apart
+// from SQL, written once over a store's Backend. A store embeds them
+// (through an unexported alias), so that they are its own methods.
+type Methods struct {
+	b     Backend
+	clock func() time.Time
+}
+
+// NewMethods returns the Methods of a store over b; clock is the store's
+// (UTC, to the microsecond).
+func NewMethods(b Backend, clock func() time.Time) Methods { return Methods{b, clock} }
+
+// CreateReplay pins the messages r selects as a new batch; see
+// store.Replays and Pin: r is validated, the search index brought up to
+// date for its text (Pinner.SearchReady), then the selection is read in
+// one snapshot and its items written in short transactions beside it; no
+// message changes status (a lease moves it). Errors: EINVALID for a bad
+// request, ECONFLICT when r.ExpectCount does not hold, EUNPROCESSABLE
+// (naming expect_count) when a batch started at once selects more than
+// r.ConfirmAbove without it, EUNAVAILABLE, EINTERNAL.
+func (m Methods) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error) {
+	if err := r.Validate(0); err != nil {
+		return nil, err
+	}
+	if err := m.b.SearchReady(ctx, search.FilterText(r.Filter)); err != nil {
+		return nil, err
+	}
+	return Pin(ctx, m.b, &r, keyRule, m.clock)
+}
+
+// ChangeReplay applies c.Action to its batch, read (and locked, where
+// the store locks rows) first, in one write transaction (Change); see
+// store.Replays. Errors: EINVALID for an unknown action, ENOTFOUND for an
+// unknown batch, ECONFLICT when the batch's state does not allow the
+// action, when a draft expired before its start (it is expired,
+// committed: ErrDraftExpired) or when a complete finds pending items,
+// EUNAVAILABLE.
+func (m Methods) ChangeReplay(ctx context.Context, c quarantine.ReplayChange) (*quarantine.ReplayBatch, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var b *quarantine.ReplayBatch
+	var expired bool
+	err := m.b.Write(ctx, "change a replay", func(tx Tx) (err error) {
+		b, expired, err = Change(ctx, tx, c, m.clock())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if expired {
+		return nil, ErrDraftExpired
+	}
+	return b, nil
+}
+
+// SetReplayCanary records the canary's verdict on the batch (read and
+// locked, where the store locks rows), with until to the microsecond,
+// unless the batch has that verdict already; see store.Replays. Errors:
+// EINVALID for an unknown verdict, ENOTFOUND, EUNAVAILABLE.
+func (m Methods) SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error) {
+	if !ValidVerdict(verdict) {
+		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "canary_verdict", "unknown canary verdict %q", quarantine.Clip(verdict))
+	}
+	var b *quarantine.ReplayBatch
+	err := m.b.Write(ctx, "record a canary verdict", func(tx Tx) error {
+		var err error
+		if b, err = tx.GetBatch(ctx, batchID); err != nil || b.CanaryVerdict == verdict {
+			return err
+		}
+		b.CanaryVerdict, b.CanaryUntil, b.UpdatedAt = verdict, nil, m.clock()
+		if until != nil {
+			u := until.UTC().Truncate(time.Microsecond)
+			b.CanaryUntil = &u
+		}
+		return tx.SaveBatch(ctx, b)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// ListReplays returns the batches matching f, newest first, f.Limit of
+// them and the cursor of the next page ("" after the last); see
+// store.Replays. Errors: EINVALID naming the field, EUNAVAILABLE.
+func (m Methods) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*quarantine.ReplayBatch, string, error) {
+	if err := f.Validate(); err != nil {
+		return nil, "", err
+	}
+	out, err := m.b.Batches(ctx, f, f.Limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > f.Limit {
+		out = out[:f.Limit]
+		next = out[f.Limit-1].ID
+	}
+	return out, next, nil
+}
+
+// RunnableReplays returns the running batches, the drafts expired at
+// now and the scheduled batches due at now, oldest first; see
+// store.Replays. The pinning batches nothing wrote to for PinStale (their
+// server stopped mid-pin) are removed first, each in a write transaction
+// of its own. Errors: EUNAVAILABLE.
+func (m Methods) RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
+	ids, err := m.b.StalePins(ctx, now.Add(-PinStale))
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		if err := m.b.Write(ctx, "remove an abandoned pin", func(tx Tx) error { return tx.DeleteBatch(ctx, id) }); err != nil {
+			return nil, err
+		}
+	}
+	return m.b.Runnable(ctx, now)
+}
+
+// ListReplayItems returns f.Limit items of one batch in seq order after
+// f.After, and whether more follow; see store.Replays. Errors: EINVALID
+// for a bad filter, ENOTFOUND for an unknown batch, EUNAVAILABLE.
+func (m Methods) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilter) ([]quarantine.ReplayItem, bool, error) {
+	if err := f.Validate(); err != nil {
+		return nil, false, err
+	}
+	if !quarantine.ValidID(f.BatchID) {
+		return nil, false, notfound.Replay(f.BatchID)
+	}
+	out, found, err := m.b.Items(ctx, f, f.Limit+1)
+	if err != nil {
+		return nil, false, err
+	}
+	if !found {
+		return nil, false, notfound.Replay(f.BatchID)
+	}
+	more := len(out) > f.Limit
+	if more {
+		out = out[:f.Limit]
+	}
+	return out, more, nil
+}
+
+// ByID readies bs for a store's read of their counts: their counts
+// zeroed (replays.ZeroCounts), the batches by id and their ids in order.
+func ByID(bs []*quarantine.ReplayBatch) (map[string]*quarantine.ReplayBatch, []string) {
+	byID := make(map[string]*quarantine.ReplayBatch, len(bs))
+	ids := make([]string, len(bs))
+	for i, b := range bs {
+		byID[b.ID], ids[i] = b, b.ID
+		b.Counts = ZeroCounts()
+	}
+	return byID, ids
+}
