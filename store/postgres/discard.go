@@ -12,30 +12,31 @@ import (
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
-// discardTx is one transaction of the store as the shared discard flows
-// (ops.Discard, ops.DiscardChunk) use it.
-type discardTx struct{ replayTx }
+// opsTx is one write transaction of the store as the shared operator
+// actions (store/internal/ops: a discard, a chunk of a discard operation,
+// an edit, a re-key) use it.
+type opsTx struct{ replayTx }
 
-// WriteDiscard runs fn in a transaction of the store (ops.Discards).
-func (p replayStore) WriteDiscard(ctx context.Context, what string, fn func(ops.DiscardWriter) error) error {
-	return p.s.inTx(ctx, what, func(tx pgx.Tx) error { return fn(discardTx{replayTx{p.s, tx}}) })
+// WriteOps runs fn in a transaction of the store (ops.Methods).
+func (p backend) WriteOps(ctx context.Context, what string, fn func(ops.Tx) error) error {
+	return p.s.inTx(ctx, what, func(tx pgx.Tx) error { return fn(opsTx{replayTx{p.s, tx}}) })
 }
 
-func (t discardTx) SelectFilter(ctx context.Context, f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
+func (t opsTx) SelectFilter(ctx context.Context, f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
 	return lockFilter(ctx, t.tx, f, limit)
 }
 
-func (t discardTx) CountFilter(ctx context.Context, f quarantine.Filter) (n int64, err error) {
+func (t opsTx) CountFilter(ctx context.Context, f quarantine.Filter) (n int64, err error) {
 	w := filterWhere(&f)
 	err = t.tx.QueryRow(ctx, "SELECT count(*) FROM messages m"+w.sql(), w.args...).Scan(&n)
 	return n, err
 }
 
-func (t discardTx) SelectIDs(ctx context.Context, ids []string) (map[string]quarantine.Status, error) {
+func (t opsTx) SelectIDs(ctx context.Context, ids []string) (map[string]quarantine.Status, error) {
 	return lockIDs(ctx, t.tx, ids)
 }
 
-func (t discardTx) MarkDiscarded(ctx context.Context, ids []string) error {
+func (t opsTx) MarkDiscarded(ctx context.Context, ids []string) error {
 	return t.s.markDiscarded(ctx, t.tx, ids)
 }
 
@@ -148,11 +149,11 @@ func (t startTx) Insert(ctx context.Context, op quarantine.DiscardOperation) err
 }
 
 // Lock reads the operation id, locking its row (a chunk, a resume).
-func (t discardTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation, error) {
+func (t opsTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation, error) {
 	return getDiscard(ctx, t.tx, "WHERE id = $1 FOR UPDATE", id)
 }
 
-func (t discardTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
+func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
 	f := op.Filter
 	w := filterWhere(&f)
 	w.conds = append(w.conds, inDiscardSet(w.arg(op.Mark)), "m.id > "+w.arg(op.Cursor))
@@ -160,11 +161,11 @@ func (t discardTx) Select(ctx context.Context, op quarantine.DiscardOperation, l
 		" ORDER BY m.id LIMIT "+strconv.Itoa(limit)+" FOR UPDATE", w.args...)
 }
 
-func (t discardTx) MarkDiscardedFrom(ctx context.Context, _ quarantine.Status, ids []string) error {
+func (t opsTx) MarkDiscardedFrom(ctx context.Context, _ quarantine.Status, ids []string) error {
 	return t.s.markDiscarded(ctx, t.tx, ids)
 }
 
-func (t discardTx) Save(ctx context.Context, op quarantine.DiscardOperation) error {
+func (t opsTx) Save(ctx context.Context, op quarantine.DiscardOperation) error {
 	_, err := t.tx.Exec(ctx, `UPDATE discard_operations SET state = $2, cursor = $3, discarded = $4, skipped = $5,
 		error = $6, updated_at = $7, finished_at = $8 WHERE id = $1`,
 		op.ID, op.State, op.Cursor, op.Discarded, op.Skipped, op.Error, op.UpdatedAt, op.FinishedAt)

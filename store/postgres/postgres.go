@@ -19,9 +19,9 @@ import (
 // imports both stores). It is safe for concurrent use.
 type Store struct {
 	// The methods both stores share apart from SQL, written once in
-	// store/internal/replays and store/internal/ops over replayStore.
+	// store/internal/replays and store/internal/ops over backend.
 	replayMethods
-	discardMethods
+	opsMethods
 
 	pool *pgxpool.Pool
 	now  func() time.Time
@@ -34,8 +34,8 @@ type Store struct {
 // replayMethods names the shared replay methods embedded in Store.
 type replayMethods = replays.Methods
 
-// discardMethods names the shared discard methods embedded in Store.
-type discardMethods = ops.Discards
+// opsMethods names the shared operator actions embedded in Store.
+type opsMethods = ops.Methods
 
 // Option configures a Store in Open.
 type Option func(*Store)
@@ -85,8 +85,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		return nil, translate(err, "connect to PostgreSQL")
 	}
 	s := &Store{pool: pool, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
-	s.replayMethods = replays.NewMethods(replayStore{s}, s.clock)
-	s.discardMethods = ops.NewDiscards(replayStore{s}, s.clock)
+	s.replayMethods = replays.NewMethods(backend{s}, s.clock)
+	s.opsMethods = ops.NewMethods(backend{s}, s.clock)
 	for _, o := range opts {
 		o(s)
 	}

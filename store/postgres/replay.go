@@ -25,25 +25,26 @@ const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_q
 // itemColumns are replay_items' columns as both stores read them.
 const itemColumns = replays.ItemColumns
 
-// replayStore is the store as the shared replay flows (store/internal/replays)
-// use it: a snapshot to select from, read and write transactions.
-type replayStore struct{ s *Store }
+// backend is the store as the shared flows (store/internal/replays and
+// store/internal/ops) use it: a snapshot to select from, read and write
+// transactions.
+type backend struct{ s *Store }
 
-func (replayStore) HoldsWriter() bool { return false }
+func (backend) HoldsWriter() bool { return false }
 
-func (p replayStore) SearchReady(ctx context.Context, text string) error {
+func (p backend) SearchReady(ctx context.Context, text string) error {
 	return p.s.searchReady(ctx, text)
 }
 
 // Snapshot reads a pin's selection in one repeatable-read, read-only
 // transaction, beside the short write transactions of its items.
-func (p replayStore) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
+func (p backend) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
 	return p.s.snapshot(ctx, "select a replay's messages", func(tx pgx.Tx) error {
 		return fn(selector{tx})
 	})
 }
 
-func (p replayStore) Write(ctx context.Context, what string, fn func(replays.Tx) error) error {
+func (p backend) Write(ctx context.Context, what string, fn func(replays.Tx) error) error {
 	return p.s.inTx(ctx, what, func(tx pgx.Tx) error { return fn(replayTx{p.s, tx}) })
 }
 
@@ -267,7 +268,7 @@ func scanBatches(ctx context.Context, tx pgx.Tx, q string, args ...any) ([]*quar
 	return out, nil
 }
 
-func (p replayStore) Batches(ctx context.Context, f quarantine.ReplayFilter, limit int) ([]*quarantine.ReplayBatch, error) {
+func (p backend) Batches(ctx context.Context, f quarantine.ReplayFilter, limit int) ([]*quarantine.ReplayBatch, error) {
 	w := &where{}
 	if len(f.State) > 0 {
 		w.literals("b.state", strs(f.State))
@@ -290,7 +291,7 @@ func (p replayStore) Batches(ctx context.Context, f quarantine.ReplayFilter, lim
 	})
 }
 
-func (p replayStore) Runnable(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
+func (p backend) Runnable(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
 	return txn.Get(ctx, p.s.snapshot, "list runnable replays", func(tx pgx.Tx) ([]*quarantine.ReplayBatch, error) {
 		return scanBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
 			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < $1)
@@ -298,7 +299,7 @@ func (p replayStore) Runnable(ctx context.Context, now time.Time) ([]*quarantine
 	})
 }
 
-func (p replayStore) StalePins(ctx context.Context, before time.Time) ([]string, error) {
+func (p backend) StalePins(ctx context.Context, before time.Time) ([]string, error) {
 	rows, err := p.s.pool.Query(ctx, `SELECT id FROM replay_batches WHERE state = 'pinning' AND updated_at < $1`, before)
 	if err != nil {
 		return nil, translate(err, "find abandoned pins")
@@ -326,7 +327,7 @@ func (r *itemRow) item() quarantine.ReplayItem {
 	return it
 }
 
-func (p replayStore) Items(ctx context.Context, f quarantine.ReplayItemFilter, limit int) ([]quarantine.ReplayItem, bool, error) {
+func (p backend) Items(ctx context.Context, f quarantine.ReplayItemFilter, limit int) ([]quarantine.ReplayItem, bool, error) {
 	w := &where{}
 	w.conds = append(w.conds, "i.batch_id = "+w.arg(f.BatchID), "i.seq > "+w.arg(f.After))
 	if len(f.Outcome) > 0 {

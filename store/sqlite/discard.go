@@ -9,31 +9,32 @@ import (
 	"github.com/quarantine-dev/quarantine/store/internal/ops"
 )
 
-// discardTx is one write transaction of the store as the shared discard
-// flows (ops.Discard, ops.DiscardChunk) use it. SQLite has one writer: a
-// discard operation is locked by the transaction itself.
-type discardTx struct{ replayTx }
+// opsTx is one write transaction of the store as the shared operator
+// actions (store/internal/ops: a discard, a chunk of a discard operation,
+// an edit, a re-key) use it. SQLite has one writer: a discard operation is
+// locked by the transaction itself.
+type opsTx struct{ replayTx }
 
-// WriteDiscard runs fn in a write transaction (ops.Discards).
-func (p replayStore) WriteDiscard(ctx context.Context, what string, fn func(ops.DiscardWriter) error) error {
-	return p.s.write(ctx, what, func(tx *sql.Tx) error { return fn(discardTx{replayTx{p.s, tx}}) })
+// WriteOps runs fn in a write transaction (ops.Methods).
+func (p backend) WriteOps(ctx context.Context, what string, fn func(ops.Tx) error) error {
+	return p.s.write(ctx, what, func(tx *sql.Tx) error { return fn(opsTx{replayTx{p.s, tx}}) })
 }
 
-func (t discardTx) SelectFilter(ctx context.Context, f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
+func (t opsTx) SelectFilter(ctx context.Context, f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
 	return selectFilter(ctx, t.tx, f, limit)
 }
 
-func (t discardTx) CountFilter(ctx context.Context, f quarantine.Filter) (n int64, err error) {
+func (t opsTx) CountFilter(ctx context.Context, f quarantine.Filter) (n int64, err error) {
 	w, args := where(f, false)
 	err = t.tx.QueryRowContext(ctx, "SELECT count(*) FROM messages m"+w, args...).Scan(&n)
 	return n, err
 }
 
-func (t discardTx) SelectIDs(ctx context.Context, ids []string) (map[string]quarantine.Status, error) {
+func (t opsTx) SelectIDs(ctx context.Context, ids []string) (map[string]quarantine.Status, error) {
 	return selectIDs(ctx, t.tx, ids)
 }
 
-func (t discardTx) MarkDiscarded(ctx context.Context, ids []string) error {
+func (t opsTx) MarkDiscarded(ctx context.Context, ids []string) error {
 	return t.s.markDiscarded(ctx, t.tx, ids)
 }
 

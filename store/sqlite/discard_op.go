@@ -84,14 +84,14 @@ func (r startRead) Count(ctx context.Context, f quarantine.Filter, mark string) 
 	return n, err
 }
 
-func (t discardTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation, error) {
+func (t opsTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation, error) {
 	return getDiscard(ctx, t.tx, id)
 }
 
 // Select walks the primary key's index in id order (INDEXED BY), so that
 // a filter with an index of its own does not sort the whole set again
 // for every chunk.
-func (t discardTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
+func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
 	w, args := where(op.Filter, false)
 	return querySelected(ctx, t.tx, "SELECT m.id, m.status FROM messages m INDEXED BY sqlite_autoindex_messages_1"+
 		andWhere(w, "m.rowid <= ? AND m.id > ?")+" ORDER BY m.id LIMIT "+strconv.Itoa(limit),
@@ -100,11 +100,11 @@ func (t discardTx) Select(ctx context.Context, op quarantine.DiscardOperation, l
 
 // MarkDiscardedFrom moves the failure groups per group, not per message
 // (replay_groups.go).
-func (t discardTx) MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string) error {
+func (t opsTx) MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string) error {
 	return moveStatus(ctx, t.tx, jsonArray(ids), string(from), string(quarantine.StatusDiscarded), "", micros(t.s.clock()))
 }
 
-func (t discardTx) Save(ctx context.Context, op quarantine.DiscardOperation) error {
+func (t opsTx) Save(ctx context.Context, op quarantine.DiscardOperation) error {
 	_, err := t.tx.ExecContext(ctx, `UPDATE discard_operations SET state = ?, cursor = ?, discarded = ?, skipped = ?,
 		error = ?, updated_at = ?, finished_at = ? WHERE id = ?`,
 		op.State, op.Cursor, op.Discarded, op.Skipped, op.Error, micros(op.UpdatedAt), microsPtr(op.FinishedAt), op.ID)

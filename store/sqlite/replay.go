@@ -28,13 +28,14 @@ const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_q
 // itemColumns are replay_items' columns as both stores read them.
 const itemColumns = replays.ItemColumns
 
-// replayStore is the store as the shared replay flows (store/internal/replays)
-// use it: a snapshot to select from, read and write transactions.
-type replayStore struct{ s *Store }
+// backend is the store as the shared flows (store/internal/replays and
+// store/internal/ops) use it: a snapshot to select from, read and write
+// transactions.
+type backend struct{ s *Store }
 
-func (replayStore) HoldsWriter() bool { return true }
+func (backend) HoldsWriter() bool { return true }
 
-func (p replayStore) SearchReady(ctx context.Context, text string) error {
+func (p backend) SearchReady(ctx context.Context, text string) error {
 	return p.s.searchReady(ctx, text)
 }
 
@@ -43,7 +44,7 @@ func (p replayStore) SearchReady(ctx context.Context, text string) error {
 // of it mapped would stay resident in the process (a gigabyte at a
 // million messages); read into the connection's page cache instead, the
 // pages are the kernel's cache, not the server's memory.
-func (p replayStore) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
+func (p backend) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
 	const what = "select a replay's messages"
 	conn, err := p.s.r.Conn(ctx)
 	if err != nil {
@@ -73,7 +74,7 @@ func (p replayStore) Snapshot(ctx context.Context, fn func(replays.Selector) err
 	return nil
 }
 
-func (p replayStore) Write(ctx context.Context, what string, fn func(replays.Tx) error) error {
+func (p backend) Write(ctx context.Context, what string, fn func(replays.Tx) error) error {
 	return p.s.write(ctx, what, func(tx *sql.Tx) error { return fn(replayTx{p.s, tx}) })
 }
 
@@ -353,7 +354,7 @@ func scanBatches(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]*qua
 	return out, rows.Err()
 }
 
-func (p replayStore) Batches(ctx context.Context, f quarantine.ReplayFilter, limit int) ([]*quarantine.ReplayBatch, error) {
+func (p backend) Batches(ctx context.Context, f quarantine.ReplayFilter, limit int) ([]*quarantine.ReplayBatch, error) {
 	var conds []string
 	var args []any
 	if len(f.State) > 0 {
@@ -387,7 +388,7 @@ func (p replayStore) Batches(ctx context.Context, f quarantine.ReplayFilter, lim
 	})
 }
 
-func (p replayStore) Runnable(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
+func (p backend) Runnable(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
 	return txn.Get(ctx, p.s.read, "list runnable replays", func(tx *sql.Tx) ([]*quarantine.ReplayBatch, error) {
 		return scanBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
 			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < ?1)
@@ -395,7 +396,7 @@ func (p replayStore) Runnable(ctx context.Context, now time.Time) ([]*quarantine
 	})
 }
 
-func (p replayStore) StalePins(ctx context.Context, before time.Time) ([]string, error) {
+func (p backend) StalePins(ctx context.Context, before time.Time) ([]string, error) {
 	var ids []string
 	err := p.s.read(ctx, "find abandoned pins", func(tx *sql.Tx) error {
 		var list string
@@ -429,7 +430,7 @@ func scanItem(r scanner, extra ...any) (quarantine.ReplayItem, error) {
 	return it, nil
 }
 
-func (p replayStore) Items(ctx context.Context, f quarantine.ReplayItemFilter, limit int) ([]quarantine.ReplayItem, bool, error) {
+func (p backend) Items(ctx context.Context, f quarantine.ReplayItemFilter, limit int) ([]quarantine.ReplayItem, bool, error) {
 	q := `SELECT ` + itemColumns + ` FROM replay_items i WHERE i.batch_id = ? AND i.seq > ?`
 	args := []any{f.BatchID, f.After}
 	if len(f.Outcome) > 0 {

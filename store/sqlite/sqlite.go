@@ -22,9 +22,9 @@ import (
 // Store is a quarantine store in one SQLite file.
 type Store struct {
 	// The methods both stores share apart from SQL, written once in
-	// store/internal/replays and store/internal/ops over replayStore.
+	// store/internal/replays and store/internal/ops over backend.
 	replayMethods
-	discardMethods
+	opsMethods
 
 	path string
 	w    *sql.DB // the one writer connection
@@ -43,8 +43,8 @@ type Store struct {
 // replayMethods names the shared replay methods embedded in Store.
 type replayMethods = replays.Methods
 
-// discardMethods names the shared discard methods embedded in Store.
-type discardMethods = ops.Discards
+// opsMethods names the shared operator actions embedded in Store.
+type opsMethods = ops.Methods
 
 // Option configures a Store.
 type Option func(*Store)
@@ -85,8 +85,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		}
 	}
 	s := &Store{path: path, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
-	s.replayMethods = replays.NewMethods(replayStore{s}, s.clock)
-	s.discardMethods = ops.NewDiscards(replayStore{s}, s.clock)
+	s.replayMethods = replays.NewMethods(backend{s}, s.clock)
+	s.opsMethods = ops.NewMethods(backend{s}, s.clock)
 	for _, o := range opts {
 		o(s)
 	}
