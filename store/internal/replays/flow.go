@@ -41,6 +41,12 @@ type Tx interface {
 	CancelItems(ctx context.Context, batchID string, release bool, now time.Time) error
 	CountPending(ctx context.Context, batchID string) (int, error)
 	AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error
+	// TakeBuckets grants from every bucket of bs (validated, in key
+	// order) what reserve grants: how many, when they are due (the first
+	// slot, for slots), or, when none, how long until one can be.
+	TakeBuckets(ctx context.Context, bs []quarantine.RateBucket, reserve Reserver) (n int, due time.Time, wait time.Duration, err error)
+	// HoldBucket empties bucket key (not empty) until until.
+	HoldBucket(ctx context.Context, key string, until time.Time) error
 }
 
 // Selector reads the candidates of a new batch, all in one snapshot of

@@ -2,6 +2,7 @@ package replays
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
@@ -32,6 +33,10 @@ type Reader interface {
 	// matches, in seq order after f.After; found is false when there is
 	// no such batch.
 	Items(ctx context.Context, f quarantine.ReplayItemFilter, limit int) (items []quarantine.ReplayItem, found bool, err error)
+	// MessageItems reads the replay items of message id (a valid id), one
+	// per batch that held it, the latest limit batches (by batch id:
+	// creation order), newest first.
+	MessageItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error)
 }
 
 // Backend is what Methods need of a store.
@@ -190,6 +195,23 @@ func (m Methods) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFil
 	return out, more, nil
 }
 
+// MessageReplayItems returns the replay items of message id, one per
+// batch that held it, the latest limit batches (by batch id: creation
+// order), oldest first (Reader.MessageItems). An unknown message has none
+// (no error). Errors: EINVALID for a limit outside 1..quarantine.MaxLimit,
+// EUNAVAILABLE.
+func (m Methods) MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error) {
+	if err := quarantine.ValidateLimit(limit); err != nil {
+		return nil, err
+	}
+	if !quarantine.ValidID(id) {
+		return []quarantine.ReplayItem{}, nil
+	}
+	latest, err := m.b.MessageItems(ctx, id, limit)
+	slices.Reverse(latest)
+	return latest, err
+}
+
 // ByID readies bs for a store's read of their counts: their counts
 // zeroed (replays.ZeroCounts), the batches by id and their ids in order.
 func ByID(bs []*quarantine.ReplayBatch) (map[string]*quarantine.ReplayBatch, []string) {
@@ -200,4 +222,66 @@ func ByID(bs []*quarantine.ReplayBatch) (map[string]*quarantine.ReplayBatch, []s
 		b.Counts = ZeroCounts()
 	}
 	return byID, ids
+}
+
+// take grants from every bucket of bs (validated, in key order) what
+// reserve grants, in one write transaction named what (Tx.TakeBuckets).
+func (m Methods) take(ctx context.Context, what string, bs []quarantine.RateBucket, reserve Reserver) (n int, due time.Time, wait time.Duration, err error) {
+	err = m.b.Write(ctx, what, func(tx Tx) (err error) {
+		n, due, wait, err = tx.TakeBuckets(ctx, bs, reserve)
+		return err
+	})
+	return n, due, wait, err
+}
+
+// TakeReplayTokens takes up to want tokens from every bucket at once,
+// in one write transaction (Tx.TakeBuckets); see store.Replays. Errors: EINVALID for a bucket without
+// key or positive rate, EUNAVAILABLE.
+func (m Methods) TakeReplayTokens(ctx context.Context, buckets []quarantine.RateBucket, want int) (int, time.Duration, error) {
+	bs, err := Buckets(buckets)
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case want <= 0:
+		return 0, 0, nil
+	case len(bs) == 0:
+		return want, 0, nil
+	}
+	n, _, wait, err := m.take(ctx, "take replay tokens", bs, ReserveTokens(want, 0))
+	if err != nil {
+		return 0, 0, err
+	}
+	return n, wait, nil
+}
+
+// TakeReplaySlots grants up to want publish slots from every bucket at
+// once (ReserveSlots, in one write transaction): the first at least lead after
+// now, every one at most ahead after now. It returns how many and the
+// first (item k's slot is SlotTime(first, r, k), r the lowest rate of
+// buckets), or, when none, how long until one is free; without buckets
+// (or want) every slot is due now. See store.Replays. Errors: EINVALID
+// for a bucket without key or positive rate, EUNAVAILABLE.
+func (m Methods) TakeReplaySlots(ctx context.Context, buckets []quarantine.RateBucket, want int, lead, ahead time.Duration) (int, time.Time, time.Duration, error) {
+	bs, err := Buckets(buckets)
+	switch {
+	case err != nil:
+		return 0, time.Time{}, 0, err
+	case want <= 0 || len(bs) == 0:
+		return max(want, 0), m.clock(), 0, nil
+	}
+	n, first, wait, err := m.take(ctx, "take replay slots", bs, ReserveSlots(want, lead, ahead))
+	if err != nil {
+		return 0, time.Time{}, 0, err
+	}
+	return n, first, wait, nil
+}
+
+// HoldReplayTokens empties bucket key until until, in one write
+// transaction (Tx.HoldBucket); see store.Replays. Errors: EINVALID for an
+// empty key, EUNAVAILABLE.
+func (m Methods) HoldReplayTokens(ctx context.Context, key string, until time.Time) error {
+	if key == "" {
+		return quarantine.Errorf(quarantine.EINVALID, "a rate bucket needs a key")
+	}
+	return m.b.Write(ctx, "hold replay tokens", func(tx Tx) error { return tx.HoldBucket(ctx, key, until) })
 }
