@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/alarms"
 	"github.com/quarantine-dev/quarantine/store/internal/ops"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
@@ -19,9 +20,11 @@ import (
 // imports both stores). It is safe for concurrent use.
 type Store struct {
 	// The methods both stores share apart from SQL, written once in
-	// store/internal/replays and store/internal/ops over backend.
+	// store/internal/replays, store/internal/ops and store/internal/alarms
+	// over backend.
 	replayMethods
 	opsMethods
+	alarmMethods
 
 	pool *pgxpool.Pool
 	now  func() time.Time
@@ -36,6 +39,9 @@ type replayMethods = replays.Methods
 
 // opsMethods names the shared operator actions embedded in Store.
 type opsMethods = ops.Methods
+
+// alarmMethods names the shared alarm methods embedded in Store.
+type alarmMethods = alarms.Methods
 
 // Option configures a Store in Open.
 type Option func(*Store)
@@ -87,6 +93,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	s := &Store{pool: pool, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
 	s.replayMethods = replays.NewMethods(backend{s}, s.clock)
 	s.opsMethods = ops.NewMethods(backend{s}, s.clock)
+	s.alarmMethods = alarms.NewMethods(backend{s}, s.clock)
 	for _, o := range opts {
 		o(s)
 	}

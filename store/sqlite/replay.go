@@ -28,9 +28,9 @@ const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_q
 // itemColumns are replay_items' columns as both stores read them.
 const itemColumns = replays.ItemColumns
 
-// backend is the store as the shared flows (store/internal/replays and
-// store/internal/ops) use it: a snapshot to select from, read and write
-// transactions.
+// backend is the store as the shared methods (store/internal/replays,
+// store/internal/ops and store/internal/alarms) use it: a snapshot to
+// select from, read and write transactions.
 type backend struct{ s *Store }
 
 func (backend) HoldsWriter() bool { return true }

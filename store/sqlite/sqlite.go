@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/alarms"
 	"github.com/quarantine-dev/quarantine/store/internal/ops"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
@@ -22,9 +23,11 @@ import (
 // Store is a quarantine store in one SQLite file.
 type Store struct {
 	// The methods both stores share apart from SQL, written once in
-	// store/internal/replays and store/internal/ops over backend.
+	// store/internal/replays, store/internal/ops and store/internal/alarms
+	// over backend.
 	replayMethods
 	opsMethods
+	alarmMethods
 
 	path string
 	w    *sql.DB // the one writer connection
@@ -45,6 +48,9 @@ type replayMethods = replays.Methods
 
 // opsMethods names the shared operator actions embedded in Store.
 type opsMethods = ops.Methods
+
+// alarmMethods names the shared alarm methods embedded in Store.
+type alarmMethods = alarms.Methods
 
 // Option configures a Store.
 type Option func(*Store)
@@ -87,6 +93,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	s := &Store{path: path, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
 	s.replayMethods = replays.NewMethods(backend{s}, s.clock)
 	s.opsMethods = ops.NewMethods(backend{s}, s.clock)
+	s.alarmMethods = alarms.NewMethods(backend{s}, s.clock)
 	for _, o := range opts {
 		o(s)
 	}
