@@ -9,22 +9,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/store/internal/alarms"
-	"github.com/quarantine-dev/quarantine/store/internal/ops"
-	"github.com/quarantine-dev/quarantine/store/internal/replays"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
+	"github.com/quarantine-dev/quarantine/store/internal/shared"
 )
 
 // Store is a quarantine store in a PostgreSQL database, satisfying
 // store.Store (the assertion lives in package store/open, the one that
 // imports both stores). It is safe for concurrent use.
 type Store struct {
-	// The methods both stores share apart from SQL, written once in
-	// store/internal/replays, store/internal/ops and store/internal/alarms
+	// The methods both stores share apart from SQL (store/internal/shared),
 	// over backend.
-	replayMethods
-	opsMethods
-	alarmMethods
+	sharedMethods
 
 	pool *pgxpool.Pool
 	now  func() time.Time
@@ -34,14 +29,8 @@ type Store struct {
 	idx               *indexer // the background search indexer (search.go)
 }
 
-// replayMethods names the shared replay methods embedded in Store.
-type replayMethods = replays.Methods
-
-// opsMethods names the shared operator actions embedded in Store.
-type opsMethods = ops.Methods
-
-// alarmMethods names the shared alarm methods embedded in Store.
-type alarmMethods = alarms.Methods
+// sharedMethods names the shared methods embedded in Store.
+type sharedMethods = shared.Methods
 
 // Option configures a Store in Open.
 type Option func(*Store)
@@ -91,9 +80,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		return nil, translate(err, "connect to PostgreSQL")
 	}
 	s := &Store{pool: pool, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
-	s.replayMethods = replays.NewMethods(backend{s}, s.clock)
-	s.opsMethods = ops.NewMethods(backend{s}, s.clock)
-	s.alarmMethods = alarms.NewMethods(backend{s}, s.clock)
+	s.sharedMethods = shared.New(backend{s}, s.clock)
 	for _, o := range opts {
 		o(s)
 	}

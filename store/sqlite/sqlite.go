@@ -12,22 +12,17 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/store/internal/alarms"
-	"github.com/quarantine-dev/quarantine/store/internal/ops"
-	"github.com/quarantine-dev/quarantine/store/internal/replays"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
+	"github.com/quarantine-dev/quarantine/store/internal/shared"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
 // Store is a quarantine store in one SQLite file.
 type Store struct {
-	// The methods both stores share apart from SQL, written once in
-	// store/internal/replays, store/internal/ops and store/internal/alarms
+	// The methods both stores share apart from SQL (store/internal/shared),
 	// over backend.
-	replayMethods
-	opsMethods
-	alarmMethods
+	sharedMethods
 
 	path string
 	w    *sql.DB // the one writer connection
@@ -43,14 +38,8 @@ type Store struct {
 	stmts         readStmts
 }
 
-// replayMethods names the shared replay methods embedded in Store.
-type replayMethods = replays.Methods
-
-// opsMethods names the shared operator actions embedded in Store.
-type opsMethods = ops.Methods
-
-// alarmMethods names the shared alarm methods embedded in Store.
-type alarmMethods = alarms.Methods
+// sharedMethods names the shared methods embedded in Store.
+type sharedMethods = shared.Methods
 
 // Option configures a Store.
 type Option func(*Store)
@@ -91,9 +80,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		}
 	}
 	s := &Store{path: path, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
-	s.replayMethods = replays.NewMethods(backend{s}, s.clock)
-	s.opsMethods = ops.NewMethods(backend{s}, s.clock)
-	s.alarmMethods = alarms.NewMethods(backend{s}, s.clock)
+	s.sharedMethods = shared.New(backend{s}, s.clock)
 	for _, o := range opts {
 		o(s)
 	}
