@@ -98,6 +98,37 @@ func setStatus(t *testing.T, h Harness, s store.Store, st quarantine.Status, msg
 	h.Exec(t, s, fmt.Sprintf("UPDATE messages SET status = '%s' WHERE id IN (%s)", st, strings.Join(ids, ",")))
 }
 
+// insertBulk inserts n messages of queue "bulk", a thousand per batch,
+// and returns them.
+func insertBulk(t *testing.T, s store.Store, n int) []*quarantine.Message {
+	t.Helper()
+	all := make([]*quarantine.Message, n)
+	for i := range all {
+		all[i] = newMsg(withQueue("bulk"))
+	}
+	for lo := 0; lo < n; lo += 1000 {
+		insert(t, s, all[lo:min(lo+1000, n)]...)
+	}
+	return all
+}
+
+// spreadStatuses makes msgs[i] replayed when i%n is replayedAt and
+// discarded when it is discardedAt; the others keep their status.
+func spreadStatuses(t *testing.T, h Harness, s store.Store, msgs []*quarantine.Message, n, replayedAt, discardedAt int) {
+	t.Helper()
+	var replayed, discarded []*quarantine.Message
+	for i, m := range msgs {
+		switch i % n {
+		case replayedAt:
+			replayed = append(replayed, m)
+		case discardedAt:
+			discarded = append(discarded, m)
+		}
+	}
+	setStatus(t, h, s, quarantine.StatusReplayed, replayed...)
+	setStatus(t, h, s, quarantine.StatusDiscarded, discarded...)
+}
+
 // listAll walks every page of f (limit as given) and returns the messages.
 func listAll(t *testing.T, s store.Store, f quarantine.Filter) []*quarantine.Message {
 	t.Helper()
