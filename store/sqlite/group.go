@@ -72,6 +72,20 @@ FROM messages m` + w + `
 GROUP BY m.fingerprint ORDER BY 2 DESC, 4 DESC, 1 LIMIT ?`, append(args, f.Limit)
 }
 
+// addToGroup is the tail of an INSERT INTO failure_groups (…) of counts
+// to add: a group already stored adds n, and keeps the earlier first
+// failure, the later last failure and its example (a group at n <= 0
+// takes the new ones).
+const addToGroup = `ON CONFLICT (fingerprint, queue, owner, status) DO UPDATE SET
+	n = n + excluded.n,
+	first_failed_at = CASE WHEN n <= 0 OR excluded.first_failed_at < first_failed_at
+		THEN excluded.first_failed_at ELSE first_failed_at END,
+	last_failed_at = CASE WHEN n <= 0 OR excluded.last_failed_at > last_failed_at
+		THEN excluded.last_failed_at ELSE last_failed_at END,
+	example_id = CASE WHEN n <= 0 OR excluded.last_failed_at > last_failed_at
+		OR (excluded.last_failed_at = last_failed_at AND excluded.example_id > example_id)
+		THEN excluded.example_id ELSE example_id END`
+
 // foldGroups adds the new messages msgs[idx] to failure_groups, one upsert
 // per bucket, inside tx.
 func foldGroups(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message, idx []int) error {
@@ -107,15 +121,7 @@ func foldGroups(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message, idx
 	up, err := tx.PrepareContext(ctx, `INSERT INTO failure_groups (fingerprint, queue, owner, status, job_name,
 		failure_class, reason, n, first_failed_at, last_failed_at, example_id)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (fingerprint, queue, owner, status) DO UPDATE SET
-		n = n + excluded.n,
-		first_failed_at = CASE WHEN n <= 0 OR excluded.first_failed_at < first_failed_at
-			THEN excluded.first_failed_at ELSE first_failed_at END,
-		last_failed_at = CASE WHEN n <= 0 OR excluded.last_failed_at > last_failed_at
-			THEN excluded.last_failed_at ELSE last_failed_at END,
-		example_id = CASE WHEN n <= 0 OR excluded.last_failed_at > last_failed_at
-			OR (excluded.last_failed_at = last_failed_at AND excluded.example_id > example_id)
-			THEN excluded.example_id ELSE example_id END`)
+	`+addToGroup)
 	if err != nil {
 		return err
 	}
