@@ -13,6 +13,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store"
+	"github.com/quarantine-dev/quarantine/store/internal/ops"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
@@ -110,6 +111,20 @@ func insertBulk(t *testing.T, s store.Store, n int) []*quarantine.Message {
 		insert(t, s, all[lo:min(lo+1000, n)]...)
 	}
 	return all
+}
+
+// bulkReplay opens a store holding more than two chunks (ops.Chunk) of
+// messages of queue "bulk", and returns it, them and a request replaying
+// them by filter; it skips t under the race detector.
+func bulkReplay(t *testing.T, h Harness) (store.Store, []*quarantine.Message, quarantine.ReplayRequest) {
+	if raceEnabled {
+		t.Skip("thousands of messages take minutes under the race detector; run without -race")
+	}
+	s := h.Open(t)
+	all := insertBulk(t, s, 2*ops.Chunk+5)
+	r := replayReq()
+	r.IDs, r.Filter = nil, &quarantine.Filter{Queue: []string{"bulk"}}
+	return s, all, r
 }
 
 // spreadStatuses makes msgs[i] replayed when i%n is replayedAt and

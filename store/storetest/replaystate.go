@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/store"
-	"github.com/quarantine-dev/quarantine/store/internal/ops"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
@@ -215,20 +213,6 @@ func testReplayList(t *testing.T, h Harness) {
 			t.Fatalf("ListReplays(%+v) = %d batches, want %d", c.f, len(list), c.n)
 		}
 	}
-}
-
-// bulkReplay opens a store holding more than two chunks (ops.Chunk) of
-// messages of queue "bulk", and returns it, them and a request replaying
-// them by filter; it skips t under the race detector.
-func bulkReplay(t *testing.T, h Harness) (store.Store, []*quarantine.Message, quarantine.ReplayRequest) {
-	if raceEnabled {
-		t.Skip("thousands of messages take minutes under the race detector; run without -race")
-	}
-	s := h.Open(t)
-	all := insertBulk(t, s, 2*ops.Chunk+5)
-	r := replayReq()
-	r.IDs, r.Filter = nil, &quarantine.Filter{Queue: []string{"bulk"}}
-	return s, all, r
 }
 
 // testReplayConfirmAbove: a filter has no fixed cap; above ConfirmAbove a

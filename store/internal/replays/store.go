@@ -2,6 +2,7 @@ package replays
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -39,10 +40,41 @@ type Reader interface {
 	MessageItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error)
 }
 
+// LeaseRequest is a lease of LeaseReplayItemsWithin, checked
+// (LeaseWithin).
+type LeaseRequest struct {
+	BatchID, Owner string
+	N              int           // at most this many items
+	TTL            time.Duration // the leases' length
+	MaxSeq         int           // positive: only items below this seq
+	// Buckets (validated, in key order) grant the publish slots of the
+	// items (ReserveSlots with Lead and Ahead); none: every item is due
+	// at once.
+	Buckets     []quarantine.RateBucket
+	Lead, Ahead time.Duration
+}
+
+// Leaser is what the lease methods of Methods need of a store.
+type Leaser interface {
+	// Lease leases the items of l in one write transaction when its
+	// batch is running (none otherwise), moving their quarantined
+	// messages to replaying and skipping the items whose message another
+	// batch holds (Claim). It returns the leases (an empty slice for
+	// none), their messages not yet read, when they are due, and, when
+	// there is none for want of a slot, how long until one is free.
+	Lease(ctx context.Context, l LeaseRequest) ([]quarantine.ReplayLease, time.Time, time.Duration, error)
+	// LeasedMessages sets the message of each lease, read after the
+	// lease committed; EINTERNAL when one is missing.
+	LeasedMessages(ctx context.Context, leases []quarantine.ReplayLease) error
+	// ReleaseReplayItems gives leases back (store.Replays).
+	ReleaseReplayItems(ctx context.Context, leases []quarantine.ReplayLease) error
+}
+
 // Backend is what Methods need of a store.
 type Backend interface {
 	Pinner
 	Reader
+	Leaser
 }
 
 // ItemColumns are replay_items' columns (aliased i), in the order both
@@ -210,6 +242,53 @@ func (m Methods) MessageReplayItems(ctx context.Context, id string, limit int) (
 	latest, err := m.b.MessageItems(ctx, id, limit)
 	slices.Reverse(latest)
 	return latest, err
+}
+
+// LeaseReplayItems leases up to n pending items of a running batch to
+// owner; see store.Replays. Errors: EINVALID for an empty owner,
+// EUNAVAILABLE, EINTERNAL.
+func (m Methods) LeaseReplayItems(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int) ([]quarantine.ReplayLease, error) {
+	out, _, _, err := m.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, nil, 0, 0)
+	return out, err
+}
+
+// LeaseReplayItemsWithin leases like LeaseReplayItems, but no more items
+// than every one of buckets grants publish slots for, taken in the same
+// transaction (ReserveSlots: the first at least lead after now, every one
+// within ahead; TakeReplaySlots shares the schedule); it returns the
+// first slot: the k-th item leased (in the order returned) must not be
+// published before SlotTime(first, r, k), r the lowest rate of buckets.
+// With no slot free it leases nothing and returns how long until there is
+// one. No buckets: LeaseReplayItems (due now). The messages are read
+// after the lease commits, outside its transaction (Leaser.LeasedMessages):
+// the lease's locks are held shorter, and what is read is at least as
+// new as the lease (a payload edited since is the one published, and
+// recorded as such); when they cannot be read the leases are given back.
+// Errors: EINVALID for an empty owner or a bad bucket, EUNAVAILABLE,
+// EINTERNAL.
+func (m Methods) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
+	bs, lease, err := LeaseWithin(batchID, owner, n, buckets)
+	if err != nil {
+		return nil, time.Time{}, 0, err
+	}
+	if !lease {
+		return []quarantine.ReplayLease{}, time.Time{}, 0, nil
+	}
+	out, due, wait, err := m.b.Lease(ctx, LeaseRequest{BatchID: batchID, Owner: owner, N: n, TTL: ttl, MaxSeq: maxSeq,
+		Buckets: bs, Lead: lead, Ahead: ahead})
+	if err != nil {
+		return nil, time.Time{}, 0, err
+	}
+	if len(out) == 0 {
+		return out, time.Time{}, wait, nil
+	}
+	if err := m.b.LeasedMessages(ctx, out); err != nil {
+		if rerr := m.b.ReleaseReplayItems(context.WithoutCancel(ctx), out); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return nil, time.Time{}, 0, err
+	}
+	return out, due, 0, nil
 }
 
 // ByID readies bs for a store's read of their counts: their counts
