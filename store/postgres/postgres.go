@@ -23,10 +23,9 @@ type Store struct {
 
 	pool *pgxpool.Pool
 	now  func() time.Time
-	// exact and smallGroup are the thresholds of Sample (sample.go);
-	// tests lower them.
-	exact, smallGroup int
-	idx               *indexer // the background search indexer (search.go)
+	// sample are the thresholds of Sample (sample.go); tests lower them.
+	sample sampling.Limits
+	idx    *indexer // the background search indexer (search.go)
 }
 
 // sharedMethods names the shared methods embedded in Store.
@@ -79,7 +78,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, translate(err, "connect to PostgreSQL")
 	}
-	s := &Store{pool: pool, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
+	s := &Store{pool: pool, now: time.Now, sample: sampling.Limits{Exact: sampling.Exact, SmallGroup: sampling.SmallGroup}}
 	s.sharedMethods = shared.New(backend{s}, s.clock)
 	for _, o := range opts {
 		o(s)

@@ -30,6 +30,8 @@ const itemColumns = replays.ItemColumns
 // select from, read and write transactions.
 type backend struct{ s *Store }
 
+func (p backend) Translate(err error, what string) error { return translate(err, what) }
+
 func (backend) HoldsWriter() bool { return false }
 
 func (p backend) SearchReady(ctx context.Context, text string) error {

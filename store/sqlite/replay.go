@@ -33,6 +33,8 @@ const itemColumns = replays.ItemColumns
 // select from, read and write transactions.
 type backend struct{ s *Store }
 
+func (p backend) Translate(err error, what string) error { return translate(err, what) }
+
 func (backend) HoldsWriter() bool { return true }
 
 func (p backend) SearchReady(ctx context.Context, text string) error {

@@ -28,9 +28,8 @@ type Store struct {
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // read-only connections
 	now  func() time.Time
-	// exact and smallGroup are the thresholds of Sample (sample.go);
-	// tests lower them.
-	exact, smallGroup int
+	// sample are the thresholds of Sample (sample.go); tests lower them.
+	sample sampling.Limits
 	// pendingPrefix is sampleReader.prefix (0: the default); tests lower it.
 	pendingPrefix int
 	idx           *indexer      // the background search indexer (search.go)
@@ -79,7 +78,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 			return nil, &quarantine.Error{Code: quarantine.EUNAVAILABLE, Message: "cannot create the database directory", Err: err}
 		}
 	}
-	s := &Store{path: path, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
+	s := &Store{path: path, now: time.Now, sample: sampling.Limits{Exact: sampling.Exact, SmallGroup: sampling.SmallGroup}}
 	s.sharedMethods = shared.New(backend{s}, s.clock)
 	for _, o := range opts {
 		o(s)
