@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/hours"
 	"github.com/quarantine-dev/quarantine/store/internal/queuestats"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
@@ -26,7 +27,7 @@ import (
 // now), so the kept inflow counts answer it too, rather than counting a
 // burst row by row (docs/benchmarks.md, BenchmarkBinaryBurst).
 func statsOnly(f *quarantine.Filter) bool {
-	return groupable(f) && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0
+	return fields.Groupable(f) && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0
 }
 
 // QueueStats returns, per queue with messages matching f, the counts by

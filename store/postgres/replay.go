@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 	"github.com/quarantine-dev/quarantine/store/internal/txn"
@@ -17,20 +18,14 @@ import (
 // items, then messages by id; so a cancel, a start, a result and a
 // discard wait for each other instead of deadlocking.
 
-const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
-	b.rate, b.burst, b.canary, (extract(epoch FROM b.observe) * 1000000)::bigint, b.halt_refail_ratio,
-	b.force_without_key, b.queues, b.owners, b.total, b.pin_total, b.canary_verdict, b.canary_until, b.created_at,
-	b.updated_at, b.started_at, b.finished_at, b.expires_at, b.start_at, b.start_force`
-
-// itemColumns are replay_items' columns as both stores read them.
-const itemColumns = replays.ItemColumns
+// batchColumns are replay_batches' columns, the observe interval in
+// microseconds.
+var batchColumns = replays.BatchColumns("(extract(epoch FROM b.observe) * 1000000)::bigint")
 
 // backend is the store as the shared methods (store/internal/replays,
 // store/internal/ops and store/internal/alarms) use it: a snapshot to
 // select from, read and write transactions.
 type backend struct{ s *Store }
-
-func (p backend) Translate(err error, what string) error { return translate(err, what) }
 
 func (backend) HoldsWriter() bool { return false }
 
@@ -273,7 +268,7 @@ func scanBatches(ctx context.Context, tx pgx.Tx, q string, args ...any) ([]*quar
 func (p backend) Batches(ctx context.Context, f quarantine.ReplayFilter, limit int) ([]*quarantine.ReplayBatch, error) {
 	w := &where{}
 	if len(f.State) > 0 {
-		w.literals("b.state", strs(f.State))
+		w.literals("b.state", fields.Strings(f.State))
 	}
 	if f.Queue != "" {
 		w.conds = append(w.conds, w.arg(f.Queue)+" = ANY(b.queues)")
@@ -310,7 +305,7 @@ func (p backend) StalePins(ctx context.Context, before time.Time) ([]string, err
 	return ids, translate(err, "find abandoned pins")
 }
 
-// itemRow receives itemColumns.
+// itemRow receives replays.ItemColumns.
 type itemRow struct{ it quarantine.ReplayItem }
 
 func (r *itemRow) dest() []any {
@@ -333,9 +328,9 @@ func (p backend) Items(ctx context.Context, f quarantine.ReplayItemFilter, limit
 	w := &where{}
 	w.conds = append(w.conds, "i.batch_id = "+w.arg(f.BatchID), "i.seq > "+w.arg(f.After))
 	if len(f.Outcome) > 0 {
-		w.literals("i.outcome", strs(f.Outcome))
+		w.literals("i.outcome", fields.Strings(f.Outcome))
 	}
-	q := `SELECT ` + itemColumns + ` FROM replay_items i` + w.sql() + ` ORDER BY i.seq LIMIT ` + w.arg(limit)
+	q := `SELECT ` + replays.ItemColumns + ` FROM replay_items i` + w.sql() + ` ORDER BY i.seq LIMIT ` + w.arg(limit)
 	out := []quarantine.ReplayItem{}
 	found := false
 	err := p.s.snapshot(ctx, "list replay items", func(tx pgx.Tx) error {

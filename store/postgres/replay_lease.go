@@ -22,7 +22,7 @@ const leaseSQL = `WITH picked AS (
 UPDATE replay_items i SET lease_owner = $5, lease_expires_at = $6, fence = i.fence + 1,
 	attempts = i.attempts + 1, updated_at = $2
 FROM picked p WHERE i.batch_id = p.batch_id AND i.seq = p.seq
-RETURNING ` + itemColumns + `, i.fence`
+RETURNING ` + replays.ItemColumns + `, i.fence`
 
 // pickSQL locks the first free pending items of a batch (SKIP LOCKED),
 // for a lease that first takes its rate tokens.
@@ -35,7 +35,7 @@ const pickSQL = `SELECT seq FROM replay_items
 const leasePickedSQL = `UPDATE replay_items i SET lease_owner = $3, lease_expires_at = $4, fence = i.fence + 1,
 	attempts = i.attempts + 1, updated_at = $5
 WHERE i.batch_id = $1 AND i.seq = ANY($2::int[])
-RETURNING ` + itemColumns + `, i.fence`
+RETURNING ` + replays.ItemColumns + `, i.fence`
 
 // runningSQL says whether batch $1 is running (false when there is
 // none).

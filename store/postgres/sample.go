@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
 )
 
@@ -154,10 +155,10 @@ func (r sampleReader) Groups(ctx context.Context) ([]sampling.Group, error) {
 	var q string
 	var args []any
 	switch {
-	case r.col == "fingerprint" && groupable(r.f):
+	case r.col == "fingerprint" && fields.Groupable(r.f):
 		w := groupsWhere(r.f)
 		q, args = "SELECT m.fingerprint, sum(m.n)::bigint FROM failure_groups m"+w.sql()+" GROUP BY 1", w.args
-	case r.col == "queue" && groupable(r.f):
+	case r.col == "queue" && fields.Groupable(r.f):
 		q, args = statsQuery(r.f)
 		q = "SELECT queue, sum(sum)::bigint FROM (" + q + ") c(queue, status, sum) GROUP BY 1"
 	default:

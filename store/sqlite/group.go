@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
@@ -27,29 +28,17 @@ const latestKey = `printf('%020d', m.failed_at + ` + latestOffset + `) || m.id`
 // the fingerprint determines), reads it; any other filter groups the
 // matching messages.
 
-// groupable reports whether failure_groups answers f.
-func groupable(f quarantine.Filter) bool {
-	return len(f.Source) == 0 && len(f.IdempotencyKey) == 0 && f.FailedAfter.IsZero() &&
-		f.FailedBefore.IsZero() && f.Text == ""
-}
-
-// groupsWhere is the condition of a groupable filter on failure_groups g.
+// groupsWhere is the condition of a groupable filter
+// (fields.Groupable) on failure_groups g.
 func groupsWhere(f quarantine.Filter) (string, []any) {
 	conds := []string{"g.n > 0"}
 	var args []any
-	in := func(col string, vals []string) {
-		if len(vals) == 0 {
-			return
+	for _, e := range fields.Groups(&f, "g") {
+		if len(e.Values) > 0 {
+			conds = append(conds, e.Column+" IN (SELECT value FROM json_each(?))")
+			args = append(args, jsonArray(e.Values))
 		}
-		conds = append(conds, col+" IN (SELECT value FROM json_each(?))")
-		args = append(args, jsonArray(vals))
 	}
-	in("g.queue", f.Queue)
-	in("g.job_name", f.JobName)
-	in("g.failure_class", strs(f.FailureClass))
-	in("g.status", strs(f.Status))
-	in("g.owner", f.Owner)
-	in("g.fingerprint", f.Fingerprint)
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
 
@@ -57,7 +46,7 @@ func groupsWhere(f quarantine.Filter) (string, []any) {
 // first and last failed_at, queues (a JSON array), example, job name,
 // failure class and a reason of each group, largest first.
 func groupsQuery(f quarantine.Filter) (string, []any) {
-	if groupable(f) {
+	if fields.Groupable(&f) {
 		w, args := groupsWhere(f)
 		return `SELECT g.fingerprint, sum(g.n), min(g.first_failed_at), max(g.last_failed_at), json_group_array(DISTINCT g.queue),
 	substr(max(printf('%020d', g.last_failed_at + ` + latestOffset + `) || g.example_id), 21),

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/hours"
 	"github.com/quarantine-dev/quarantine/store/internal/queuestats"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
@@ -30,7 +31,7 @@ func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Ti
 	var out []quarantine.QueueStats
 	err := s.read(ctx, "compute queue statistics", func(tx *sql.Tx) error {
 		var err error
-		if groupable(f) && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0 {
+		if fields.Groupable(&f) && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0 {
 			out, err = queueStatsKept(ctx, tx, f, now, hours.Usable(s.clock()))
 		} else {
 			out, err = queueStatsScan(ctx, tx, f, now)

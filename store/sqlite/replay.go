@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 	"github.com/quarantine-dev/quarantine/store/internal/txn"
@@ -20,20 +21,13 @@ import (
 // holds the database's write lock: no other writer sees a half-made batch,
 // and two leases cannot take the same item.
 
-const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
-	b.rate, b.burst, b.canary, b.observe, b.halt_refail_ratio, b.force_without_key, b.queues, b.owners,
-	b.total, b.pin_total, b.canary_verdict, b.canary_until, b.created_at, b.updated_at, b.started_at, b.finished_at, b.expires_at,
-	b.start_at, b.start_force`
-
-// itemColumns are replay_items' columns as both stores read them.
-const itemColumns = replays.ItemColumns
+// batchColumns are replay_batches' columns (observe is in microseconds).
+var batchColumns = replays.BatchColumns("b.observe")
 
 // backend is the store as the shared methods (store/internal/replays,
 // store/internal/ops and store/internal/alarms) use it: a snapshot to
 // select from, read and write transactions.
 type backend struct{ s *Store }
-
-func (p backend) Translate(err error, what string) error { return translate(err, what) }
 
 func (backend) HoldsWriter() bool { return true }
 
@@ -361,7 +355,7 @@ func (p backend) Batches(ctx context.Context, f quarantine.ReplayFilter, limit i
 	var args []any
 	if len(f.State) > 0 {
 		conds = append(conds, "b.state IN (SELECT value FROM json_each(?))")
-		args = append(args, jsonArray(strs(f.State)))
+		args = append(args, jsonArray(fields.Strings(f.State)))
 	}
 	if f.Queue != "" {
 		conds = append(conds, "EXISTS (SELECT 1 FROM json_each(b.queues) q WHERE q.value = ?)")
@@ -433,11 +427,11 @@ func scanItem(r scanner, extra ...any) (quarantine.ReplayItem, error) {
 }
 
 func (p backend) Items(ctx context.Context, f quarantine.ReplayItemFilter, limit int) ([]quarantine.ReplayItem, bool, error) {
-	q := `SELECT ` + itemColumns + ` FROM replay_items i WHERE i.batch_id = ? AND i.seq > ?`
+	q := `SELECT ` + replays.ItemColumns + ` FROM replay_items i WHERE i.batch_id = ? AND i.seq > ?`
 	args := []any{f.BatchID, f.After}
 	if len(f.Outcome) > 0 {
 		q += ` AND i.outcome IN (SELECT value FROM json_each(?))`
-		args = append(args, jsonArray(strs(f.Outcome)))
+		args = append(args, jsonArray(fields.Strings(f.Outcome)))
 	}
 	q += ` ORDER BY i.seq LIMIT ?`
 	args = append(args, limit)

@@ -15,9 +15,9 @@ import (
 // runningSQL says whether batch ? is running (false when there is none).
 const runningSQL = `SELECT EXISTS (SELECT 1 FROM replay_batches WHERE id = ? AND state = 'running')`
 
-// leasedColumns are itemColumns without their alias, for the lease's
+// leasedColumns are replays.ItemColumns without their alias, for the lease's
 // RETURNING (which cannot name the table by an alias).
-var leasedColumns = strings.ReplaceAll(itemColumns, "i.", "")
+var leasedColumns = strings.ReplaceAll(replays.ItemColumns, "i.", "")
 
 // Lease leases the items of l in a write transaction (replays.Leaser):
 // it holds the database's write lock, so concurrent leasers never get the

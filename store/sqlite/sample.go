@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
 )
 
@@ -318,7 +319,7 @@ func (r sampleReader) ByID(ctx context.Context, ids []string) ([]*quarantine.Mes
 func (r sampleReader) Groups(ctx context.Context) ([]sampling.Group, error) {
 	var q string
 	var args []any
-	if groupable(r.f) {
+	if fields.Groupable(&r.f) {
 		w, a := groupsWhere(r.f)
 		q, args = "SELECT g."+r.col+", sum(g.n) FROM failure_groups g"+w+" GROUP BY 1", a
 	} else {

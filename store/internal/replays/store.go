@@ -77,6 +77,16 @@ type Backend interface {
 	Leaser
 }
 
+// BatchColumns are replay_batches' columns (aliased b), in the order
+// both stores read them, the observe window read by observe (as a count
+// of microseconds).
+func BatchColumns(observe string) string {
+	return `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
+	b.rate, b.burst, b.canary, ` + observe + `, b.halt_refail_ratio, b.force_without_key, b.queues, b.owners,
+	b.total, b.pin_total, b.canary_verdict, b.canary_until, b.created_at, b.updated_at, b.started_at, b.finished_at,
+	b.expires_at, b.start_at, b.start_force`
+}
+
 // ItemColumns are replay_items' columns (aliased i), in the order both
 // stores read them.
 const ItemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
