@@ -40,48 +40,34 @@ func (s *Store) AlarmStates(ctx context.Context) ([]quarantine.AlarmState, error
 	})
 }
 
-// SaveAlarms upserts states and appends notes to the outbox in one
-// transaction; see store.Alarms. Errors: EINVALID for a state or kind
-// that does not exist, EUNAVAILABLE, EINTERNAL.
-func (s *Store) SaveAlarms(ctx context.Context, states []quarantine.AlarmState, notes []quarantine.AlarmNotification) error {
-	if err := quarantine.ValidateAlarms(states, notes); err != nil {
-		return err
-	}
-	now := s.clock()
-	return s.inTx(ctx, "save alarm states", func(tx pgx.Tx) error {
-		for _, a := range states {
-			_, err := tx.Exec(ctx, `INSERT INTO alarm_states (`+alarms.StateColumns+`)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-				`+alarms.UpsertState,
-				a.Alarm, a.Queue, a.Owner, string(a.State), a.Since, a.ActiveAt, a.NotifiedAt,
-				a.ResentAt, a.Reason, a.AgeSeconds, a.Depth, a.InflowPerMinute, now)
-			if err != nil {
-				return err
-			}
-		}
-		for _, n := range notes {
-			ev, next, err := alarms.Queued(n, now)
-			if err != nil {
-				return err
-			}
-			_, err = tx.Exec(ctx, `INSERT INTO alarm_outbox (receiver, kind, event, created_at, delivery, attempts,
-				next_attempt_at, last_error, delivered_at) VALUES ($1, $2, $3, $4, 'pending', 0, $5, '', NULL)`,
-				n.Receiver, string(n.Kind), string(ev), now, next)
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+// alarmTx is one transaction of the store as the shared alarm methods
+// (alarms.Methods) use it.
+type alarmTx struct{ tx pgx.Tx }
+
+// WriteAlarms runs fn in a transaction of the store (alarms.Backend).
+func (p backend) WriteAlarms(ctx context.Context, what string, fn func(alarms.Tx) error) error {
+	return p.s.inTx(ctx, what, func(tx pgx.Tx) error { return fn(alarmTx{tx}) })
 }
 
-// PendingAlarmNotifications returns up to limit pending notifications by
-// id; see store.Alarms. Errors: EUNAVAILABLE, EINTERNAL.
-func (s *Store) PendingAlarmNotifications(ctx context.Context, limit int) ([]quarantine.AlarmNotification, error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	return txn.Get(ctx, s.inTx, "list pending alarm notifications", func(tx pgx.Tx) ([]quarantine.AlarmNotification, error) {
+func (t alarmTx) SaveState(ctx context.Context, a quarantine.AlarmState, now time.Time) error {
+	_, err := t.tx.Exec(ctx, `INSERT INTO alarm_states (`+alarms.StateColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		`+alarms.UpsertState,
+		a.Alarm, a.Queue, a.Owner, string(a.State), a.Since, a.ActiveAt, a.NotifiedAt,
+		a.ResentAt, a.Reason, a.AgeSeconds, a.Depth, a.InflowPerMinute, now)
+	return err
+}
+
+func (t alarmTx) QueueNote(ctx context.Context, n quarantine.AlarmNotification, event []byte, next, now time.Time) error {
+	_, err := t.tx.Exec(ctx, `INSERT INTO alarm_outbox (receiver, kind, event, created_at, delivery, attempts,
+		next_attempt_at, last_error, delivered_at) VALUES ($1, $2, $3, $4, 'pending', 0, $5, '', NULL)`,
+		n.Receiver, string(n.Kind), string(event), now, next)
+	return err
+}
+
+// PendingNotes reads pending notifications by id (alarms.Backend).
+func (p backend) PendingNotes(ctx context.Context, limit int) ([]quarantine.AlarmNotification, error) {
+	return txn.Get(ctx, p.s.inTx, "list pending alarm notifications", func(tx pgx.Tx) ([]quarantine.AlarmNotification, error) {
 		rows, _ := tx.Query(ctx, `SELECT `+alarms.NoteColumns+` FROM alarm_outbox
 			WHERE delivery = 'pending' ORDER BY id LIMIT $1`, limit)
 		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (n quarantine.AlarmNotification, err error) {
@@ -98,23 +84,16 @@ func (s *Store) PendingAlarmNotifications(ctx context.Context, limit int) ([]qua
 	})
 }
 
-// RecordAlarmDelivery records one attempt at notification id; see
-// store.Alarms. Errors: ENOTFOUND, ECONFLICT when it is not pending,
-// EUNAVAILABLE, EINTERNAL.
-func (s *Store) RecordAlarmDelivery(ctx context.Context, id int64, a quarantine.AlarmAttempt) error {
-	o := alarms.Attempt(a, s.clock())
-	return s.inTx(ctx, "record an alarm delivery", func(tx pgx.Tx) error {
-		var cur string
-		if err := tx.QueryRow(ctx, `SELECT delivery FROM alarm_outbox WHERE id = $1 FOR UPDATE`, id).Scan(&cur); err != nil {
-			return orNotFound(err, notfound.AlarmNotification(id))
-		}
-		if err := alarms.CheckPending(id, cur); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `UPDATE alarm_outbox SET delivery = $1, attempts = attempts + 1, next_attempt_at = $2,
-			last_error = $3, delivered_at = $4 WHERE id = $5`, string(o.Delivery), o.Next, o.LastError, o.DeliveredAt, id)
-		return err
-	})
+// Delivery reads the delivery of notification id, locking its row.
+func (t alarmTx) Delivery(ctx context.Context, id int64) (cur string, err error) {
+	err = t.tx.QueryRow(ctx, `SELECT delivery FROM alarm_outbox WHERE id = $1 FOR UPDATE`, id).Scan(&cur)
+	return cur, orNotFound(err, notfound.AlarmNotification(id))
+}
+
+func (t alarmTx) SaveAttempt(ctx context.Context, id int64, o alarms.Outcome) error {
+	_, err := t.tx.Exec(ctx, `UPDATE alarm_outbox SET delivery = $1, attempts = attempts + 1, next_attempt_at = $2,
+		last_error = $3, delivered_at = $4 WHERE id = $5`, string(o.Delivery), o.Next, o.LastError, o.DeliveredAt, id)
+	return err
 }
 
 // PurgeAlarmNotifications deletes the delivered and failed notifications

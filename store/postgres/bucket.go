@@ -7,27 +7,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/store/internal/buckets"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
-// TakeReplayTokens takes up to want tokens from every bucket at once; see
-// store.Replays. Buckets seen for the first time are inserted full, then
-// every bucket row is locked in key order (SELECT … FOR UPDATE), so that
-// engines sharing the database take from one budget and cannot deadlock.
-// Errors: EINVALID for a bucket without key or positive rate,
-// EUNAVAILABLE.
-func (s *Store) TakeReplayTokens(ctx context.Context, bs []quarantine.RateBucket, want int) (int, time.Duration, error) {
-	return buckets.Tokens(ctx, bs, want, s.take)
-}
-
-// take is the store's buckets.Take: takeTokens in a transaction of its
-// own.
-func (s *Store) take(ctx context.Context, what string, bs []quarantine.RateBucket, reserve replays.Reserver) (n int, due time.Time, wait time.Duration, err error) {
-	err = s.inTx(ctx, what, func(tx pgx.Tx) (err error) {
-		n, due, wait, _, err = takeTokens(ctx, tx, bs, s.clock, reserve)
-		return err
-	})
+// TakeBuckets takes from bs (takeTokens): buckets seen for the first
+// time are inserted full, then every bucket row is locked in key order
+// (SELECT … FOR UPDATE), so that engines sharing the database take from
+// one budget and cannot deadlock.
+func (t replayTx) TakeBuckets(ctx context.Context, bs []quarantine.RateBucket, reserve replays.Reserver) (n int, due time.Time, wait time.Duration, err error) {
+	n, due, wait, _, err = takeTokens(ctx, t.tx, bs, t.s.clock, reserve)
 	return n, due, wait, err
 }
 
@@ -88,28 +76,11 @@ func takeTokens(ctx context.Context, tx pgx.Tx, bs []quarantine.RateBucket, cloc
 	return n, due, 0, now, nil
 }
 
-// HoldReplayTokens empties bucket key until until; see store.Replays.
-// Errors: EINVALID for an empty key, EUNAVAILABLE.
-func (s *Store) HoldReplayTokens(ctx context.Context, key string, until time.Time) error {
-	if key == "" {
-		return quarantine.Errorf(quarantine.EINVALID, "a rate bucket needs a key")
-	}
-	return s.inTx(ctx, "hold replay tokens", func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO replay_buckets (key, tokens, updated_at) VALUES ($1, 0, $2)
-			ON CONFLICT (key) DO UPDATE SET tokens = least(replay_buckets.tokens, 0),
-				updated_at = greatest(replay_buckets.updated_at, excluded.updated_at)`,
-			key, until.UTC().Truncate(time.Microsecond))
-		return err
-	})
-}
-
-// TakeReplaySlots grants up to want publish slots from every bucket at
-// once (replays.Slots): the first at least lead after now, every one at
-// most ahead after now. It returns how many and the first (item k's slot
-// is replays.SlotTime(first, r, k), r the lowest rate of buckets), or,
-// when none, how long until one is free. Rows are locked as
-// TakeReplayTokens locks them. Errors: EINVALID for a bucket without key
-// or positive rate, EUNAVAILABLE.
-func (s *Store) TakeReplaySlots(ctx context.Context, bs []quarantine.RateBucket, want int, lead, ahead time.Duration) (int, time.Time, time.Duration, error) {
-	return buckets.Slots(ctx, bs, want, lead, ahead, s.clock, s.take)
+// HoldBucket empties bucket key until until.
+func (t replayTx) HoldBucket(ctx context.Context, key string, until time.Time) error {
+	_, err := t.tx.Exec(ctx, `INSERT INTO replay_buckets (key, tokens, updated_at) VALUES ($1, 0, $2)
+		ON CONFLICT (key) DO UPDATE SET tokens = least(replay_buckets.tokens, 0),
+			updated_at = greatest(replay_buckets.updated_at, excluded.updated_at)`,
+		key, until.UTC().Truncate(time.Microsecond))
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
@@ -24,7 +25,7 @@ func statsQuery(f *quarantine.Filter) (string, []any) {
 
 // countQuery returns the SQL and arguments of CountByQueue.
 func countQuery(f *quarantine.Filter) (string, []any) {
-	if groupable(f) {
+	if fields.Groupable(f) {
 		return statsQuery(f)
 	}
 	w := filterWhere(f)

@@ -12,55 +12,31 @@ import (
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
-// Discard marks the selected messages discarded; see store.Store. The
-// selected rows are locked in id order (SELECT … FOR UPDATE) before their
-// statuses are read, so a concurrent replay or edit waits or is waited
-// for, and the status rule (quarantine.Status.Transition) is applied to
-// what is really stored. Every change has its own message.discard event,
-// appended in bulk in the same transaction. Errors: EINVALID or
-// EUNPROCESSABLE for a bad request, EUNPROCESSABLE when a filter matches
-// more than quarantine.MaxBulk messages, ECONFLICT when d.ExpectCount is
-// not the matched count, EUNAVAILABLE, EINTERNAL.
-func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.BulkResult, error) {
-	if err := ops.CheckDiscard(d); err != nil {
-		return quarantine.BulkResult{}, err
-	}
-	if err := s.searchReady(ctx, search.FilterText(d.Filter)); err != nil {
-		return quarantine.BulkResult{}, err
-	}
-	var res quarantine.BulkResult
-	err := s.inTx(ctx, "discard messages", func(tx pgx.Tx) error {
-		var err error
-		res, err = ops.Discard(ctx, d, discardTx{replayTx{s: s, tx: tx}})
-		return err
-	})
-	if err != nil {
-		return quarantine.BulkResult{}, err
-	}
-	return res, nil
+// opsTx is one write transaction of the store as the shared operator
+// actions (store/internal/ops: a discard, a chunk of a discard operation,
+// an edit, a re-key) use it.
+type opsTx struct{ replayTx }
+
+// WriteOps runs fn in a transaction of the store (ops.Methods).
+func (p backend) WriteOps(ctx context.Context, what string, fn func(ops.Tx) error) error {
+	return p.s.inTx(ctx, what, func(tx pgx.Tx) error { return fn(opsTx{replayTx{p.s, tx}}) })
 }
 
-// discardTx is one transaction of the store as the shared discard flow
-// (ops.Discard) uses it.
-type discardTx struct{ replayTx }
-
-var _ ops.DiscardTx = discardTx{}
-
-func (t discardTx) SelectFilter(ctx context.Context, f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
+func (t opsTx) SelectFilter(ctx context.Context, f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
 	return lockFilter(ctx, t.tx, f, limit)
 }
 
-func (t discardTx) CountFilter(ctx context.Context, f quarantine.Filter) (n int64, err error) {
+func (t opsTx) CountFilter(ctx context.Context, f quarantine.Filter) (n int64, err error) {
 	w := filterWhere(&f)
 	err = t.tx.QueryRow(ctx, "SELECT count(*) FROM messages m"+w.sql(), w.args...).Scan(&n)
 	return n, err
 }
 
-func (t discardTx) SelectIDs(ctx context.Context, ids []string) (map[string]quarantine.Status, error) {
+func (t opsTx) SelectIDs(ctx context.Context, ids []string) (map[string]quarantine.Status, error) {
 	return lockIDs(ctx, t.tx, ids)
 }
 
-func (t discardTx) MarkDiscarded(ctx context.Context, ids []string) error {
+func (t opsTx) MarkDiscarded(ctx context.Context, ids []string) error {
 	return t.s.markDiscarded(ctx, t.tx, ids)
 }
 
@@ -172,33 +148,12 @@ func (t startTx) Insert(ctx context.Context, op quarantine.DiscardOperation) err
 	return err
 }
 
-// DiscardChunk applies the next chunk of a discard operation; see
-// store.Discards.
-func (s *Store) DiscardChunk(ctx context.Context, id string, n int) (quarantine.DiscardOperation, quarantine.BulkResult, error) {
-	var op quarantine.DiscardOperation
-	var res quarantine.BulkResult
-	err := s.inTx(ctx, "discard a chunk", func(tx pgx.Tx) error {
-		var err error
-		op, res, err = ops.DiscardChunk(ctx, id, n, s.clock(), chunkTx{s: s, tx: tx})
-		return err
-	})
-	return op, res, err
-}
-
-// chunkTx is the transaction of one chunk of a discard operation
-// (ops.DiscardChunk).
-type chunkTx struct {
-	s  *Store
-	tx pgx.Tx
-}
-
-var _ ops.ChunkTx = chunkTx{}
-
-func (t chunkTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation, error) {
+// Lock reads the operation id, locking its row (a chunk, a resume).
+func (t opsTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation, error) {
 	return getDiscard(ctx, t.tx, "WHERE id = $1 FOR UPDATE", id)
 }
 
-func (t chunkTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
+func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
 	f := op.Filter
 	w := filterWhere(&f)
 	w.conds = append(w.conds, inDiscardSet(w.arg(op.Mark)), "m.id > "+w.arg(op.Cursor))
@@ -206,18 +161,14 @@ func (t chunkTx) Select(ctx context.Context, op quarantine.DiscardOperation, lim
 		" ORDER BY m.id LIMIT "+strconv.Itoa(limit)+" FOR UPDATE", w.args...)
 }
 
-func (t chunkTx) MarkDiscardedFrom(ctx context.Context, _ quarantine.Status, ids []string) error {
+func (t opsTx) MarkDiscardedFrom(ctx context.Context, _ quarantine.Status, ids []string) error {
 	return t.s.markDiscarded(ctx, t.tx, ids)
 }
 
-func (t chunkTx) AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error {
-	return t.s.appendAudits(ctx, t.tx, events)
-}
-
-func (t chunkTx) Save(ctx context.Context, op quarantine.DiscardOperation) error {
+func (t opsTx) Save(ctx context.Context, op quarantine.DiscardOperation) error {
 	_, err := t.tx.Exec(ctx, `UPDATE discard_operations SET state = $2, cursor = $3, discarded = $4, skipped = $5,
-		updated_at = $6, finished_at = $7 WHERE id = $1`,
-		op.ID, op.State, op.Cursor, op.Discarded, op.Skipped, op.UpdatedAt, op.FinishedAt)
+		error = $6, updated_at = $7, finished_at = $8 WHERE id = $1`,
+		op.ID, op.State, op.Cursor, op.Discarded, op.Skipped, op.Error, op.UpdatedAt, op.FinishedAt)
 	return err
 }
 
@@ -233,29 +184,6 @@ func (s *Store) FailDiscard(ctx context.Context, id, reason string) error {
 		}
 		return err
 	})
-}
-
-// ResumeDiscard makes a discard operation runnable again; see
-// store.Discards. The operation's row is locked first, as a chunk does.
-func (s *Store) ResumeDiscard(ctx context.Context, id, actor string) (op quarantine.DiscardOperation, err error) {
-	err = s.inTx(ctx, "resume a discard", func(tx pgx.Tx) error {
-		if op, err = getDiscard(ctx, tx, "WHERE id = $1 FOR UPDATE", id); err != nil {
-			return err
-		}
-		var ev *quarantine.AuditEvent
-		var changed bool
-		if op, ev, changed, err = ops.ResumeDiscard(op, actor, s.clock()); err != nil {
-			return err
-		}
-		if changed {
-			if _, err = tx.Exec(ctx, `UPDATE discard_operations SET state = $2, error = '', updated_at = $3, finished_at = NULL
-				WHERE id = $1`, op.ID, op.State, op.UpdatedAt); err != nil {
-				return err
-			}
-		}
-		return s.appendAudits(ctx, tx, []*quarantine.AuditEvent{ev})
-	})
-	return op, err
 }
 
 // GetDiscard returns one discard operation; see store.Discards.

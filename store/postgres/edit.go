@@ -3,44 +3,20 @@ package postgres
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 	"github.com/quarantine-dev/quarantine/store/internal/ops"
-	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
-// EditPayload stores e.Payload as the message's next payload version; see
-// store.Store. The message row is locked (SELECT … FOR UPDATE) before its
-// hash is compared with e.IfMatch, so of concurrent edits with the same
-// IfMatch exactly one wins and the others get EPRECONDITION. Errors:
-// EINVALID or EUNPROCESSABLE for a bad edit (e.Validate), ENOTFOUND,
-// ECONFLICT while replaying or once discarded, EPRECONDITION,
-// EUNPROCESSABLE when the payload is unchanged (e.CheckCurrent),
-// EUNAVAILABLE, EINTERNAL.
-func (s *Store) EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*quarantine.Message, error) {
-	if err := ops.CheckEdit(e); err != nil {
-		return nil, err
-	}
-	return txn.Get(ctx, s.inTx, "edit a payload", func(tx pgx.Tx) (*quarantine.Message, error) {
-		return ops.Edit(ctx, e, editTx{replayTx{s: s, tx: tx}})
-	})
-}
+// The statements of an edit (ops.EditTx), in an opsTx.
 
-// editTx is one transaction of the store as the shared edit flow
-// (ops.Edit) uses it.
-type editTx struct{ replayTx }
-
-var _ ops.EditTx = editTx{}
-
-func (t editTx) Current(ctx context.Context, id string) (cur ops.Current, err error) {
+func (t opsTx) Current(ctx context.Context, id string) (cur ops.Current, err error) {
 	err = t.tx.QueryRow(ctx, `SELECT status, payload_sha256, payload_version, content_type
 		FROM messages WHERE id = $1 FOR UPDATE`, id).Scan(&cur.Status, &cur.SHA256, &cur.Version, &cur.ContentType)
 	return cur, orNotFound(err, notfound.Message(id))
 }
 
-func (t editTx) WritePayload(ctx context.Context, e quarantine.PayloadEdit, p ops.EditPlan) error {
+func (t opsTx) WritePayload(ctx context.Context, e quarantine.PayloadEdit, p ops.EditPlan) error {
 	now := t.s.clock()
 	bin, txt := splitPayload(e.Payload)
 	if _, err := t.tx.Exec(ctx, `INSERT INTO payload_versions (message_id, version, sha256, prev_sha256,
@@ -56,6 +32,6 @@ func (t editTx) WritePayload(ctx context.Context, e quarantine.PayloadEdit, p op
 	return err
 }
 
-func (t editTx) Message(ctx context.Context, id string) (*quarantine.Message, error) {
+func (t opsTx) Message(ctx context.Context, id string) (*quarantine.Message, error) {
 	return getMessage(ctx, t.tx, id)
 }

@@ -61,6 +61,9 @@ func translate(err error, what string) error {
 	return quarantine.Internal(err, "%s", what)
 }
 
+// Translate is translate for the shared methods (shared.Backend).
+func (p backend) Translate(err error, what string) error { return translate(err, what) }
+
 func translatePg(pe *pgconn.PgError, err error, what string) error {
 	code := pe.Code
 	switch {

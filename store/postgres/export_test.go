@@ -1,6 +1,9 @@
 package postgres
 
-import "github.com/quarantine-dev/quarantine"
+import (
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/sampling"
+)
 
 // ListQuery exposes the SQL of ListMessages to the EXPLAIN tests.
 func ListQuery(f quarantine.Filter) (string, []any) {
@@ -43,7 +46,9 @@ const TextWindow = textWindow
 
 // SetSampleExact lowers the thresholds of Sample for the conformance
 // suite's rank-method cases.
-func SetSampleExact(s *Store, exact, smallGroup int) { s.exact, s.smallGroup = exact, smallGroup }
+func SetSampleExact(s *Store, exact, smallGroup int) {
+	s.sample = sampling.Limits{Exact: exact, SmallGroup: smallGroup}
+}
 
 // ArcQuery exposes the SQL of a sample's arc to the EXPLAIN tests.
 func ArcQuery(f quarantine.Filter, col, val string) (string, []any) {

@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
@@ -18,21 +19,11 @@ import (
 // many messages each holds. Any other filter (source, idempotency key,
 // time, text) groups the matching messages.
 
-// groupable reports whether failure_groups answers f.
-func groupable(f *quarantine.Filter) bool {
-	return len(f.Source) == 0 && len(f.IdempotencyKey) == 0 && f.FailedAfter.IsZero() &&
-		f.FailedBefore.IsZero() && f.Text == ""
-}
-
-// groupsWhere is the condition of a groupable filter on failure_groups m.
+// groupsWhere is the condition of a groupable filter
+// (fields.Groupable) on failure_groups m.
 func groupsWhere(f *quarantine.Filter) *where {
 	w := &where{conds: []string{"m.n > 0"}}
-	w.in("m.queue", f.Queue)
-	w.in("m.job_name", f.JobName)
-	w.literals("m.failure_class", strs(f.FailureClass))
-	w.literals("m.status", strs(f.Status))
-	w.in("m.owner", f.Owner)
-	w.in("m.fingerprint", f.Fingerprint)
+	w.eqs(fields.Groups(f, "m"), "m.failure_class", "m.status")
 	return w
 }
 
@@ -45,7 +36,7 @@ const latestID = `substr(max(to_char(m.failed_at AT TIME ZONE 'UTC', 'YYYYMMDDHH
 // filter: fingerprint, count, first and last failed_at, queues, example,
 // job name, failure class and a reason of the group.
 func groupsQuery(f *quarantine.Filter) (string, []any) {
-	if groupable(f) {
+	if fields.Groupable(f) {
 		w := groupsWhere(f)
 		return `SELECT m.fingerprint, sum(m.n)::bigint, min(m.first_failed_at), max(m.last_failed_at),
 	array_agg(DISTINCT m.queue ORDER BY m.queue),

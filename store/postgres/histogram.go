@@ -95,15 +95,22 @@ func inflowHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramReque
 	}
 	// Minutes [lo, hi) are the rows lo <= minute < hi; a counted part
 	// (lo, hi] the messages lo < collected_at <= hi.
+	return sumMinutes(ctx, tx, r, plan, "inflow_minutes", "m.collected_at > c.lo AND m.collected_at <= c.hi", out)
+}
+
+// sumMinutes adds to out, for each queue of r, plan's whole minutes
+// summed from table (inflow_minutes or waiting_minutes: the rows lo <=
+// minute < hi), and its counted parts counted from the messages that
+// match counted (a condition on m and the part (c.lo, c.hi]).
+func sumMinutes(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, plan hours.Plan, table, counted string, out []quarantine.QueueHistogram) error {
 	if err := sumParts(ctx, tx, r, plan.Minutes, func(owner string) string {
-		return `SELECT coalesce(sum(h.n), 0)::bigint FROM inflow_minutes h
+		return `SELECT coalesce(sum(h.n), 0)::bigint FROM ` + table + ` h
 			WHERE h.queue = q.queue AND h.minute >= c.lo AND h.minute < c.hi` + owner
 	}, "h.owner", out); err != nil {
 		return err
 	}
 	return sumParts(ctx, tx, r, plan.Counted, func(owner string) string {
-		return `SELECT count(*) FROM messages m
-			WHERE m.queue = q.queue AND m.collected_at > c.lo AND m.collected_at <= c.hi` + owner
+		return `SELECT count(*) FROM messages m WHERE m.queue = q.queue AND ` + counted + owner
 	}, "m.owner", out)
 }
 
@@ -140,15 +147,6 @@ func sumParts(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, par
 // parts under a minute at its ends counted from
 // messages_queue_status_idx (queue, status, failed_at, id).
 func waitingHistogram(ctx context.Context, tx pgx.Tx, r quarantine.HistogramRequest, edges []time.Time, out []quarantine.QueueHistogram) error {
-	plan := hours.OfMinutes(edges)
-	if err := sumParts(ctx, tx, r, plan.Minutes, func(owner string) string {
-		return `SELECT coalesce(sum(h.n), 0)::bigint FROM waiting_minutes h
-			WHERE h.queue = q.queue AND h.minute >= c.lo AND h.minute < c.hi` + owner
-	}, "h.owner", out); err != nil {
-		return err
-	}
-	return sumParts(ctx, tx, r, plan.Counted, func(owner string) string {
-		return `SELECT count(*) FROM messages m
-			WHERE m.queue = q.queue AND m.status = 'quarantined' AND m.failed_at > c.lo AND m.failed_at <= c.hi` + owner
-	}, "m.owner", out)
+	return sumMinutes(ctx, tx, r, hours.OfMinutes(edges), "waiting_minutes",
+		"m.status = 'quarantined' AND m.failed_at > c.lo AND m.failed_at <= c.hi", out)
 }

@@ -2,12 +2,14 @@ package postgres
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 )
 
 // where builds the WHERE clause of a message query, with numbered
@@ -32,6 +34,19 @@ func (w *where) in(col string, vals []string) {
 		w.conds = append(w.conds, col+" = "+w.arg(vals[0]))
 	default:
 		w.conds = append(w.conds, col+" = ANY("+w.arg(vals)+"::text[])")
+	}
+}
+
+// eqs adds the conditions eqs: on the columns named in literals (closed
+// sets of values: statuses, failure classes) with the values written as
+// literals, on the others with bound values.
+func (w *where) eqs(eqs []fields.Eq, literals ...string) {
+	for _, e := range eqs {
+		if slices.Contains(literals, e.Column) {
+			w.literals(e.Column, e.Values)
+		} else {
+			w.in(e.Column, e.Values)
+		}
 	}
 }
 
@@ -74,14 +89,7 @@ func filterWhere(f *quarantine.Filter) *where {
 // filter into conditions on messages m: all but its text and cursor.
 func fieldsWhere(f *quarantine.Filter) *where {
 	w := &where{}
-	w.in("m.queue", f.Queue)
-	w.in("m.job_name", f.JobName)
-	w.in("m.failure_class", strs(f.FailureClass))
-	w.literals("m.status", strs(f.Status))
-	w.in("m.owner", f.Owner)
-	w.in("m.source", f.Source)
-	w.in("m.idempotency_key", f.IdempotencyKey)
-	w.in("m.fingerprint", f.Fingerprint)
+	w.eqs(fields.Messages(f), "m.status")
 	if !f.FailedAfter.IsZero() {
 		w.conds = append(w.conds, "m.failed_at >= "+w.arg(f.FailedAfter))
 	}
@@ -103,14 +111,6 @@ func (w *where) after(c *quarantine.Cursor) {
 func likePattern(s string) string {
 	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 	return "%" + r.Replace(s) + "%"
-}
-
-func strs[T ~string](vs []T) []string {
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = string(v)
-	}
-	return out
 }
 
 // listQuery returns the SQL and arguments of one page of a validated

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -11,17 +10,11 @@ import (
 	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
-// MessageReplayItems returns the replay items of message id, one per
-// batch that held it, the latest limit batches (by batch id: creation
-// order), oldest first, read through replay_items_message_idx. An unknown
-// message has none (no error). EINVALID for a limit outside
-// 1..quarantine.MaxLimit.
-func (s *Store) MessageReplayItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error) {
-	if none, ok, err := replays.MessageItems(id, limit); err != nil || !ok {
-		return none, err
-	}
-	latest, err := txn.Get(ctx, s.snapshot, "list a message's replay items", func(tx pgx.Tx) ([]quarantine.ReplayItem, error) {
-		rows, _ := tx.Query(ctx, `SELECT `+itemColumns+` FROM replay_items i WHERE i.message_id = $1
+// MessageItems reads the replay items of message id, newest batch first,
+// through replay_items_message_idx (replays.Reader).
+func (p backend) MessageItems(ctx context.Context, id string, limit int) ([]quarantine.ReplayItem, error) {
+	return txn.Get(ctx, p.s.snapshot, "list a message's replay items", func(tx pgx.Tx) ([]quarantine.ReplayItem, error) {
+		rows, _ := tx.Query(ctx, `SELECT `+replays.ItemColumns+` FROM replay_items i WHERE i.message_id = $1
 			ORDER BY i.batch_id DESC LIMIT $2`, id, limit)
 		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (quarantine.ReplayItem, error) {
 			var r itemRow
@@ -29,6 +22,4 @@ func (s *Store) MessageReplayItems(ctx context.Context, id string, limit int) ([
 			return r.item(), err
 		})
 	})
-	slices.Reverse(latest)
-	return latest, err
 }

@@ -10,19 +10,26 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
+	"github.com/quarantine-dev/quarantine/store/internal/shared"
 )
 
 // Store is a quarantine store in a PostgreSQL database, satisfying
 // store.Store (the assertion lives in package store/open, the one that
 // imports both stores). It is safe for concurrent use.
 type Store struct {
+	// The methods both stores share apart from SQL (store/internal/shared),
+	// over backend.
+	sharedMethods
+
 	pool *pgxpool.Pool
 	now  func() time.Time
-	// exact and smallGroup are the thresholds of Sample (sample.go);
-	// tests lower them.
-	exact, smallGroup int
-	idx               *indexer // the background search indexer (search.go)
+	// sample are the thresholds of Sample (sample.go); tests lower them.
+	sample sampling.Limits
+	idx    *indexer // the background search indexer (search.go)
 }
+
+// sharedMethods names the shared methods embedded in Store.
+type sharedMethods = shared.Methods
 
 // Option configures a Store in Open.
 type Option func(*Store)
@@ -71,7 +78,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, translate(err, "connect to PostgreSQL")
 	}
-	s := &Store{pool: pool, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
+	s := &Store{pool: pool, now: time.Now, sample: sampling.Limits{Exact: sampling.Exact, SmallGroup: sampling.SmallGroup}}
+	s.sharedMethods = shared.New(backend{s}, s.clock)
 	for _, o := range opts {
 		o(s)
 	}

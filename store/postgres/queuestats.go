@@ -2,13 +2,14 @@ package postgres
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/hours"
+	"github.com/quarantine-dev/quarantine/store/internal/queuestats"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
@@ -26,7 +27,7 @@ import (
 // now), so the kept inflow counts answer it too, rather than counting a
 // burst row by row (docs/benchmarks.md, BenchmarkBinaryBurst).
 func statsOnly(f *quarantine.Filter) bool {
-	return groupable(f) && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0
+	return fields.Groupable(f) && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0
 }
 
 // QueueStats returns, per queue with messages matching f, the counts by
@@ -56,15 +57,6 @@ func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Ti
 	return out, nil
 }
 
-// newQueueStats returns the stats of queue q with every status at zero.
-func newQueueStats(q string) quarantine.QueueStats {
-	st := quarantine.QueueStats{Queue: q, Counts: make(map[quarantine.Status]int64, len(quarantine.Statuses))}
-	for _, s := range quarantine.Statuses {
-		st.Counts[s] = 0
-	}
-	return st
-}
-
 // queueStatsKept reads the maintained counts, then probes the oldest and
 // the inflow of each queue.
 func queueStatsKept(ctx context.Context, tx pgx.Tx, f *quarantine.Filter, now, usable time.Time) ([]quarantine.QueueStats, error) {
@@ -77,7 +69,7 @@ func queueStatsKept(ctx context.Context, tx pgx.Tx, f *quarantine.Filter, now, u
 	var queues []string
 	for _, c := range counts {
 		if len(out) == 0 || out[len(out)-1].Queue != c.Queue {
-			out = append(out, newQueueStats(c.Queue))
+			out = append(out, queuestats.New(c.Queue))
 			queues = append(queues, c.Queue)
 		}
 		out[len(out)-1].Counts[c.Status] = c.Count
@@ -148,37 +140,11 @@ func queueStatsScan(ctx context.Context, tx pgx.Tx, f *quarantine.Filter, now ti
 	if err != nil {
 		return nil, err
 	}
-	out := []quarantine.QueueStats{}
-	matched := []bool{} // whether out[i] has messages in the statuses of f
-	var queue string
-	var status quarantine.Status
-	var n, in5, in1, in24 int64
-	var oldestAt *time.Time
-	var oldestID *string
-	_, err = pgx.ForEachRow(rows, []any{&queue, &status, &n, &oldestAt, &oldestID, &in5, &in1, &in24}, func() error {
-		if len(out) == 0 || out[len(out)-1].Queue != queue {
-			out, matched = append(out, newQueueStats(queue)), append(matched, false)
-		}
-		st := &out[len(out)-1]
-		st.Inflow5m += in5
-		st.Inflow1h += in1
-		st.Inflow24h += in24
-		if len(f.Status) > 0 && !slices.Contains(f.Status, status) {
-			return nil
-		}
-		matched[len(matched)-1] = true
-		st.Counts[status] = n
-		if oldestAt != nil && oldestID != nil {
-			at := oldestAt.UTC()
-			st.OldestQuarantinedAt, st.OldestID = &at, *oldestID
-		}
+	scan := queuestats.NewScan(f.Status)
+	var r queuestats.Row
+	_, err = pgx.ForEachRow(rows, []any{&r.Queue, &r.Status, &r.Count, &r.OldestAt, &r.OldestID, &r.In5m, &r.In1h, &r.In24h}, func() error {
+		scan.Add(r)
 		return nil
 	})
-	kept := out[:0]
-	for i, st := range out {
-		if matched[i] {
-			kept = append(kept, st)
-		}
-	}
-	return kept, err
+	return scan.Stats(), err
 }

@@ -7,9 +7,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
-	"github.com/quarantine-dev/quarantine/store/internal/search"
+	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
 // Replay batches live in replay_batches, their items in replay_items
@@ -17,46 +18,30 @@ import (
 // items, then messages by id; so a cancel, a start, a result and a
 // discard wait for each other instead of deadlocking.
 
-const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
-	b.rate, b.burst, b.canary, (extract(epoch FROM b.observe) * 1000000)::bigint, b.halt_refail_ratio,
-	b.force_without_key, b.queues, b.owners, b.total, b.pin_total, b.canary_verdict, b.canary_until, b.created_at,
-	b.updated_at, b.started_at, b.finished_at, b.expires_at, b.start_at, b.start_force`
+// batchColumns are replay_batches' columns, the observe interval in
+// microseconds.
+var batchColumns = replays.BatchColumns("(extract(epoch FROM b.observe) * 1000000)::bigint")
 
-const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
-	i.idempotency_key, i.payload_version, i.payload_sha256, i.dropped_headers, i.attempts, i.refail_id,
-	i.published_at, i.updated_at, i.refusals`
+// backend is the store as the shared methods (store/internal/replays,
+// store/internal/ops and store/internal/alarms) use it: a snapshot to
+// select from, read and write transactions.
+type backend struct{ s *Store }
 
-// CreateReplay pins the messages r selects as a new batch; see
-// store.Replays and replays.Pin: the selection is read in one
-// repeatable-read snapshot, the items are written in short transactions
-// beside it, and no message changes status (a lease moves it). Errors:
-// EINVALID for a bad request, ECONFLICT when r.ExpectCount does not
-// hold, EUNPROCESSABLE (naming expect_count) when a batch started at
-// once selects more than r.ConfirmAbove without it, EUNAVAILABLE,
-// EINTERNAL.
-func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error) {
-	if err := r.Validate(0); err != nil {
-		return nil, err
-	}
-	if err := s.searchReady(ctx, search.FilterText(r.Filter)); err != nil {
-		return nil, err
-	}
-	return replays.Pin(ctx, pinner{s}, &r, keyRule, s.clock)
+func (backend) HoldsWriter() bool { return false }
+
+func (p backend) SearchReady(ctx context.Context, text string) error {
+	return p.s.searchReady(ctx, text)
 }
 
-// pinner gives replays.Pin a snapshot and write transactions.
-type pinner struct{ s *Store }
-
-func (pinner) HoldsWriter() bool { return false }
-
-func (p pinner) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
-	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	return p.s.inTxOpts(ctx, opts, "select a replay's messages", func(tx pgx.Tx) error {
+// Snapshot reads a pin's selection in one repeatable-read, read-only
+// transaction, beside the short write transactions of its items.
+func (p backend) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
+	return p.s.snapshot(ctx, "select a replay's messages", func(tx pgx.Tx) error {
 		return fn(selector{tx})
 	})
 }
 
-func (p pinner) Write(ctx context.Context, what string, fn func(replays.Tx) error) error {
+func (p backend) Write(ctx context.Context, what string, fn func(replays.Tx) error) error {
 	return p.s.inTx(ctx, what, func(tx pgx.Tx) error { return fn(replayTx{p.s, tx}) })
 }
 
@@ -107,8 +92,8 @@ func (q selector) EachFilter(ctx context.Context, f quarantine.Filter, fn func(q
 	return err
 }
 
-func insertReplayBatch(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch) error {
-	_, err := tx.Exec(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
+func (t replayTx) InsertBatch(ctx context.Context, b *quarantine.ReplayBatch) error {
+	_, err := t.tx.Exec(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
 		dest_queue, dest_collector, rate, burst, canary, observe, halt_refail_ratio, force_without_key, queues,
 		owners, total, pin_total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at,
 		start_at, start_force)
@@ -121,18 +106,18 @@ func insertReplayBatch(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch
 	return err
 }
 
-// itemCopyColumns are the columns insertItems copies.
+// itemCopyColumns are the columns InsertItems copies.
 var itemCopyColumns = []string{"batch_id", "seq", "message_id", "queue", "outcome", "reason", "idempotency_key", "updated_at"}
 
-// insertItems writes one chunk of a batch's items by COPY (their counts
+// InsertItems writes one chunk of a batch's items by COPY (their counts
 // follow, by the statement trigger of migration 0009, which COPY fires
 // once as an INSERT does).
-func insertItems(ctx context.Context, tx pgx.Tx, batchID string, items []quarantine.ReplayItem) error {
+func (t replayTx) InsertItems(ctx context.Context, batchID string, items []quarantine.ReplayItem) error {
 	if len(items) == 0 {
 		return nil
 	}
 	row := make([]any, len(itemCopyColumns))
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"replay_items"}, itemCopyColumns, pgx.CopyFromFunc(func() ([]any, error) {
+	_, err := t.tx.CopyFrom(ctx, pgx.Identifier{"replay_items"}, itemCopyColumns, pgx.CopyFromFunc(func() ([]any, error) {
 		if len(items) == 0 {
 			return nil, nil
 		}
@@ -144,10 +129,10 @@ func insertItems(ctx context.Context, tx pgx.Tx, batchID string, items []quarant
 	return err
 }
 
-// savePin writes a pinning batch's total and update time, locking its
+// SavePin writes a pinning batch's total and update time, locking its
 // row, and reports false when it is no longer pinning.
-func savePin(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch) (bool, error) {
-	tag, err := tx.Exec(ctx, `UPDATE replay_batches SET total = $2, updated_at = $3 WHERE id = $1 AND state = 'pinning'`,
+func (t replayTx) SavePin(ctx context.Context, b *quarantine.ReplayBatch) (bool, error) {
+	tag, err := t.tx.Exec(ctx, `UPDATE replay_batches SET total = $2, updated_at = $3 WHERE id = $1 AND state = 'pinning'`,
 		b.ID, b.Total, b.UpdatedAt)
 	if err != nil {
 		return false, err
@@ -155,22 +140,22 @@ func savePin(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch) (bool, e
 	return tag.RowsAffected() == 1, nil
 }
 
-// deleteBatch removes a batch still pinning, its items and counts.
-func deleteBatch(ctx context.Context, tx pgx.Tx, id string) error {
-	if _, err := tx.Exec(ctx, `DELETE FROM replay_batches WHERE id = $1 AND state = 'pinning'`, id); err != nil {
+// DeleteBatch removes a batch still pinning, its items and counts.
+func (t replayTx) DeleteBatch(ctx context.Context, id string) error {
+	if _, err := t.tx.Exec(ctx, `DELETE FROM replay_batches WHERE id = $1 AND state = 'pinning'`, id); err != nil {
 		return err
 	}
 	for _, q := range []string{`DELETE FROM replay_items WHERE batch_id = $1`, `DELETE FROM replay_counts WHERE batch_id = $1`} {
-		if _, err := tx.Exec(ctx, q+` AND NOT EXISTS (SELECT 1 FROM replay_batches WHERE id = $1)`, id); err != nil {
+		if _, err := t.tx.Exec(ctx, q+` AND NOT EXISTS (SELECT 1 FROM replay_batches WHERE id = $1)`, id); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// saveBatch writes the fields of b that change after its creation.
-func saveBatch(ctx context.Context, tx pgx.Tx, b *quarantine.ReplayBatch) error {
-	_, err := tx.Exec(ctx, `UPDATE replay_batches SET state = $2, state_reason = $3, updated_at = $4,
+// SaveBatch writes the fields of b that change after its creation.
+func (t replayTx) SaveBatch(ctx context.Context, b *quarantine.ReplayBatch) error {
+	_, err := t.tx.Exec(ctx, `UPDATE replay_batches SET state = $2, state_reason = $3, updated_at = $4,
 		started_at = $5, finished_at = $6, expires_at = $7, canary_verdict = $8, canary_until = $9,
 		total = $10, queues = $11, owners = $12, start_at = $13, start_force = $14 WHERE id = $1`,
 		b.ID, string(b.State), b.StateReason, b.UpdatedAt, b.StartedAt, b.FinishedAt, b.ExpiresAt,
@@ -229,12 +214,7 @@ func fillCounts(ctx context.Context, q querier, bs []*quarantine.ReplayBatch) er
 	if len(bs) == 0 {
 		return nil
 	}
-	byID := make(map[string]*quarantine.ReplayBatch, len(bs))
-	ids := make([]string, len(bs))
-	for i, b := range bs {
-		byID[b.ID], ids[i] = b, b.ID
-		b.Counts = replays.ZeroCounts()
-	}
+	byID, ids := replays.ByID(bs)
 	rows, err := q.Query(ctx, `SELECT batch_id, outcome, sum(n)::bigint FROM replay_counts
 		WHERE batch_id = ANY($1::text[]) GROUP BY batch_id, outcome`, ids)
 	if err != nil {
@@ -253,16 +233,9 @@ func fillCounts(ctx context.Context, q querier, bs []*quarantine.ReplayBatch) er
 // GetReplay returns one batch with its counts. Errors: ENOTFOUND,
 // EUNAVAILABLE, EINTERNAL.
 func (s *Store) GetReplay(ctx context.Context, id string) (*quarantine.ReplayBatch, error) {
-	var b *quarantine.ReplayBatch
-	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	err := s.inTxOpts(ctx, opts, "read a replay", func(tx pgx.Tx) (err error) {
-		b, err = getBatch(ctx, tx, id, "")
-		return err
+	return txn.Get(ctx, s.snapshot, "read a replay", func(tx pgx.Tx) (*quarantine.ReplayBatch, error) {
+		return getBatch(ctx, tx, id, "")
 	})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
 }
 
 // queryBatches reads the batches q selects, with their counts.
@@ -292,15 +265,10 @@ func scanBatches(ctx context.Context, tx pgx.Tx, q string, args ...any) ([]*quar
 	return out, nil
 }
 
-// ListReplays returns batches matching f, newest first; see
-// store.Replays. Errors: EINVALID naming the field, EUNAVAILABLE.
-func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*quarantine.ReplayBatch, string, error) {
-	if err := f.Validate(); err != nil {
-		return nil, "", err
-	}
+func (p backend) Batches(ctx context.Context, f quarantine.ReplayFilter, limit int) ([]*quarantine.ReplayBatch, error) {
 	w := &where{}
 	if len(f.State) > 0 {
-		w.literals("b.state", strs(f.State))
+		w.literals("b.state", fields.Strings(f.State))
 	}
 	if f.Queue != "" {
 		w.conds = append(w.conds, w.arg(f.Queue)+" = ANY(b.queues)")
@@ -314,66 +282,30 @@ func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*
 	if f.After != "" {
 		w.conds = append(w.conds, "b.id < "+w.arg(f.After))
 	}
-	q := `SELECT ` + batchColumns + ` FROM replay_batches b` + w.sql() + " ORDER BY b.id DESC LIMIT " + w.arg(f.Limit+1)
-	var out []*quarantine.ReplayBatch
-	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	err := s.inTxOpts(ctx, opts, "list replays", func(tx pgx.Tx) (err error) {
-		out, err = queryBatches(ctx, tx, q, w.args...)
-		return err
+	q := `SELECT ` + batchColumns + ` FROM replay_batches b` + w.sql() + " ORDER BY b.id DESC LIMIT " + w.arg(limit)
+	return txn.Get(ctx, p.s.snapshot, "list replays", func(tx pgx.Tx) ([]*quarantine.ReplayBatch, error) {
+		return queryBatches(ctx, tx, q, w.args...)
 	})
-	if err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
-		next = out[f.Limit-1].ID
-	}
-	return out, next, nil
 }
 
-// RunnableReplays returns the running batches, the drafts expired at now
-// and the scheduled batches due at now, oldest first; see store.Replays.
-// A pinning batch nothing wrote to for replays.PinStale (its server
-// stopped mid-pin) is removed first.
-func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
-	if err := s.dropStalePins(ctx, now); err != nil {
-		return nil, err
-	}
-	var out []*quarantine.ReplayBatch
-	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	err := s.inTxOpts(ctx, opts, "list runnable replays", func(tx pgx.Tx) (err error) {
-		out, err = scanBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
+func (p backend) Runnable(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
+	return txn.Get(ctx, p.s.snapshot, "list runnable replays", func(tx pgx.Tx) ([]*quarantine.ReplayBatch, error) {
+		return scanBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
 			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < $1)
 				OR (b.state = 'scheduled' AND b.start_at <= $1) ORDER BY b.id`, now)
-		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
-// dropStalePins removes the pinning batches not written to since
-// replays.PinStale before now, each in its own transaction.
-func (s *Store) dropStalePins(ctx context.Context, now time.Time) error {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM replay_batches WHERE state = 'pinning' AND updated_at < $1`, now.Add(-replays.PinStale))
+func (p backend) StalePins(ctx context.Context, before time.Time) ([]string, error) {
+	rows, err := p.s.pool.Query(ctx, `SELECT id FROM replay_batches WHERE state = 'pinning' AND updated_at < $1`, before)
 	if err != nil {
-		return translate(err, "find abandoned pins")
+		return nil, translate(err, "find abandoned pins")
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return translate(err, "find abandoned pins")
-	}
-	for _, id := range ids {
-		if err := s.inTx(ctx, "remove an abandoned pin", func(tx pgx.Tx) error { return deleteBatch(ctx, tx, id) }); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ids, translate(err, "find abandoned pins")
 }
 
-// itemRow receives itemColumns.
+// itemRow receives replays.ItemColumns.
 type itemRow struct{ it quarantine.ReplayItem }
 
 func (r *itemRow) dest() []any {
@@ -392,30 +324,18 @@ func (r *itemRow) item() quarantine.ReplayItem {
 	return it
 }
 
-// ListReplayItems returns items of one batch in Seq order after f.After;
-// see store.Replays. Errors: ENOTFOUND for an unknown batch, EINVALID.
-func (s *Store) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilter) ([]quarantine.ReplayItem, bool, error) {
-	if err := f.Validate(); err != nil {
-		return nil, false, err
-	}
-	if !quarantine.ValidID(f.BatchID) {
-		return nil, false, notfound.Replay(f.BatchID)
-	}
+func (p backend) Items(ctx context.Context, f quarantine.ReplayItemFilter, limit int) ([]quarantine.ReplayItem, bool, error) {
 	w := &where{}
 	w.conds = append(w.conds, "i.batch_id = "+w.arg(f.BatchID), "i.seq > "+w.arg(f.After))
 	if len(f.Outcome) > 0 {
-		w.literals("i.outcome", strs(f.Outcome))
+		w.literals("i.outcome", fields.Strings(f.Outcome))
 	}
-	q := `SELECT ` + itemColumns + ` FROM replay_items i` + w.sql() + ` ORDER BY i.seq LIMIT ` + w.arg(f.Limit+1)
+	q := `SELECT ` + replays.ItemColumns + ` FROM replay_items i` + w.sql() + ` ORDER BY i.seq LIMIT ` + w.arg(limit)
 	out := []quarantine.ReplayItem{}
-	opts := pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
-	err := s.inTxOpts(ctx, opts, "list replay items", func(tx pgx.Tx) error {
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM replay_batches WHERE id = $1`, f.BatchID).Scan(&n); err != nil {
+	found := false
+	err := p.s.snapshot(ctx, "list replay items", func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM replay_batches WHERE id = $1)`, f.BatchID).Scan(&found); err != nil || !found {
 			return err
-		}
-		if n == 0 {
-			return notfound.Replay(f.BatchID)
 		}
 		rows, err := tx.Query(ctx, q, w.args...)
 		if err != nil {
@@ -429,37 +349,30 @@ func (s *Store) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilt
 		})
 		return err
 	})
-	if err != nil {
-		return nil, false, err
-	}
-	more := len(out) > f.Limit
-	if more {
-		out = out[:f.Limit]
-	}
-	return out, more, nil
+	return out, found, err
 }
 
 // lockClause locks a batch row against other writers of it, not against
 // the key share of inserted items.
 const lockClause = "FOR NO KEY UPDATE"
 
-// checkIncident applies the incident guard to batch b (its items stored):
+// CheckIncident applies the incident guard to batch b (its items stored):
 // the new dead letters of its queues within the guard's window, its own
 // messages not counted.
-func checkIncident(ctx context.Context, tx pgx.Tx, g *quarantine.IncidentGuard, b *quarantine.ReplayBatch, force bool, now time.Time) error {
+func (t replayTx) CheckIncident(ctx context.Context, g *quarantine.IncidentGuard, b *quarantine.ReplayBatch, force bool, now time.Time) error {
 	if g == nil || force {
 		return nil
 	}
 	var queues []string
 	var pending int32
-	if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT queue), '{}'), count(*) FROM replay_items
+	if err := t.tx.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT queue), '{}'), count(*) FROM replay_items
 		WHERE batch_id = $1 AND outcome = 'pending'`, b.ID).Scan(&queues, &pending); err != nil {
 		return err
 	}
 	if int(pending) <= b.Canary || len(queues) == 0 {
 		return nil
 	}
-	rows, err := tx.Query(ctx, `SELECT m.queue, count(*) FROM messages m
+	rows, err := t.tx.Query(ctx, `SELECT m.queue, count(*) FROM messages m
 		WHERE m.queue = ANY($1::text[]) AND m.collected_at >= $2
 		AND NOT EXISTS (SELECT 1 FROM replay_items i WHERE i.batch_id = $3 AND i.message_id = m.id)
 		GROUP BY m.queue`, queues, now.Add(-g.Window), b.ID)

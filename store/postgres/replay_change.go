@@ -10,30 +10,6 @@ import (
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
-// ChangeReplay applies c.Action to its batch, locked first; see
-// store.Replays. Errors: EINVALID for an unknown action, ENOTFOUND for an
-// unknown batch, ECONFLICT when the batch's state does not allow the
-// action, when a draft expired before its start (it is expired,
-// committed) or when a complete finds pending items, EUNAVAILABLE.
-func (s *Store) ChangeReplay(ctx context.Context, c quarantine.ReplayChange) (*quarantine.ReplayBatch, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	var b *quarantine.ReplayBatch
-	var expired bool
-	err := s.inTx(ctx, "change a replay", func(tx pgx.Tx) (err error) {
-		b, expired, err = replays.Change(ctx, replayTx{s, tx}, c, s.clock())
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if expired {
-		return nil, replays.ErrDraftExpired
-	}
-	return b, nil
-}
-
 // replayTx is one transaction of the store, as the shared replay flows
 // (store/internal/replays) use it.
 type replayTx struct {
@@ -43,68 +19,37 @@ type replayTx struct {
 
 var _ replays.Tx = replayTx{}
 
-func (t replayTx) InsertBatch(ctx context.Context, b *quarantine.ReplayBatch) error {
-	return insertReplayBatch(ctx, t.tx, b)
-}
-
-func (t replayTx) InsertItems(ctx context.Context, batchID string, items []quarantine.ReplayItem) error {
-	return insertItems(ctx, t.tx, batchID, items)
-}
-
-func (t replayTx) DeleteBatch(ctx context.Context, batchID string) error {
-	return deleteBatch(ctx, t.tx, batchID)
-}
-
-func (t replayTx) CheckIncident(ctx context.Context, g *quarantine.IncidentGuard, b *quarantine.ReplayBatch, force bool, now time.Time) error {
-	return checkIncident(ctx, t.tx, g, b, force, now)
-}
-
-func (t replayTx) SavePin(ctx context.Context, b *quarantine.ReplayBatch) (bool, error) {
-	return savePin(ctx, t.tx, b)
-}
-
+// GetBatch reads the batch id locked (lockClause).
 func (t replayTx) GetBatch(ctx context.Context, id string) (*quarantine.ReplayBatch, error) {
 	return getBatch(ctx, t.tx, id, lockClause)
-}
-
-func (t replayTx) SaveBatch(ctx context.Context, b *quarantine.ReplayBatch) error {
-	return saveBatch(ctx, t.tx, b)
 }
 
 func (t replayTx) FillCounts(ctx context.Context, b *quarantine.ReplayBatch) error {
 	return fillCounts(ctx, t.tx, []*quarantine.ReplayBatch{b})
 }
 
-func (t replayTx) CancelItems(ctx context.Context, batchID string, release bool, now time.Time) error {
-	return cancelItems(ctx, t.tx, batchID, release, now)
-}
-
-func (t replayTx) CountPending(ctx context.Context, batchID string) (int, error) {
-	return countPending(ctx, t.tx, batchID)
-}
-
 func (t replayTx) AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error {
 	return t.s.appendAudits(ctx, t.tx, events)
 }
 
-func countPending(ctx context.Context, tx pgx.Tx, batchID string) (int, error) {
+func (t replayTx) CountPending(ctx context.Context, batchID string) (int, error) {
 	var n int
-	err := tx.QueryRow(ctx, `SELECT count(*) FROM replay_items WHERE batch_id = $1 AND outcome = 'pending'`, batchID).Scan(&n)
+	err := t.tx.QueryRow(ctx, `SELECT count(*) FROM replay_items WHERE batch_id = $1 AND outcome = 'pending'`, batchID).Scan(&n)
 	return n, err
 }
 
-// cancelItems skips the pending items of a batch ("cancelled") and with
+// CancelItems skips the pending items of a batch ("cancelled") and with
 // release returns their (replaying) messages to quarantined. Items whose
 // lease has expired get a new fence, so that a late result is refused;
 // an item whose lease is live keeps it, and a publish its engine records
 // afterwards is recorded (the message was published: replayed it is).
-func cancelItems(ctx context.Context, tx pgx.Tx, batchID string, release bool, now time.Time) error {
+func (t replayTx) CancelItems(ctx context.Context, batchID string, release bool, now time.Time) error {
 	// An item whose lease is live keeps it: the engine holding it may be
 	// publishing it now, and what it publishes is recorded.
 	// The items are locked in seq order first, the order a record locks
 	// its items in (a record does not lock the batch): a cancel and a
 	// record wait for each other, never both.
-	rows, err := tx.Query(ctx, `WITH c AS (SELECT seq FROM replay_items WHERE batch_id = $1 AND outcome = 'pending'
+	rows, err := t.tx.Query(ctx, `WITH c AS (SELECT seq FROM replay_items WHERE batch_id = $1 AND outcome = 'pending'
 			ORDER BY seq FOR UPDATE)
 		UPDATE replay_items i SET outcome = 'skipped', reason = 'cancelled',
 		fence = CASE WHEN i.lease_owner <> '' AND i.lease_expires_at > $2 THEN i.fence ELSE i.fence + 1 END,
@@ -129,7 +74,7 @@ func cancelItems(ctx context.Context, tx pgx.Tx, batchID string, release bool, n
 	if err != nil || !release || len(ids) == 0 {
 		return err
 	}
-	_, err = tx.Exec(ctx, `UPDATE messages SET status = 'quarantined', updated_at = $2
+	_, err = t.tx.Exec(ctx, `UPDATE messages SET status = 'quarantined', updated_at = $2
 		WHERE id IN (SELECT id FROM messages WHERE id = ANY($1::text[]) AND status = 'replaying' ORDER BY id FOR UPDATE)`,
 		ids, now)
 	return err
@@ -156,7 +101,7 @@ func (s *Store) completeIfDone(ctx context.Context, id string) error {
 			return err
 		}
 		ev := replays.Finish(b, s.clock())
-		if err := saveBatch(ctx, tx, b); err != nil {
+		if err := (replayTx{s, tx}).SaveBatch(ctx, b); err != nil {
 			return err
 		}
 		return s.appendAudits(ctx, tx, []*quarantine.AuditEvent{ev})
@@ -165,28 +110,3 @@ func (s *Store) completeIfDone(ctx context.Context, id string) error {
 
 // pendingLeftSQL says whether items of a batch are pending.
 const pendingLeftSQL = `SELECT coalesce(sum(n), 0) > 0 FROM replay_counts WHERE batch_id = $1 AND outcome = 'pending'`
-
-// SetReplayCanary records the canary's verdict; see store.Replays.
-// Errors: EINVALID for an unknown verdict, ENOTFOUND, EUNAVAILABLE.
-func (s *Store) SetReplayCanary(ctx context.Context, batchID, verdict string, until *time.Time) (*quarantine.ReplayBatch, error) {
-	if !replays.ValidVerdict(verdict) {
-		return nil, quarantine.FieldErrorf(quarantine.EINVALID, "canary_verdict", "unknown canary verdict %q", quarantine.Clip(verdict))
-	}
-	var b *quarantine.ReplayBatch
-	err := s.inTx(ctx, "record a canary verdict", func(tx pgx.Tx) error {
-		var err error
-		if b, err = getBatch(ctx, tx, batchID, lockClause); err != nil || b.CanaryVerdict == verdict {
-			return err
-		}
-		b.CanaryVerdict, b.CanaryUntil, b.UpdatedAt = verdict, nil, s.clock()
-		if until != nil {
-			u := until.UTC().Truncate(time.Microsecond)
-			b.CanaryUntil = &u
-		}
-		return saveBatch(ctx, tx, b)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
-}

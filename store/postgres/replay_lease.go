@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"time"
 
@@ -23,7 +22,7 @@ const leaseSQL = `WITH picked AS (
 UPDATE replay_items i SET lease_owner = $5, lease_expires_at = $6, fence = i.fence + 1,
 	attempts = i.attempts + 1, updated_at = $2
 FROM picked p WHERE i.batch_id = p.batch_id AND i.seq = p.seq
-RETURNING ` + itemColumns + `, i.fence`
+RETURNING ` + replays.ItemColumns + `, i.fence`
 
 // pickSQL locks the first free pending items of a batch (SKIP LOCKED),
 // for a lease that first takes its rate tokens.
@@ -36,7 +35,11 @@ const pickSQL = `SELECT seq FROM replay_items
 const leasePickedSQL = `UPDATE replay_items i SET lease_owner = $3, lease_expires_at = $4, fence = i.fence + 1,
 	attempts = i.attempts + 1, updated_at = $5
 WHERE i.batch_id = $1 AND i.seq = ANY($2::int[])
-RETURNING ` + itemColumns + `, i.fence`
+RETURNING ` + replays.ItemColumns + `, i.fence`
+
+// runningSQL says whether batch $1 is running (false when there is
+// none).
+const runningSQL = `SELECT EXISTS (SELECT 1 FROM replay_batches WHERE id = $1 AND state = 'running')`
 
 // leaseMessagesSQL reads the leased items' messages with their current
 // payloads.
@@ -45,55 +48,32 @@ FROM messages m
 JOIN payload_versions pv ON pv.message_id = m.id AND pv.version = m.payload_version
 WHERE m.id = ANY($1::text[])`
 
-// LeaseReplayItems leases up to n pending items of a running batch to
-// owner; see store.Replays. Errors: EINVALID for an empty owner,
-// EUNAVAILABLE, EINTERNAL.
-func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int) ([]quarantine.ReplayLease, error) {
-	out, _, _, err := s.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, nil, 0, 0)
-	return out, err
-}
-
-// LeaseReplayItemsWithin leases like LeaseReplayItems, but no more items
-// than every one of buckets grants publish slots for, taken in the same
-// transaction (replays.Slots: the first at least lead after now, every
-// one within ahead; TakeReplaySlots shares the schedule): the free items
-// are locked first (SKIP LOCKED), then the buckets, then as many items
-// as there are slots are leased; it returns the first slot: the k-th
-// item leased (in the order returned) must not be published before
-// replays.SlotTime(first, r, k), r the lowest rate of buckets. With no
-// slot free it leases nothing and returns how long until there is one.
-// No buckets: LeaseReplayItems (due now). Errors: EINVALID for an empty
-// owner or a bad bucket, EUNAVAILABLE, EINTERNAL.
-func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
-	bs, lease, err := replays.LeaseWithin(batchID, owner, n, buckets)
-	if err != nil {
-		return nil, time.Time{}, 0, err
-	}
+// Lease leases the items of l in a transaction of its own
+// (replays.Leaser): the free items are locked first (SKIP LOCKED), so
+// that concurrent engines take different items, never waiting for each
+// other; with buckets, then the buckets, then as many items as there are
+// slots are leased. A batch that the skipped items left without pending
+// ones is completed after (completeIfDone).
+func (p backend) Lease(ctx context.Context, l replays.LeaseRequest) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
 	out := []quarantine.ReplayLease{}
-	if !lease {
-		return out, time.Time{}, 0, nil
-	}
 	var due time.Time
 	var wait time.Duration
 	var skipped bool
-	err = s.inTx(ctx, "lease replay items", func(tx pgx.Tx) error {
+	err := p.s.inTx(ctx, "lease replay items", func(tx pgx.Tx) error {
 		out, due, wait, skipped = out[:0], time.Time{}, 0, false
-		var state string
-		err := tx.QueryRow(ctx, `SELECT state FROM replay_batches WHERE id = $1`, batchID).Scan(&state)
-		if noRows(err) || (err == nil && state != string(quarantine.ReplayRunning)) {
-			return nil
-		}
-		if err != nil {
+		var running bool
+		if err := tx.QueryRow(ctx, runningSQL, l.BatchID).Scan(&running); err != nil || !running {
 			return err
 		}
-		now := s.clock()
+		now := p.s.clock()
 		due = now
 		var rows pgx.Rows
-		if len(bs) == 0 {
-			rows, err = tx.Query(ctx, leaseSQL, batchID, now, maxSeq, n, owner, now.Add(ttl))
+		var err error
+		if len(l.Buckets) == 0 {
+			rows, err = tx.Query(ctx, leaseSQL, l.BatchID, now, l.MaxSeq, l.N, l.Owner, now.Add(l.TTL))
 		} else {
 			var seqs []int32
-			if seqs, err = pickFree(ctx, tx, batchID, now, maxSeq, n); err != nil || len(seqs) == 0 {
+			if seqs, err = pickFree(ctx, tx, l.BatchID, now, l.MaxSeq, l.N); err != nil || len(seqs) == 0 {
 				return err
 			}
 			var granted int
@@ -101,10 +81,10 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 			// for them (another engine's transaction, stopped or slow)
 			// must not shorten it, or another lease could take the items
 			// at once.
-			if granted, due, wait, now, err = takeTokens(ctx, tx, bs, s.clock, replays.ReserveSlots(len(seqs), lead, ahead)); err != nil || granted == 0 {
+			if granted, due, wait, now, err = takeTokens(ctx, tx, l.Buckets, p.s.clock, replays.ReserveSlots(len(seqs), l.Lead, l.Ahead)); err != nil || granted == 0 {
 				return err
 			}
-			rows, err = tx.Query(ctx, leasePickedSQL, batchID, seqs[:granted], owner, now.Add(ttl), now)
+			rows, err = tx.Query(ctx, leasePickedSQL, l.BatchID, seqs[:granted], l.Owner, now.Add(l.TTL), now)
 		}
 		if err != nil {
 			return err
@@ -119,7 +99,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 			return err
 		}
 		var skips int
-		if out, skips, err = claimMessages(ctx, tx, batchID, out, now); err != nil {
+		if out, skips, err = claimMessages(ctx, tx, l.BatchID, out, now); err != nil {
 			return err
 		}
 		skipped = skips > 0
@@ -130,25 +110,21 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		return nil, time.Time{}, 0, err
 	}
 	if skipped {
-		if err := s.completeIfDone(ctx, batchID); err != nil {
+		if err := p.s.completeIfDone(ctx, l.BatchID); err != nil {
 			return nil, time.Time{}, 0, err
 		}
 	}
-	if len(out) == 0 {
-		return out, time.Time{}, wait, nil
-	}
-	// The messages are read after the lease commits, outside its
-	// transaction: the items' and buckets' locks are held shorter. What is
-	// read is at least as new as the lease (a payload edited since is the
-	// one published, and recorded as such).
-	if err := leasedMessages(ctx, s.pool, out); err != nil {
-		err = translate(err, "read leased messages")
-		if rerr := s.ReleaseReplayItems(context.WithoutCancel(ctx), out); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-		return nil, time.Time{}, 0, err
-	}
-	return out, due, 0, nil
+	return out, due, wait, nil
+}
+
+// LeasedMessages reads the messages of leases through the pool
+// (replays.Leaser).
+func (p backend) LeasedMessages(ctx context.Context, leases []quarantine.ReplayLease) error {
+	return translate(leasedMessages(ctx, p.s.pool, leases), "read leased messages")
+}
+
+func (p backend) ReleaseReplayItems(ctx context.Context, leases []quarantine.ReplayLease) error {
+	return p.s.ReleaseReplayItems(ctx, leases)
 }
 
 // claimMessages locks the messages of the leased items (id order), moves

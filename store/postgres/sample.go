@@ -7,23 +7,23 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
 )
 
-// Sample returns a random sample of the messages matching r.Filter,
-// ordered newest first like a list; see store.Store and package sampling
-// for the rules; this file holds the SQL. Arcs are read through
-// messages_sample_idx (sample_rank, id), and per fingerprint through
-// messages_fingerprint_sample_idx, every group in one query (two when
-// some arc wraps). The arc of a large uniform sample is read outside a
-// transaction; the exact method and stratified samples read in one
-// snapshot. Errors: EINVALID naming the field, EUNAVAILABLE, EINTERNAL.
-func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quarantine.Message, error) {
-	lim := sampling.Limits{Exact: s.exact, SmallGroup: s.smallGroup}
-	out, err := sampling.Sample(ctx, r, s.searchReady, lim, func(f quarantine.Filter) sampling.Source {
-		return sampleSource{s: s, f: &f}
-	})
-	return out, translate(err, "sample messages")
+// The SQL of a sample (shared.Methods.Sample; see package sampling for
+// the rules). Arcs are read through messages_sample_idx (sample_rank,
+// id), and per fingerprint through messages_fingerprint_sample_idx,
+// every group in one query (two when some arc wraps). The arc of a
+// large uniform sample is read outside a transaction; the exact method
+// and stratified samples read in one snapshot.
+
+// SampleLimits are the store's sample thresholds (shared.Backend).
+func (p backend) SampleLimits() sampling.Limits { return p.s.sample }
+
+// SampleSource reads a sample of the messages matching f (shared.Backend).
+func (p backend) SampleSource(f quarantine.Filter) sampling.Source {
+	return sampleSource{s: p.s, f: &f}
 }
 
 // sampleSource reads a sample of the messages matching f: outside a
@@ -155,10 +155,10 @@ func (r sampleReader) Groups(ctx context.Context) ([]sampling.Group, error) {
 	var q string
 	var args []any
 	switch {
-	case r.col == "fingerprint" && groupable(r.f):
+	case r.col == "fingerprint" && fields.Groupable(r.f):
 		w := groupsWhere(r.f)
 		q, args = "SELECT m.fingerprint, sum(m.n)::bigint FROM failure_groups m"+w.sql()+" GROUP BY 1", w.args
-	case r.col == "queue" && groupable(r.f):
+	case r.col == "queue" && fields.Groupable(r.f):
 		q, args = statsQuery(r.f)
 		q = "SELECT queue, sum(sum)::bigint FROM (" + q + ") c(queue, status, sum) GROUP BY 1"
 	default:

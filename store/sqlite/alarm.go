@@ -38,48 +38,34 @@ func scanAlarmState(r scanner) (a quarantine.AlarmState, err error) {
 	return a, err
 }
 
-// SaveAlarms upserts states and appends notes to the outbox in one
-// transaction; see store.Alarms. Errors: EINVALID for a state or kind
-// that does not exist, EUNAVAILABLE, EINTERNAL.
-func (s *Store) SaveAlarms(ctx context.Context, states []quarantine.AlarmState, notes []quarantine.AlarmNotification) error {
-	if err := quarantine.ValidateAlarms(states, notes); err != nil {
-		return err
-	}
-	now := s.clock()
-	return s.write(ctx, "save alarm states", func(tx *sql.Tx) error {
-		for _, a := range states {
-			_, err := tx.ExecContext(ctx, `INSERT INTO alarm_states (`+alarms.StateColumns+`)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-				`+alarms.UpsertState,
-				a.Alarm, a.Queue, a.Owner, string(a.State), micros(a.Since), microsPtr(a.ActiveAt), microsPtr(a.NotifiedAt),
-				microsPtr(a.ResentAt), a.Reason, a.AgeSeconds, a.Depth, a.InflowPerMinute, micros(now))
-			if err != nil {
-				return err
-			}
-		}
-		for _, n := range notes {
-			ev, next, err := alarms.Queued(n, now)
-			if err != nil {
-				return err
-			}
-			_, err = tx.ExecContext(ctx, `INSERT INTO alarm_outbox (receiver, kind, event, created_at, delivery, attempts,
-				next_attempt_at, last_error, delivered_at) VALUES (?, ?, ?, ?, 'pending', 0, ?, '', NULL)`,
-				n.Receiver, string(n.Kind), string(ev), micros(now), micros(next))
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+// alarmTx is one write transaction of the store as the shared alarm
+// methods (alarms.Methods) use it.
+type alarmTx struct{ tx *sql.Tx }
+
+// WriteAlarms runs fn in a write transaction (alarms.Backend).
+func (p backend) WriteAlarms(ctx context.Context, what string, fn func(alarms.Tx) error) error {
+	return p.s.write(ctx, what, func(tx *sql.Tx) error { return fn(alarmTx{tx}) })
 }
 
-// PendingAlarmNotifications returns up to limit pending notifications by
-// id; see store.Alarms. Errors: EUNAVAILABLE, EINTERNAL.
-func (s *Store) PendingAlarmNotifications(ctx context.Context, limit int) ([]quarantine.AlarmNotification, error) {
-	if limit <= 0 {
-		limit = 100
-	}
-	return txn.Get(ctx, s.read, "list pending alarm notifications", func(tx *sql.Tx) ([]quarantine.AlarmNotification, error) {
+func (t alarmTx) SaveState(ctx context.Context, a quarantine.AlarmState, now time.Time) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO alarm_states (`+alarms.StateColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`+alarms.UpsertState,
+		a.Alarm, a.Queue, a.Owner, string(a.State), micros(a.Since), microsPtr(a.ActiveAt), microsPtr(a.NotifiedAt),
+		microsPtr(a.ResentAt), a.Reason, a.AgeSeconds, a.Depth, a.InflowPerMinute, micros(now))
+	return err
+}
+
+func (t alarmTx) QueueNote(ctx context.Context, n quarantine.AlarmNotification, event []byte, next, now time.Time) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO alarm_outbox (receiver, kind, event, created_at, delivery, attempts,
+		next_attempt_at, last_error, delivered_at) VALUES (?, ?, ?, ?, 'pending', 0, ?, '', NULL)`,
+		n.Receiver, string(n.Kind), string(event), micros(now), micros(next))
+	return err
+}
+
+// PendingNotes reads pending notifications by id (alarms.Backend).
+func (p backend) PendingNotes(ctx context.Context, limit int) ([]quarantine.AlarmNotification, error) {
+	return txn.Get(ctx, p.s.read, "list pending alarm notifications", func(tx *sql.Tx) ([]quarantine.AlarmNotification, error) {
 		return queryAll(ctx, tx, scanAlarmNote, `SELECT `+alarms.NoteColumns+` FROM alarm_outbox
 			WHERE delivery = 'pending' ORDER BY id LIMIT ?`, limit)
 	})
@@ -97,23 +83,16 @@ func scanAlarmNote(r scanner) (n quarantine.AlarmNotification, err error) {
 	return n, json.Unmarshal([]byte(ev), &n.Event)
 }
 
-// RecordAlarmDelivery records one attempt at notification id; see
-// store.Alarms. Errors: ENOTFOUND, ECONFLICT when it is not pending,
-// EUNAVAILABLE, EINTERNAL.
-func (s *Store) RecordAlarmDelivery(ctx context.Context, id int64, a quarantine.AlarmAttempt) error {
-	o := alarms.Attempt(a, s.clock())
-	return s.write(ctx, "record an alarm delivery", func(tx *sql.Tx) error {
-		var cur string
-		if err := tx.QueryRowContext(ctx, `SELECT delivery FROM alarm_outbox WHERE id = ?`, id).Scan(&cur); err != nil {
-			return orNotFound(err, notfound.AlarmNotification(id))
-		}
-		if err := alarms.CheckPending(id, cur); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE alarm_outbox SET delivery = ?, attempts = attempts + 1, next_attempt_at = ?,
-			last_error = ?, delivered_at = ? WHERE id = ?`, string(o.Delivery), micros(o.Next), o.LastError, microsPtr(o.DeliveredAt), id)
-		return err
-	})
+// Delivery reads the delivery of notification id.
+func (t alarmTx) Delivery(ctx context.Context, id int64) (cur string, err error) {
+	err = t.tx.QueryRowContext(ctx, `SELECT delivery FROM alarm_outbox WHERE id = ?`, id).Scan(&cur)
+	return cur, orNotFound(err, notfound.AlarmNotification(id))
+}
+
+func (t alarmTx) SaveAttempt(ctx context.Context, id int64, o alarms.Outcome) error {
+	_, err := t.tx.ExecContext(ctx, `UPDATE alarm_outbox SET delivery = ?, attempts = attempts + 1, next_attempt_at = ?,
+		last_error = ?, delivered_at = ? WHERE id = ?`, string(o.Delivery), micros(o.Next), o.LastError, microsPtr(o.DeliveredAt), id)
+	return err
 }
 
 // PurgeAlarmNotifications deletes the delivered and failed notifications

@@ -3,61 +3,38 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"strconv"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/ops"
-	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
-// Discard marks the selected messages discarded; see store.Store. The
-// selection, the status rule (quarantine.Status.Transition) and the
-// change happen in one write transaction, with one message.discard event
-// per change. Errors: EINVALID or EUNPROCESSABLE for a bad request,
-// EUNPROCESSABLE when a filter matches more than quarantine.MaxBulk
-// messages, ECONFLICT when d.ExpectCount is not the matched count,
-// EUNAVAILABLE.
-func (s *Store) Discard(ctx context.Context, d quarantine.Discard) (quarantine.BulkResult, error) {
-	if err := ops.CheckDiscard(d); err != nil {
-		return quarantine.BulkResult{}, err
-	}
-	if err := s.searchReady(ctx, search.FilterText(d.Filter)); err != nil {
-		return quarantine.BulkResult{}, err
-	}
-	var res quarantine.BulkResult
-	err := s.write(ctx, "discard messages", func(tx *sql.Tx) error {
-		var err error
-		res, err = ops.Discard(ctx, d, discardTx{replayTx{s: s, tx: tx}})
-		return err
-	})
-	if err != nil {
-		return quarantine.BulkResult{}, err
-	}
-	return res, nil
+// opsTx is one write transaction of the store as the shared operator
+// actions (store/internal/ops: a discard, a chunk of a discard operation,
+// an edit, a re-key) use it. SQLite has one writer: a discard operation is
+// locked by the transaction itself.
+type opsTx struct{ replayTx }
+
+// WriteOps runs fn in a write transaction (ops.Methods).
+func (p backend) WriteOps(ctx context.Context, what string, fn func(ops.Tx) error) error {
+	return p.s.write(ctx, what, func(tx *sql.Tx) error { return fn(opsTx{replayTx{p.s, tx}}) })
 }
 
-// discardTx is one transaction of the store as the shared discard flow
-// (ops.Discard) uses it.
-type discardTx struct{ replayTx }
-
-var _ ops.DiscardTx = discardTx{}
-
-func (t discardTx) SelectFilter(ctx context.Context, f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
+func (t opsTx) SelectFilter(ctx context.Context, f quarantine.Filter, limit int) ([]quarantine.Selected, error) {
 	return selectFilter(ctx, t.tx, f, limit)
 }
 
-func (t discardTx) CountFilter(ctx context.Context, f quarantine.Filter) (n int64, err error) {
+func (t opsTx) CountFilter(ctx context.Context, f quarantine.Filter) (n int64, err error) {
 	w, args := where(f, false)
 	err = t.tx.QueryRowContext(ctx, "SELECT count(*) FROM messages m"+w, args...).Scan(&n)
 	return n, err
 }
 
-func (t discardTx) SelectIDs(ctx context.Context, ids []string) (map[string]quarantine.Status, error) {
+func (t opsTx) SelectIDs(ctx context.Context, ids []string) (map[string]quarantine.Status, error) {
 	return selectIDs(ctx, t.tx, ids)
 }
 
-func (t discardTx) MarkDiscarded(ctx context.Context, ids []string) error {
+func (t opsTx) MarkDiscarded(ctx context.Context, ids []string) error {
 	return t.s.markDiscarded(ctx, t.tx, ids)
 }
 
@@ -66,12 +43,6 @@ func (s *Store) markDiscarded(ctx context.Context, tx *sql.Tx, ids []string) err
 	_, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'discarded', updated_at = ?
 		WHERE id IN (SELECT value FROM json_each(?))`, micros(s.clock()), jsonArray(ids))
 	return err
-}
-
-// jsonArray encodes ids for json_each: one parameter for any number of ids.
-func jsonArray(ids []string) string {
-	b, _ := json.Marshal(ids) // strings always marshal
-	return string(b)
 }
 
 // selectIDs returns the status of each of ids that names a message.

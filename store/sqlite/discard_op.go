@@ -84,37 +84,14 @@ func (r startRead) Count(ctx context.Context, f quarantine.Filter, mark string) 
 	return n, err
 }
 
-// DiscardChunk applies the next chunk of a discard operation; see
-// store.Discards.
-func (s *Store) DiscardChunk(ctx context.Context, id string, n int) (quarantine.DiscardOperation, quarantine.BulkResult, error) {
-	var op quarantine.DiscardOperation
-	var res quarantine.BulkResult
-	err := s.write(ctx, "discard a chunk", func(tx *sql.Tx) error {
-		var err error
-		op, res, err = ops.DiscardChunk(ctx, id, n, s.clock(), chunkTx{s: s, tx: tx})
-		return err
-	})
-	return op, res, err
-}
-
-// chunkTx is the write transaction of one chunk of a discard operation
-// (ops.DiscardChunk). SQLite has one writer: the operation is locked by
-// the transaction itself.
-type chunkTx struct {
-	s  *Store
-	tx *sql.Tx
-}
-
-var _ ops.ChunkTx = chunkTx{}
-
-func (t chunkTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation, error) {
+func (t opsTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation, error) {
 	return getDiscard(ctx, t.tx, id)
 }
 
 // Select walks the primary key's index in id order (INDEXED BY), so that
 // a filter with an index of its own does not sort the whole set again
 // for every chunk.
-func (t chunkTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
+func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
 	w, args := where(op.Filter, false)
 	return querySelected(ctx, t.tx, "SELECT m.id, m.status FROM messages m INDEXED BY sqlite_autoindex_messages_1"+
 		andWhere(w, "m.rowid <= ? AND m.id > ?")+" ORDER BY m.id LIMIT "+strconv.Itoa(limit),
@@ -123,18 +100,14 @@ func (t chunkTx) Select(ctx context.Context, op quarantine.DiscardOperation, lim
 
 // MarkDiscardedFrom moves the failure groups per group, not per message
 // (replay_groups.go).
-func (t chunkTx) MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string) error {
+func (t opsTx) MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string) error {
 	return moveStatus(ctx, t.tx, jsonArray(ids), string(from), string(quarantine.StatusDiscarded), "", micros(t.s.clock()))
 }
 
-func (t chunkTx) AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error {
-	return t.s.appendAudits(ctx, t.tx, events)
-}
-
-func (t chunkTx) Save(ctx context.Context, op quarantine.DiscardOperation) error {
+func (t opsTx) Save(ctx context.Context, op quarantine.DiscardOperation) error {
 	_, err := t.tx.ExecContext(ctx, `UPDATE discard_operations SET state = ?, cursor = ?, discarded = ?, skipped = ?,
-		updated_at = ?, finished_at = ? WHERE id = ?`,
-		op.State, op.Cursor, op.Discarded, op.Skipped, micros(op.UpdatedAt), microsPtr(op.FinishedAt), op.ID)
+		error = ?, updated_at = ?, finished_at = ? WHERE id = ?`,
+		op.State, op.Cursor, op.Discarded, op.Skipped, op.Error, micros(op.UpdatedAt), microsPtr(op.FinishedAt), op.ID)
 	return err
 }
 
@@ -150,29 +123,6 @@ func (s *Store) FailDiscard(ctx context.Context, id, reason string) error {
 			WHERE id = ? AND state = ?`, quarantine.DiscardFailed, reason, now, now, id, quarantine.DiscardRunning)
 		return err
 	})
-}
-
-// ResumeDiscard makes a discard operation runnable again; see
-// store.Discards.
-func (s *Store) ResumeDiscard(ctx context.Context, id, actor string) (op quarantine.DiscardOperation, err error) {
-	err = s.write(ctx, "resume a discard", func(tx *sql.Tx) error {
-		if op, err = getDiscard(ctx, tx, id); err != nil {
-			return err
-		}
-		var ev *quarantine.AuditEvent
-		var changed bool
-		if op, ev, changed, err = ops.ResumeDiscard(op, actor, s.clock()); err != nil {
-			return err
-		}
-		if changed {
-			if _, err = tx.ExecContext(ctx, `UPDATE discard_operations SET state = ?, error = '', updated_at = ?, finished_at = NULL
-				WHERE id = ?`, op.State, micros(op.UpdatedAt), op.ID); err != nil {
-				return err
-			}
-		}
-		return s.appendAudits(ctx, tx, []*quarantine.AuditEvent{ev})
-	})
-	return op, err
 }
 
 // GetDiscard returns one discard operation; see store.Discards.

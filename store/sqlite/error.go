@@ -46,6 +46,9 @@ func translate(err error, what string) error {
 	return quarantine.Internal(err, "cannot %s", what)
 }
 
+// Translate is translate for the shared methods (shared.Backend).
+func (p backend) Translate(err error, what string) error { return translate(err, what) }
+
 // orNotFound returns nf, wrapping err, when err says no rows (noRows:
 // the record looked up does not exist), and err unchanged otherwise (nil
 // included), for translate to interpret. Every not-found of the store

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
@@ -27,29 +28,17 @@ const latestKey = `printf('%020d', m.failed_at + ` + latestOffset + `) || m.id`
 // the fingerprint determines), reads it; any other filter groups the
 // matching messages.
 
-// groupable reports whether failure_groups answers f.
-func groupable(f quarantine.Filter) bool {
-	return len(f.Source) == 0 && len(f.IdempotencyKey) == 0 && f.FailedAfter.IsZero() &&
-		f.FailedBefore.IsZero() && f.Text == ""
-}
-
-// groupsWhere is the condition of a groupable filter on failure_groups g.
+// groupsWhere is the condition of a groupable filter
+// (fields.Groupable) on failure_groups g.
 func groupsWhere(f quarantine.Filter) (string, []any) {
 	conds := []string{"g.n > 0"}
 	var args []any
-	in := func(col string, vals []string) {
-		if len(vals) == 0 {
-			return
+	for _, e := range fields.Groups(&f, "g") {
+		if len(e.Values) > 0 {
+			conds = append(conds, e.Column+" IN (SELECT value FROM json_each(?))")
+			args = append(args, jsonArray(e.Values))
 		}
-		conds = append(conds, col+" IN (SELECT value FROM json_each(?))")
-		args = append(args, jsonArray(vals))
 	}
-	in("g.queue", f.Queue)
-	in("g.job_name", f.JobName)
-	in("g.failure_class", strs(f.FailureClass))
-	in("g.status", strs(f.Status))
-	in("g.owner", f.Owner)
-	in("g.fingerprint", f.Fingerprint)
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
 
@@ -57,7 +46,7 @@ func groupsWhere(f quarantine.Filter) (string, []any) {
 // first and last failed_at, queues (a JSON array), example, job name,
 // failure class and a reason of each group, largest first.
 func groupsQuery(f quarantine.Filter) (string, []any) {
-	if groupable(f) {
+	if fields.Groupable(&f) {
 		w, args := groupsWhere(f)
 		return `SELECT g.fingerprint, sum(g.n), min(g.first_failed_at), max(g.last_failed_at), json_group_array(DISTINCT g.queue),
 	substr(max(printf('%020d', g.last_failed_at + ` + latestOffset + `) || g.example_id), 21),
@@ -71,6 +60,20 @@ GROUP BY g.fingerprint ORDER BY 2 DESC, 4 DESC, 1 LIMIT ?`, append(args, f.Limit
 FROM messages m` + w + `
 GROUP BY m.fingerprint ORDER BY 2 DESC, 4 DESC, 1 LIMIT ?`, append(args, f.Limit)
 }
+
+// addToGroup is the tail of an INSERT INTO failure_groups (…) of counts
+// to add: a group already stored adds n, and keeps the earlier first
+// failure, the later last failure and its example (a group at n <= 0
+// takes the new ones).
+const addToGroup = `ON CONFLICT (fingerprint, queue, owner, status) DO UPDATE SET
+	n = n + excluded.n,
+	first_failed_at = CASE WHEN n <= 0 OR excluded.first_failed_at < first_failed_at
+		THEN excluded.first_failed_at ELSE first_failed_at END,
+	last_failed_at = CASE WHEN n <= 0 OR excluded.last_failed_at > last_failed_at
+		THEN excluded.last_failed_at ELSE last_failed_at END,
+	example_id = CASE WHEN n <= 0 OR excluded.last_failed_at > last_failed_at
+		OR (excluded.last_failed_at = last_failed_at AND excluded.example_id > example_id)
+		THEN excluded.example_id ELSE example_id END`
 
 // foldGroups adds the new messages msgs[idx] to failure_groups, one upsert
 // per bucket, inside tx.
@@ -107,15 +110,7 @@ func foldGroups(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message, idx
 	up, err := tx.PrepareContext(ctx, `INSERT INTO failure_groups (fingerprint, queue, owner, status, job_name,
 		failure_class, reason, n, first_failed_at, last_failed_at, example_id)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (fingerprint, queue, owner, status) DO UPDATE SET
-		n = n + excluded.n,
-		first_failed_at = CASE WHEN n <= 0 OR excluded.first_failed_at < first_failed_at
-			THEN excluded.first_failed_at ELSE first_failed_at END,
-		last_failed_at = CASE WHEN n <= 0 OR excluded.last_failed_at > last_failed_at
-			THEN excluded.last_failed_at ELSE last_failed_at END,
-		example_id = CASE WHEN n <= 0 OR excluded.last_failed_at > last_failed_at
-			OR (excluded.last_failed_at = last_failed_at AND excluded.example_id > example_id)
-			THEN excluded.example_id ELSE example_id END`)
+	`+addToGroup)
 	if err != nil {
 		return err
 	}

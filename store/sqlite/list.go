@@ -5,6 +5,7 @@ import (
 	"database/sql"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 )
 
 // where builds the WHERE clause of f over messages m (cursor included when
@@ -17,14 +18,9 @@ func where(f quarantine.Filter, withCursor bool) (string, []any) {
 // found through the index (text.go).
 func whereText(f quarantine.Filter, withCursor, probe bool) (string, []any) {
 	var c clause
-	c.in("m.queue", f.Queue)
-	c.in("m.job_name", f.JobName)
-	c.in("m.failure_class", strs(f.FailureClass))
-	c.in("m.status", strs(f.Status))
-	c.in("m.owner", f.Owner)
-	c.in("m.source", f.Source)
-	c.in("m.idempotency_key", f.IdempotencyKey)
-	c.in("m.fingerprint", f.Fingerprint)
+	for _, e := range fields.Messages(&f) {
+		c.in(e.Column, e.Values)
+	}
 	c.between("m.failed_at", f.FailedAfter, f.FailedBefore)
 	if f.Text != "" {
 		cond, args := textCond(f.Text, probe) // text.go
@@ -34,14 +30,6 @@ func whereText(f quarantine.Filter, withCursor, probe bool) (string, []any) {
 		c.add("(m.failed_at, m.id) < (?, ?)", micros(f.After.FailedAt), f.After.ID)
 	}
 	return c.where(), c.args
-}
-
-func strs[T ~string](vs []T) []string {
-	out := make([]string, len(vs))
-	for i, v := range vs {
-		out[i] = string(v)
-	}
-	return out
 }
 
 // listQuery returns the SQL and arguments of one page of f, read in index
@@ -83,7 +71,7 @@ func (s *Store) ListMessages(ctx context.Context, f quarantine.Filter) (quaranti
 // buckets of failure_groups when they answer f, a count of the matching
 // messages otherwise.
 func countQuery(f quarantine.Filter) (string, []any) {
-	if groupable(f) {
+	if fields.Groupable(&f) {
 		w, args := groupsWhere(f)
 		return `SELECT g.queue, g.status, sum(g.n) FROM failure_groups g` + w +
 			` GROUP BY g.queue, g.status ORDER BY g.queue, g.status`, args

@@ -3,11 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"slices"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/hours"
+	"github.com/quarantine-dev/quarantine/store/internal/queuestats"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
@@ -30,7 +31,7 @@ func (s *Store) QueueStats(ctx context.Context, f quarantine.Filter, now time.Ti
 	var out []quarantine.QueueStats
 	err := s.read(ctx, "compute queue statistics", func(tx *sql.Tx) error {
 		var err error
-		if groupable(f) && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0 {
+		if fields.Groupable(&f) && len(f.JobName) == 0 && len(f.FailureClass) == 0 && len(f.Fingerprint) == 0 {
 			out, err = queueStatsKept(ctx, tx, f, now, hours.Usable(s.clock()))
 		} else {
 			out, err = queueStatsScan(ctx, tx, f, now)
@@ -51,14 +52,6 @@ func inflowArgs(now time.Time) []any {
 	return []any{micros(end.Add(-hours.InflowWindows[0])), n, micros(end.Add(-hours.InflowWindows[1])), n, micros(end.Add(-hours.InflowWindows[2])), n}
 }
 
-func newQueueStats(queue string) quarantine.QueueStats {
-	st := quarantine.QueueStats{Queue: queue, Counts: make(map[quarantine.Status]int64, len(quarantine.Statuses))}
-	for _, s := range quarantine.Statuses {
-		st.Counts[s] = 0
-	}
-	return st
-}
-
 // queueStatsKept reads the counts of failure_groups, then probes each
 // queue for its oldest quarantined message and its inflow.
 func queueStatsKept(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now, usable time.Time) ([]quarantine.QueueStats, error) {
@@ -76,7 +69,7 @@ func queueStatsKept(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now, u
 			return nil, err
 		}
 		if len(out) == 0 || out[len(out)-1].Queue != queue {
-			out = append(out, newQueueStats(queue))
+			out = append(out, queuestats.New(queue))
 		}
 		out[len(out)-1].Counts[quarantine.Status(status)] = n
 	}
@@ -144,41 +137,24 @@ func queueStatsScan(ctx context.Context, tx *sql.Tx, f quarantine.Filter, now ti
 		return nil, err
 	}
 	defer rows.Close()
-	out := []quarantine.QueueStats{}
-	matched := []bool{} // whether out[i] has messages in the statuses of f
+	scan := queuestats.NewScan(f.Status)
 	for rows.Next() {
-		var queue, status string
-		var count, in5, in1, in24 int64
+		var r queuestats.Row
+		var status string
 		var oldestAt sql.NullInt64
 		var oldestID sql.NullString
-		if err := rows.Scan(&queue, &status, &count, &oldestAt, &oldestID, &in5, &in1, &in24); err != nil {
+		if err := rows.Scan(&r.Queue, &status, &r.Count, &oldestAt, &oldestID, &r.In5m, &r.In1h, &r.In24h); err != nil {
 			return nil, err
 		}
-		if len(out) == 0 || out[len(out)-1].Queue != queue {
-			out, matched = append(out, newQueueStats(queue)), append(matched, false)
-		}
-		st := &out[len(out)-1]
-		st.Inflow5m += in5
-		st.Inflow1h += in1
-		st.Inflow24h += in24
-		if len(f.Status) > 0 && !slices.Contains(f.Status, quarantine.Status(status)) {
-			continue
-		}
-		matched[len(matched)-1] = true
-		st.Counts[quarantine.Status(status)] = count
+		r.Status = quarantine.Status(status)
 		if oldestAt.Valid && oldestID.Valid {
 			at := fromMicros(oldestAt.Int64)
-			st.OldestQuarantinedAt, st.OldestID = &at, oldestID.String
+			r.OldestAt, r.OldestID = &at, &oldestID.String
 		}
+		scan.Add(r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	kept := out[:0]
-	for i, st := range out {
-		if matched[i] {
-			kept = append(kept, st)
-		}
-	}
-	return kept, nil
+	return scan.Stats(), nil
 }

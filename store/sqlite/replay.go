@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/notfound"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
-	"github.com/quarantine-dev/quarantine/store/internal/search"
+	"github.com/quarantine-dev/quarantine/store/internal/txn"
 )
 
 // Replay batches live in replay_batches, their items in replay_items
@@ -20,44 +21,26 @@ import (
 // holds the database's write lock: no other writer sees a half-made batch,
 // and two leases cannot take the same item.
 
-const batchColumns = `b.id, b.state, b.state_reason, b.reason, b.actor, b.dest_queue, b.dest_collector,
-	b.rate, b.burst, b.canary, b.observe, b.halt_refail_ratio, b.force_without_key, b.queues, b.owners,
-	b.total, b.pin_total, b.canary_verdict, b.canary_until, b.created_at, b.updated_at, b.started_at, b.finished_at, b.expires_at,
-	b.start_at, b.start_force`
+// batchColumns are replay_batches' columns (observe is in microseconds).
+var batchColumns = replays.BatchColumns("b.observe")
 
-const itemColumns = `i.batch_id, i.seq, i.message_id, i.queue, i.outcome, i.reason, i.destination,
-	i.idempotency_key, i.payload_version, i.payload_sha256, i.dropped_headers, i.attempts, i.refail_id,
-	i.published_at, i.updated_at, i.refusals`
+// backend is the store as the shared methods (store/internal/replays,
+// store/internal/ops and store/internal/alarms) use it: a snapshot to
+// select from, read and write transactions.
+type backend struct{ s *Store }
 
-// CreateReplay pins the messages r selects as a new batch; see
-// store.Replays and replays.Pin: the selection is read in one read
-// transaction (a snapshot), the items are written in short write
-// transactions beside it (the writer is free between them), and no
-// message changes status (a lease moves it). Errors: EINVALID for a bad
-// request, ECONFLICT when r.ExpectCount does not hold, EUNPROCESSABLE
-// (naming expect_count) when a batch started at once selects more than
-// r.ConfirmAbove without it, EUNAVAILABLE.
-func (s *Store) CreateReplay(ctx context.Context, r quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc) (*quarantine.ReplayBatch, error) {
-	if err := r.Validate(0); err != nil {
-		return nil, err
-	}
-	if err := s.searchReady(ctx, search.FilterText(r.Filter)); err != nil {
-		return nil, err
-	}
-	return replays.Pin(ctx, pinner{s}, &r, keyRule, s.clock)
+func (backend) HoldsWriter() bool { return true }
+
+func (p backend) SearchReady(ctx context.Context, text string) error {
+	return p.s.searchReady(ctx, text)
 }
-
-// pinner gives replays.Pin a snapshot and write transactions.
-type pinner struct{ s *Store }
-
-func (pinner) HoldsWriter() bool { return true }
 
 // Snapshot reads on a read connection whose memory map is turned off
 // while it runs: a pin reads much of the messages table, and every page
 // of it mapped would stay resident in the process (a gigabyte at a
 // million messages); read into the connection's page cache instead, the
 // pages are the kernel's cache, not the server's memory.
-func (p pinner) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
+func (p backend) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
 	const what = "select a replay's messages"
 	conn, err := p.s.r.Conn(ctx)
 	if err != nil {
@@ -87,7 +70,7 @@ func (p pinner) Snapshot(ctx context.Context, fn func(replays.Selector) error) e
 	return nil
 }
 
-func (p pinner) Write(ctx context.Context, what string, fn func(replays.Tx) error) error {
+func (p backend) Write(ctx context.Context, what string, fn func(replays.Tx) error) error {
 	return p.s.write(ctx, what, func(tx *sql.Tx) error { return fn(replayTx{p.s, tx}) })
 }
 
@@ -149,8 +132,8 @@ func (q selector) EachFilter(ctx context.Context, f quarantine.Filter, fn func(q
 	return rows.Err()
 }
 
-func insertReplayBatch(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
+func (t replayTx) InsertBatch(ctx context.Context, b *quarantine.ReplayBatch) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO replay_batches (id, state, state_reason, reason, actor,
 		dest_queue, dest_collector, rate, burst, canary, observe, halt_refail_ratio, force_without_key, queues,
 		owners, total, pin_total, canary_verdict, canary_until, created_at, updated_at, started_at, finished_at, expires_at,
 		start_at, start_force)
@@ -162,7 +145,7 @@ func insertReplayBatch(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatc
 	return err
 }
 
-// itemRowsPerInsert is how many items one INSERT of insertItems
+// itemRowsPerInsert is how many items one INSERT of InsertItems
 // writes: 8 parameters each, under SQLite's bound of 32,766.
 const itemRowsPerInsert = 500
 
@@ -179,11 +162,11 @@ var (
 	insertItemsOne  = insertItemsSQL(1)
 )
 
-// insertItems writes one chunk of a batch's items and adds them to its
+// InsertItems writes one chunk of a batch's items and adds them to its
 // counts (migration 0011 keeps them). The items are bound as parameters
 // of multi-row INSERTs, each prepared once per call (parsing a statement
 // of 500 rows took as long as binding them).
-func insertItems(ctx context.Context, tx *sql.Tx, batchID string, items []quarantine.ReplayItem) error {
+func (t replayTx) InsertItems(ctx context.Context, batchID string, items []quarantine.ReplayItem) error {
 	if len(items) == 0 {
 		return nil
 	}
@@ -205,7 +188,7 @@ func insertItems(ctx context.Context, tx *sql.Tx, batchID string, items []quaran
 		}
 		if *st == nil {
 			var err error
-			if *st, err = tx.PrepareContext(ctx, q); err != nil {
+			if *st, err = t.tx.PrepareContext(ctx, q); err != nil {
 				return err
 			}
 		}
@@ -223,16 +206,16 @@ func insertItems(ctx context.Context, tx *sql.Tx, batchID string, items []quaran
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO replay_counts (batch_id, outcome, n)
+	_, err = t.tx.ExecContext(ctx, `INSERT INTO replay_counts (batch_id, outcome, n)
 		SELECT ?, j.key, j.value FROM json_each(?) j WHERE true
 		ON CONFLICT (batch_id, outcome) DO UPDATE SET n = n + excluded.n`, batchID, string(cj))
 	return err
 }
 
-// savePin writes a pinning batch's total and update time, and reports
+// SavePin writes a pinning batch's total and update time, and reports
 // false when it is no longer pinning.
-func savePin(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch) (bool, error) {
-	res, err := tx.ExecContext(ctx, `UPDATE replay_batches SET total = ?, updated_at = ? WHERE id = ? AND state = 'pinning'`,
+func (t replayTx) SavePin(ctx context.Context, b *quarantine.ReplayBatch) (bool, error) {
+	res, err := t.tx.ExecContext(ctx, `UPDATE replay_batches SET total = ?, updated_at = ? WHERE id = ? AND state = 'pinning'`,
 		b.Total, micros(b.UpdatedAt), b.ID)
 	if err != nil {
 		return false, err
@@ -241,9 +224,9 @@ func savePin(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch) (bool, 
 	return n == 1, err
 }
 
-// deleteBatch removes a batch still pinning, its items and counts.
-func deleteBatch(ctx context.Context, tx *sql.Tx, id string) error {
-	res, err := tx.ExecContext(ctx, `DELETE FROM replay_batches WHERE id = ? AND state = 'pinning'`, id)
+// DeleteBatch removes a batch still pinning, its items and counts.
+func (t replayTx) DeleteBatch(ctx context.Context, id string) error {
+	res, err := t.tx.ExecContext(ctx, `DELETE FROM replay_batches WHERE id = ? AND state = 'pinning'`, id)
 	if err != nil {
 		return err
 	}
@@ -251,16 +234,16 @@ func deleteBatch(ctx context.Context, tx *sql.Tx, id string) error {
 		return err
 	}
 	for _, q := range []string{`DELETE FROM replay_items WHERE batch_id = ?`, `DELETE FROM replay_counts WHERE batch_id = ?`} {
-		if _, err := tx.ExecContext(ctx, q, id); err != nil {
+		if _, err := t.tx.ExecContext(ctx, q, id); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// saveBatch writes the fields of b that change after its creation.
-func saveBatch(ctx context.Context, tx *sql.Tx, b *quarantine.ReplayBatch) error {
-	_, err := tx.ExecContext(ctx, `UPDATE replay_batches SET state = ?, state_reason = ?, updated_at = ?,
+// SaveBatch writes the fields of b that change after its creation.
+func (t replayTx) SaveBatch(ctx context.Context, b *quarantine.ReplayBatch) error {
+	_, err := t.tx.ExecContext(ctx, `UPDATE replay_batches SET state = ?, state_reason = ?, updated_at = ?,
 		started_at = ?, finished_at = ?, expires_at = ?, canary_verdict = ?, canary_until = ?,
 		total = ?, queues = ?, owners = ?, start_at = ?, start_force = ? WHERE id = ?`,
 		string(b.State), b.StateReason, micros(b.UpdatedAt), microsPtr(b.StartedAt), microsPtr(b.FinishedAt),
@@ -315,12 +298,7 @@ func fillCounts(ctx context.Context, tx *sql.Tx, bs []*quarantine.ReplayBatch) e
 	if len(bs) == 0 {
 		return nil
 	}
-	byID := make(map[string]*quarantine.ReplayBatch, len(bs))
-	ids := make([]string, len(bs))
-	for i, b := range bs {
-		byID[b.ID], ids[i] = b, b.ID
-		b.Counts = replays.ZeroCounts()
-	}
+	byID, ids := replays.ByID(bs)
 	rows, err := tx.QueryContext(ctx, `SELECT batch_id, outcome, n FROM replay_counts
 		WHERE batch_id IN (SELECT value FROM json_each(?))`, jsonArray(ids))
 	if err != nil {
@@ -340,15 +318,9 @@ func fillCounts(ctx context.Context, tx *sql.Tx, bs []*quarantine.ReplayBatch) e
 
 // GetReplay returns one batch with its counts, or ENOTFOUND.
 func (s *Store) GetReplay(ctx context.Context, id string) (*quarantine.ReplayBatch, error) {
-	var b *quarantine.ReplayBatch
-	err := s.read(ctx, "read a replay", func(tx *sql.Tx) (err error) {
-		b, err = getBatch(ctx, tx, id)
-		return err
+	return txn.Get(ctx, s.read, "read a replay", func(tx *sql.Tx) (*quarantine.ReplayBatch, error) {
+		return getBatch(ctx, tx, id)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
 }
 
 // queryBatches reads the batches q selects, with their counts.
@@ -378,17 +350,12 @@ func scanBatches(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]*qua
 	return out, rows.Err()
 }
 
-// ListReplays returns batches matching f, newest first; see
-// store.Replays. EINVALID for a bad filter.
-func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*quarantine.ReplayBatch, string, error) {
-	if err := f.Validate(); err != nil {
-		return nil, "", err
-	}
+func (p backend) Batches(ctx context.Context, f quarantine.ReplayFilter, limit int) ([]*quarantine.ReplayBatch, error) {
 	var conds []string
 	var args []any
 	if len(f.State) > 0 {
 		conds = append(conds, "b.state IN (SELECT value FROM json_each(?))")
-		args = append(args, jsonArray(strs(f.State)))
+		args = append(args, jsonArray(fields.Strings(f.State)))
 	}
 	if f.Queue != "" {
 		conds = append(conds, "EXISTS (SELECT 1 FROM json_each(b.queues) q WHERE q.value = ?)")
@@ -411,66 +378,32 @@ func (s *Store) ListReplays(ctx context.Context, f quarantine.ReplayFilter) ([]*
 		q += " WHERE " + strings.Join(conds, " AND ")
 	}
 	q += " ORDER BY b.id DESC LIMIT ?"
-	args = append(args, f.Limit+1)
-	var out []*quarantine.ReplayBatch
-	err := s.read(ctx, "list replays", func(tx *sql.Tx) (err error) {
-		out, err = queryBatches(ctx, tx, q, args...)
-		return err
+	args = append(args, limit)
+	return txn.Get(ctx, p.s.read, "list replays", func(tx *sql.Tx) ([]*quarantine.ReplayBatch, error) {
+		return queryBatches(ctx, tx, q, args...)
 	})
-	if err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
-		next = out[f.Limit-1].ID
-	}
-	return out, next, nil
 }
 
-// RunnableReplays returns the running batches, the drafts expired at now
-// and the scheduled batches due at now, oldest first; see store.Replays.
-// A pinning batch nothing wrote to for replays.PinStale (its server
-// stopped mid-pin) is removed first.
-func (s *Store) RunnableReplays(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
-	if err := s.dropStalePins(ctx, now); err != nil {
-		return nil, err
-	}
-	var out []*quarantine.ReplayBatch
-	err := s.read(ctx, "list runnable replays", func(tx *sql.Tx) (err error) {
-		out, err = scanBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
+func (p backend) Runnable(ctx context.Context, now time.Time) ([]*quarantine.ReplayBatch, error) {
+	return txn.Get(ctx, p.s.read, "list runnable replays", func(tx *sql.Tx) ([]*quarantine.ReplayBatch, error) {
+		return scanBatches(ctx, tx, `SELECT `+batchColumns+` FROM replay_batches b
 			WHERE b.state = 'running' OR (b.state = 'draft' AND b.expires_at < ?1)
 				OR (b.state = 'scheduled' AND b.start_at <= ?1) ORDER BY b.id`, micros(now))
-		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
-// dropStalePins removes the pinning batches not written to since
-// replays.PinStale before now, each in its own write transaction.
-func (s *Store) dropStalePins(ctx context.Context, now time.Time) error {
+func (p backend) StalePins(ctx context.Context, before time.Time) ([]string, error) {
 	var ids []string
-	err := s.read(ctx, "find abandoned pins", func(tx *sql.Tx) error {
+	err := p.s.read(ctx, "find abandoned pins", func(tx *sql.Tx) error {
 		var list string
 		err := tx.QueryRowContext(ctx, `SELECT json_group_array(id) FROM replay_batches WHERE state = 'pinning' AND updated_at < ?`,
-			micros(now.Add(-replays.PinStale))).Scan(&list)
+			micros(before)).Scan(&list)
 		if err != nil {
 			return err
 		}
 		return json.Unmarshal([]byte(list), &ids)
 	})
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		if err := s.write(ctx, "remove an abandoned pin", func(tx *sql.Tx) error { return deleteBatch(ctx, tx, id) }); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ids, err
 }
 
 func scanItem(r scanner, extra ...any) (quarantine.ReplayItem, error) {
@@ -493,32 +426,20 @@ func scanItem(r scanner, extra ...any) (quarantine.ReplayItem, error) {
 	return it, nil
 }
 
-// ListReplayItems returns items of one batch in Seq order after f.After;
-// see store.Replays. ENOTFOUND for an unknown batch, EINVALID for a bad
-// filter.
-func (s *Store) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilter) ([]quarantine.ReplayItem, bool, error) {
-	if err := f.Validate(); err != nil {
-		return nil, false, err
-	}
-	if !quarantine.ValidID(f.BatchID) {
-		return nil, false, notfound.Replay(f.BatchID)
-	}
-	q := `SELECT ` + itemColumns + ` FROM replay_items i WHERE i.batch_id = ? AND i.seq > ?`
+func (p backend) Items(ctx context.Context, f quarantine.ReplayItemFilter, limit int) ([]quarantine.ReplayItem, bool, error) {
+	q := `SELECT ` + replays.ItemColumns + ` FROM replay_items i WHERE i.batch_id = ? AND i.seq > ?`
 	args := []any{f.BatchID, f.After}
 	if len(f.Outcome) > 0 {
 		q += ` AND i.outcome IN (SELECT value FROM json_each(?))`
-		args = append(args, jsonArray(strs(f.Outcome)))
+		args = append(args, jsonArray(fields.Strings(f.Outcome)))
 	}
 	q += ` ORDER BY i.seq LIMIT ?`
-	args = append(args, f.Limit+1)
+	args = append(args, limit)
 	out := []quarantine.ReplayItem{}
-	err := s.read(ctx, "list replay items", func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM replay_batches WHERE id = ?`, f.BatchID).Scan(&n); err != nil {
+	found := false
+	err := p.s.read(ctx, "list replay items", func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM replay_batches WHERE id = ?)`, f.BatchID).Scan(&found); err != nil || !found {
 			return err
-		}
-		if n == 0 {
-			return notfound.Replay(f.BatchID)
 		}
 		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
@@ -534,31 +455,24 @@ func (s *Store) ListReplayItems(ctx context.Context, f quarantine.ReplayItemFilt
 		}
 		return rows.Err()
 	})
-	if err != nil {
-		return nil, false, err
-	}
-	more := len(out) > f.Limit
-	if more {
-		out = out[:f.Limit]
-	}
-	return out, more, nil
+	return out, found, err
 }
 
-// checkIncident applies the incident guard to batch b (its items stored):
+// CheckIncident applies the incident guard to batch b (its items stored):
 // the new dead letters of its queues within the guard's window, its own
 // messages not counted.
-func checkIncident(ctx context.Context, tx *sql.Tx, g *quarantine.IncidentGuard, b *quarantine.ReplayBatch, force bool, now time.Time) error {
+func (t replayTx) CheckIncident(ctx context.Context, g *quarantine.IncidentGuard, b *quarantine.ReplayBatch, force bool, now time.Time) error {
 	if g == nil || force {
 		return nil
 	}
 	var pending int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM replay_items WHERE batch_id = ? AND outcome = 'pending'`, b.ID).Scan(&pending); err != nil {
+	if err := t.tx.QueryRowContext(ctx, `SELECT count(*) FROM replay_items WHERE batch_id = ? AND outcome = 'pending'`, b.ID).Scan(&pending); err != nil {
 		return err
 	}
 	if pending <= b.Canary {
 		return nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT m.queue, count(*) FROM messages m
+	rows, err := t.tx.QueryContext(ctx, `SELECT m.queue, count(*) FROM messages m
 		WHERE m.queue IN (SELECT DISTINCT queue FROM replay_items WHERE batch_id = :batch AND outcome = 'pending')
 		AND m.collected_at >= :since
 		AND NOT EXISTS (SELECT 1 FROM replay_items i WHERE i.batch_id = :batch AND i.message_id = m.id)

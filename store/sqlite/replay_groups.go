@@ -108,15 +108,7 @@ func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set stri
 	if _, err := tx.ExecContext(ctx, `INSERT INTO failure_groups (fingerprint, queue, owner, status, job_name,
 		failure_class, reason, n, first_failed_at, last_failed_at, example_id)
 		SELECT f, q, o, :to, job, class, reason, k, first, last, e FROM (`+moved+`) WHERE true
-		ON CONFLICT (fingerprint, queue, owner, status) DO UPDATE SET
-			n = n + excluded.n,
-			first_failed_at = CASE WHEN n <= 0 OR excluded.first_failed_at < first_failed_at
-				THEN excluded.first_failed_at ELSE first_failed_at END,
-			last_failed_at = CASE WHEN n <= 0 OR excluded.last_failed_at > last_failed_at
-				THEN excluded.last_failed_at ELSE last_failed_at END,
-			example_id = CASE WHEN n <= 0 OR excluded.last_failed_at > last_failed_at
-				OR (excluded.last_failed_at = last_failed_at AND excluded.example_id > example_id)
-				THEN excluded.example_id ELSE example_id END`,
+		`+addToGroup,
 		sql.Named("groups", string(gj)), sql.Named("to", to)); err != nil {
 		return 0, fmt.Errorf("add to the failure groups: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -13,60 +12,37 @@ import (
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
-// LeaseReplayItems leases up to n pending items of a running batch to
-// owner; see store.Replays. The write transaction holds the database's
-// write lock, so concurrent leasers never get the same item. Errors:
-// EINVALID for an empty owner, EUNAVAILABLE.
-func (s *Store) LeaseReplayItems(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int) ([]quarantine.ReplayLease, error) {
-	out, _, _, err := s.LeaseReplayItemsWithin(ctx, batchID, owner, n, ttl, maxSeq, nil, 0, 0)
-	return out, err
-}
+// runningSQL says whether batch ? is running (false when there is none).
+const runningSQL = `SELECT EXISTS (SELECT 1 FROM replay_batches WHERE id = ? AND state = 'running')`
 
-// leasedColumns are itemColumns without their alias, for the lease's
+// leasedColumns are replays.ItemColumns without their alias, for the lease's
 // RETURNING (which cannot name the table by an alias).
-var leasedColumns = strings.ReplaceAll(itemColumns, "i.", "")
+var leasedColumns = strings.ReplaceAll(replays.ItemColumns, "i.", "")
 
-// LeaseReplayItemsWithin leases like LeaseReplayItems, but no more items
-// than every one of buckets grants publish slots for, taken in the same
-// write transaction (replays.Slots: the first at least lead after now,
-// every one within ahead; TakeReplaySlots shares the schedule); it
-// returns the first slot: the k-th item leased (in the order returned)
-// must not be published before replays.SlotTime(first, r, k), r the
-// lowest rate of buckets. With no slot free it leases nothing and
-// returns how long until there is one. No buckets: LeaseReplayItems (due
-// now). Errors: EINVALID for an empty owner or a bad bucket,
-// EUNAVAILABLE.
-func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner string, n int, ttl time.Duration, maxSeq int, buckets []quarantine.RateBucket, lead, ahead time.Duration) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
-	bs, lease, err := replays.LeaseWithin(batchID, owner, n, buckets)
-	if err != nil {
-		return nil, time.Time{}, 0, err
-	}
+// Lease leases the items of l in a write transaction (replays.Leaser):
+// it holds the database's write lock, so concurrent leasers never get the
+// same item; a batch that the skipped items left without pending ones is
+// completed in it (claimMessages).
+func (p backend) Lease(ctx context.Context, l replays.LeaseRequest) ([]quarantine.ReplayLease, time.Time, time.Duration, error) {
 	out := []quarantine.ReplayLease{}
-	if !lease {
-		return out, time.Time{}, 0, nil
-	}
 	var due time.Time
 	var wait time.Duration
-	err = s.write(ctx, "lease replay items", func(tx *sql.Tx) error {
+	err := p.s.write(ctx, "lease replay items", func(tx *sql.Tx) error {
 		out, due, wait = out[:0], time.Time{}, 0
-		var state string
-		err := tx.QueryRowContext(ctx, `SELECT state FROM replay_batches WHERE id = ?`, batchID).Scan(&state)
-		if noRows(err) || (err == nil && state != string(quarantine.ReplayRunning)) {
-			return nil
-		}
-		if err != nil {
+		var running bool
+		if err := tx.QueryRowContext(ctx, runningSQL, l.BatchID).Scan(&running); err != nil || !running {
 			return err
 		}
-		now := s.clock()
+		now := p.s.clock()
 		due = now
 		q := `SELECT seq FROM replay_items WHERE batch_id = ? AND outcome = 'pending'
 			AND (lease_owner = '' OR lease_expires_at < ?)`
-		args := []any{batchID, micros(now)}
-		if maxSeq > 0 {
+		args := []any{l.BatchID, micros(now)}
+		if l.MaxSeq > 0 {
 			q += ` AND seq < ?`
-			args = append(args, maxSeq)
+			args = append(args, l.MaxSeq)
 		}
-		rows, err := tx.QueryContext(ctx, q+` ORDER BY seq LIMIT ?`, append(args, n)...)
+		rows, err := tx.QueryContext(ctx, q+` ORDER BY seq LIMIT ?`, append(args, l.N)...)
 		if err != nil {
 			return err
 		}
@@ -83,9 +59,9 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		if err := rows.Err(); err != nil || len(seqs) == 0 {
 			return err
 		}
-		if len(bs) > 0 {
+		if len(l.Buckets) > 0 {
 			var granted int
-			if granted, due, wait, err = takeTokens(ctx, tx, bs, now, replays.ReserveSlots(len(seqs), lead, ahead)); err != nil || granted == 0 {
+			if granted, due, wait, err = takeTokens(ctx, tx, l.Buckets, now, replays.ReserveSlots(len(seqs), l.Lead, l.Ahead)); err != nil || granted == 0 {
 				return err
 			}
 			seqs = seqs[:granted]
@@ -95,7 +71,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 			fence = fence + 1, attempts = attempts + 1, updated_at = ?
 			WHERE batch_id = ? AND seq IN (SELECT value FROM json_each(?))
 			RETURNING `+leasedColumns+`, fence`,
-			owner, micros(now.Add(ttl)), micros(now), batchID, string(sj))
+			l.Owner, micros(now.Add(l.TTL)), micros(now), l.BatchID, string(sj))
 		if err != nil {
 			return err
 		}
@@ -111,7 +87,7 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if out, err = s.claimMessages(ctx, tx, batchID, out, now); err != nil {
+		if out, err = p.s.claimMessages(ctx, tx, l.BatchID, out, now); err != nil {
 			return err
 		}
 		slices.SortFunc(out, func(a, b quarantine.ReplayLease) int { return a.Item.Seq - b.Item.Seq })
@@ -120,19 +96,17 @@ func (s *Store) LeaseReplayItemsWithin(ctx context.Context, batchID, owner strin
 	if err != nil {
 		return nil, time.Time{}, 0, err
 	}
-	if len(out) == 0 {
-		return out, time.Time{}, wait, nil
-	}
-	// The messages are read after the lease, on a reader: the writer is
-	// free meanwhile. What is read is at least as new as the lease (a
-	// payload edited since is the one published, and recorded as such).
-	if err := s.leasedMessages(ctx, out); err != nil {
-		if rerr := s.ReleaseReplayItems(context.WithoutCancel(ctx), out); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-		return nil, time.Time{}, 0, err
-	}
-	return out, due, 0, nil
+	return out, due, wait, nil
+}
+
+// LeasedMessages reads the messages of leases on a reader: the writer is
+// free meanwhile (replays.Leaser).
+func (p backend) LeasedMessages(ctx context.Context, leases []quarantine.ReplayLease) error {
+	return p.s.leasedMessages(ctx, leases)
+}
+
+func (p backend) ReleaseReplayItems(ctx context.Context, leases []quarantine.ReplayLease) error {
+	return p.s.ReleaseReplayItems(ctx, leases)
 }
 
 // claimMessages moves the quarantined messages of the leased items to

@@ -10,27 +10,25 @@ import (
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/fields"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
 )
 
-// Sample returns a random sample of the messages matching r.Filter,
-// ordered newest first like a list; see store.Store and package sampling
-// for the rules; this file holds the SQL. The arcs of a set are read
-// from sample_ranks (sample_rank, id), or fingerprint_ranks for the arcs
-// of fingerprints, merged with the messages not yet in them (those still
-// queued in search_pending: sideArc and pendingArc), and group sizes from
-// failure_groups when it answers the filter. The arc of a large uniform
-// sample is read outside a transaction (one statement, or two when the
-// arc wraps, as PostgreSQL's store does); the exact method and
-// stratified samples read in one snapshot. Errors: EINVALID naming the
-// field, EUNAVAILABLE.
-func (s *Store) Sample(ctx context.Context, r quarantine.SampleRequest) ([]*quarantine.Message, error) {
-	lim := sampling.Limits{Exact: s.exact, SmallGroup: s.smallGroup}
-	out, err := sampling.Sample(ctx, r, s.searchReady, lim, func(f quarantine.Filter) sampling.Source {
-		return sampleSource{s: s, f: f}
-	})
-	return out, translate(err, "sample messages")
-}
+// The SQL of a sample (shared.Methods.Sample; see package sampling for
+// the rules). The arcs of a set are read from sample_ranks
+// (sample_rank, id), or fingerprint_ranks for the arcs of
+// fingerprints, merged with the messages not yet in them (those still
+// queued in search_pending: sideArc and pendingArc), and group sizes
+// from failure_groups when it answers the filter. The arc of a large
+// uniform sample is read outside a transaction (one statement, or two
+// when the arc wraps, as PostgreSQL's store does); the exact method
+// and stratified samples read in one snapshot.
+
+// SampleLimits are the store's sample thresholds (shared.Backend).
+func (p backend) SampleLimits() sampling.Limits { return p.s.sample }
+
+// SampleSource reads a sample of the messages matching f (shared.Backend).
+func (p backend) SampleSource(f quarantine.Filter) sampling.Source { return sampleSource{s: p.s, f: f} }
 
 // sampleSource reads a sample of the messages matching f: outside a
 // transaction through the read connections' prepared statements, or in
@@ -321,7 +319,7 @@ func (r sampleReader) ByID(ctx context.Context, ids []string) ([]*quarantine.Mes
 func (r sampleReader) Groups(ctx context.Context) ([]sampling.Group, error) {
 	var q string
 	var args []any
-	if groupable(r.f) {
+	if fields.Groupable(&r.f) {
 		w, a := groupsWhere(r.f)
 		q, args = "SELECT g."+r.col+", sum(g.n) FROM failure_groups g"+w+" GROUP BY 1", a
 	} else {

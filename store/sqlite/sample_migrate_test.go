@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/sampling"
 )
 
 // TestSampleMigration13 upgrades a database holding messages, some
@@ -18,7 +19,7 @@ import (
 func TestSampleMigration13(t *testing.T) {
 	t.Parallel()
 	s := openTest(t, WithoutSearchIndexer())
-	s.exact, s.smallGroup = 20, 5 // the rank method for the sets below
+	s.sample = sampling.Limits{Exact: 20, SmallGroup: 5} // the rank method for the sets below
 	ctx := t.Context()
 	at := time.Date(2025, 7, 1, 0, 0, 0, 0, time.UTC)
 	var msgs []*quarantine.Message

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"net/url"
 	"os"
@@ -12,25 +13,32 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
+	"github.com/quarantine-dev/quarantine/store/internal/shared"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
 // Store is a quarantine store in one SQLite file.
 type Store struct {
+	// The methods both stores share apart from SQL (store/internal/shared),
+	// over backend.
+	sharedMethods
+
 	path string
 	w    *sql.DB // the one writer connection
 	r    *sql.DB // read-only connections
 	now  func() time.Time
-	// exact and smallGroup are the thresholds of Sample (sample.go);
-	// tests lower them.
-	exact, smallGroup int
+	// sample are the thresholds of Sample (sample.go); tests lower them.
+	sample sampling.Limits
 	// pendingPrefix is sampleReader.prefix (0: the default); tests lower it.
 	pendingPrefix int
 	idx           *indexer      // the background search indexer (search.go)
 	ckpt          *checkpointer // the background WAL checkpoint (checkpoint.go)
 	stmts         readStmts
 }
+
+// sharedMethods names the shared methods embedded in Store.
+type sharedMethods = shared.Methods
 
 // Option configures a Store.
 type Option func(*Store)
@@ -70,7 +78,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 			return nil, &quarantine.Error{Code: quarantine.EUNAVAILABLE, Message: "cannot create the database directory", Err: err}
 		}
 	}
-	s := &Store{path: path, now: time.Now, exact: sampling.Exact, smallGroup: sampling.SmallGroup}
+	s := &Store{path: path, now: time.Now, sample: sampling.Limits{Exact: sampling.Exact, SmallGroup: sampling.SmallGroup}}
+	s.sharedMethods = shared.New(backend{s}, s.clock)
 	for _, o := range opts {
 		o(s)
 	}
@@ -193,4 +202,10 @@ func fromMicrosPtr(v sql.NullInt64) *time.Time {
 	}
 	t := fromMicros(v.Int64)
 	return &t
+}
+
+// jsonArray encodes ids for json_each: one parameter for any number of ids.
+func jsonArray(ids []string) string {
+	b, _ := json.Marshal(ids) // strings always marshal
+	return string(b)
 }

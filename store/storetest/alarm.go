@@ -8,10 +8,12 @@ import (
 )
 
 func testAlarms(t *testing.T, h Harness) {
-	t.Run("States", func(t *testing.T) { t.Parallel(); testAlarmStates(t, h) })
-	t.Run("Atomic", func(t *testing.T) { t.Parallel(); testAlarmAtomic(t, h) })
-	t.Run("Outbox", func(t *testing.T) { t.Parallel(); testAlarmOutbox(t, h) })
-	t.Run("Lock", func(t *testing.T) { t.Parallel(); testAlarmLock(t, h) })
+	runParallel(t, h, []subtest{
+		{"States", testAlarmStates},
+		{"Atomic", testAlarmAtomic},
+		{"Outbox", testAlarmOutbox},
+		{"Lock", testAlarmLock},
+	})
 }
 
 // alarmState returns a firing state of alarm on queue since at.
@@ -57,7 +59,7 @@ func testAlarmStates(t *testing.T, h Harness) {
 		}
 	}
 	// Firing, then resolved: the row is replaced.
-	clock.Add(time.Minute)
+	clock.Advance(time.Minute)
 	n := clock.Now().UTC().Truncate(time.Microsecond)
 	a2.State, a2.Since, a2.NotifiedAt, a2.ActiveAt = quarantine.AlarmResolved, n, &n, nil
 	wantOK(t, s.SaveAlarms(ctx, []quarantine.AlarmState{a2}, nil), "SaveAlarms again")

@@ -16,7 +16,7 @@ func testAuditKnownAnswers(t *testing.T, h Harness) {
 	ctx := t.Context()
 	vs := auditvector.Events()
 	for _, v := range vs {
-		clock.Add(v.Time.Sub(clock.Now()))
+		clock.Advance(v.Time.Sub(clock.Now()))
 		got, err := s.AppendAudit(ctx, quarantine.NewAuditEvent(v.Actor, v.Action, v.Subject, v.Details))
 		wantOK(t, err, "AppendAudit")
 		if got.Seq != v.Seq || got.PrevHash != v.PrevHash || got.Hash != v.Hash {

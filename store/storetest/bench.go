@@ -41,13 +41,7 @@ func BenchInsertBatch(b *testing.B, s store.Store, batch int) {
 		msgs := make([]*quarantine.Message, batch)
 		for i := range msgs {
 			n++
-			key := fmt.Sprintf("bench-%s-%d", run, n)
-			msgs[i] = &quarantine.Message{
-				Source: "bench-insert", SourceKind: quarantine.SourceMemory, Queue: fmt.Sprintf("queue-%02d", n%20),
-				JobName: "bench", IdempotencyKey: key, DedupeKey: key, FailureClass: quarantine.ClassExhausted,
-				Reason: "benchmark failure", Payload: payload, ContentType: "application/json",
-				Headers: map[string]string{"x-bench": "1"}, Owner: "team-bench",
-			}
+			msgs[i] = benchMsg("bench-insert", fmt.Sprintf("bench-%s-%d", run, n), n, payload)
 		}
 		if _, err := s.InsertBatch(b.Context(), msgs); err != nil {
 			b.Fatal(err)
@@ -219,13 +213,7 @@ func BenchInsertRatio(b *testing.B, s store.Store, total int) {
 				msgs := make([]*quarantine.Message, 0, batch)
 				for i := 0; i < batch && n < total; i++ {
 					n++
-					key := fmt.Sprintf("ratio-%s-%d", run, n)
-					msgs = append(msgs, &quarantine.Message{
-						Source: "bench-ratio", SourceKind: quarantine.SourceMemory, Queue: fmt.Sprintf("queue-%02d", n%20),
-						JobName: "bench", IdempotencyKey: key, DedupeKey: key, FailureClass: quarantine.ClassExhausted,
-						Reason: "benchmark failure", Payload: payload, ContentType: "application/json",
-						Headers: map[string]string{"x-bench": "1"}, Owner: "team-bench",
-					})
+					msgs = append(msgs, benchMsg("bench-ratio", fmt.Sprintf("ratio-%s-%d", run, n), n, payload))
 				}
 				if _, err := s.InsertBatch(b.Context(), msgs); err != nil {
 					b.Fatal(err)
@@ -278,4 +266,15 @@ func firstUnseeded(tb testing.TB, s store.Store, n int, source string) int {
 		}
 	}
 	return lo
+}
+
+// benchMsg is the n-th message of a benchmark's run from source: key is
+// its idempotency and dedupe key, its queue one of 20 by n.
+func benchMsg(source, key string, n int, payload []byte) *quarantine.Message {
+	return &quarantine.Message{
+		Source: source, SourceKind: quarantine.SourceMemory, Queue: fmt.Sprintf("queue-%02d", n%20),
+		JobName: "bench", IdempotencyKey: key, DedupeKey: key, FailureClass: quarantine.ClassExhausted,
+		Reason: "benchmark failure", Payload: payload, ContentType: "application/json",
+		Headers: map[string]string{"x-bench": "1"}, Owner: "team-bench",
+	}
 }

@@ -10,10 +10,12 @@ import (
 )
 
 func testDiscard(t *testing.T, h Harness) {
-	t.Run("ByIDs", func(t *testing.T) { t.Parallel(); testDiscardIDs(t, h) })
-	t.Run("ByFilter", func(t *testing.T) { t.Parallel(); testDiscardFilter(t, h) })
-	t.Run("MaxBulk", func(t *testing.T) { t.Parallel(); testDiscardMaxBulk(t, h) })
-	t.Run("Operation", func(t *testing.T) { t.Parallel(); testDiscardOperation(t, h) })
+	runParallel(t, h, []subtest{
+		{"ByIDs", testDiscardIDs},
+		{"ByFilter", testDiscardFilter},
+		{"MaxBulk", testDiscardMaxBulk},
+		{"Operation", testDiscardOperation},
+	})
 }
 
 // wantStatuses fails t unless every message is stored with its in-memory
@@ -184,14 +186,7 @@ func testDiscardMaxBulk(t *testing.T, h Harness) {
 	}
 	s := h.Open(t)
 	ctx := t.Context()
-	var msgs []*quarantine.Message
-	for i := range quarantine.MaxBulk + 1 {
-		msgs = append(msgs, newMsg(withQueue("bulk")))
-		if len(msgs) == 1000 || i == quarantine.MaxBulk {
-			insert(t, s, msgs...)
-			msgs = msgs[:0]
-		}
-	}
+	insertBulk(t, s, quarantine.MaxBulk+1)
 	f := quarantine.Filter{Queue: []string{"bulk"}}
 	_, err := s.Discard(ctx, quarantine.Discard{Filter: &f, Reason: "too many", Actor: "bob"})
 	wantCode(t, err, quarantine.EUNPROCESSABLE)

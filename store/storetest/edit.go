@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store"
 )
 
 // edit returns an edit of m's current payload to p by alice.
@@ -16,11 +17,13 @@ func edit(m *quarantine.Message, ifMatch string, p []byte) quarantine.PayloadEdi
 }
 
 func testEditPayload(t *testing.T, h Harness) {
-	t.Run("Chain", func(t *testing.T) { t.Parallel(); testEditChain(t, h) })
-	t.Run("ConcurrentSameIfMatch", func(t *testing.T) { t.Parallel(); testEditConcurrent(t, h) })
-	t.Run("ConcurrentNoOp", func(t *testing.T) { t.Parallel(); testEditConcurrentNoOp(t, h) })
-	t.Run("NoOp", func(t *testing.T) { t.Parallel(); testEditNoOp(t, h) })
-	t.Run("Refusals", func(t *testing.T) { t.Parallel(); testEditRefusals(t, h) })
+	runParallel(t, h, []subtest{
+		{"Chain", testEditChain},
+		{"ConcurrentSameIfMatch", testEditConcurrent},
+		{"ConcurrentNoOp", testEditConcurrentNoOp},
+		{"NoOp", testEditNoOp},
+		{"Refusals", testEditRefusals},
+	})
 }
 
 func testEditChain(t *testing.T, h Harness) {
@@ -117,15 +120,27 @@ func testEditConcurrent(t *testing.T, h Harness) {
 	s := h.Open(t)
 	m := newMsg()
 	insert(t, s, m)
-	const editors = 20
+	payload := func(i int) []byte { return fmt.Appendf(nil, `{"editor":%d}`, i) }
+	won := wantOneWinner(t, raceEdits(t, s, m, 20, payload))
+	wantEditedOnce(t, s, m, payload(won))
+}
+
+// raceEdits runs editors concurrent edits of m from its current payload,
+// the i-th to payload(i), and returns their errors.
+func raceEdits(t *testing.T, s store.Store, m *quarantine.Message, editors int, payload func(i int) []byte) []error {
 	var wg sync.WaitGroup
 	errs := make([]error, editors)
 	for i := range editors {
-		wg.Go(func() {
-			_, errs[i] = s.EditPayload(t.Context(), edit(m, m.PayloadSHA256, fmt.Appendf(nil, `{"editor":%d}`, i)))
-		})
+		wg.Go(func() { _, errs[i] = s.EditPayload(t.Context(), edit(m, m.PayloadSHA256, payload(i))) })
 	}
 	wg.Wait()
+	return errs
+}
+
+// wantOneWinner fails t unless exactly one of the editors' errs is nil
+// and the others are EPRECONDITION; it returns the winner.
+func wantOneWinner(t *testing.T, errs []error) int {
+	t.Helper()
 	won := -1
 	for i, err := range errs {
 		switch quarantine.ErrorCode(err) {
@@ -142,9 +157,16 @@ func testEditConcurrent(t *testing.T, h Harness) {
 	if won < 0 {
 		t.Fatal("no editor won")
 	}
+	return won
+}
+
+// wantEditedOnce fails t unless m has two payload versions, the second
+// p's following m's, and the log one edit event.
+func wantEditedOnce(t *testing.T, s store.Store, m *quarantine.Message, p []byte) {
+	t.Helper()
 	vs, err := s.PayloadVersions(t.Context(), m.ID)
 	wantOK(t, err, "PayloadVersions")
-	if len(vs) != 2 || vs[1].SHA256 != quarantine.PayloadHash(fmt.Appendf(nil, `{"editor":%d}`, won)) || vs[1].PrevSHA256 != m.PayloadSHA256 {
+	if len(vs) != 2 || vs[1].SHA256 != quarantine.PayloadHash(p) || vs[1].PrevSHA256 != m.PayloadSHA256 {
 		t.Fatalf("versions after the race: %+v", vs)
 	}
 	evs, err := s.ListAudit(t.Context(), quarantine.AuditFilter{Action: quarantine.ActionEdit})
@@ -208,15 +230,7 @@ func testEditConcurrentNoOp(t *testing.T, h Harness) {
 	m := newMsg()
 	insert(t, s, m)
 	const editors = 20
-	race := func(p []byte) []error {
-		var wg sync.WaitGroup
-		errs := make([]error, editors)
-		for i := range editors {
-			wg.Go(func() { _, errs[i] = s.EditPayload(t.Context(), edit(m, m.PayloadSHA256, p)) })
-		}
-		wg.Wait()
-		return errs
-	}
+	race := func(p []byte) []error { return raceEdits(t, s, m, editors, func(int) []byte { return p }) }
 	for i, err := range race(m.Payload) {
 		if quarantine.ErrorCode(err) != quarantine.EUNPROCESSABLE || quarantine.ErrorField(err) != "/payload" {
 			t.Fatalf("no-op editor %d: %v (field %q), want EUNPROCESSABLE naming /payload", i, err, quarantine.ErrorField(err))
@@ -228,29 +242,8 @@ func testEditConcurrentNoOp(t *testing.T, h Harness) {
 		t.Fatalf("%d versions after a race of no-op edits, want 1", len(vs))
 	}
 	p := []byte(`{"order_id":"o-1","amount":99}`)
-	won := 0
-	for i, err := range race(p) {
-		switch quarantine.ErrorCode(err) {
-		case "":
-			won++
-		case quarantine.EPRECONDITION:
-		default:
-			t.Fatalf("editor %d: %v, want success or EPRECONDITION", i, err)
-		}
-	}
-	if won != 1 {
-		t.Fatalf("%d editors with the same If-Match and payload won, want exactly 1", won)
-	}
-	vs, err = s.PayloadVersions(t.Context(), m.ID)
-	wantOK(t, err, "PayloadVersions")
-	if len(vs) != 2 || vs[1].SHA256 != quarantine.PayloadHash(p) {
-		t.Fatalf("versions after the race: %+v", vs)
-	}
-	evs, err := s.ListAudit(t.Context(), quarantine.AuditFilter{Action: quarantine.ActionEdit})
-	wantOK(t, err, "ListAudit")
-	if len(evs) != 1 {
-		t.Fatalf("%d edit events, want 1", len(evs))
-	}
+	wantOneWinner(t, race(p))
+	wantEditedOnce(t, s, m, p)
 }
 
 // testEditNoOp: an edit to the current payload is refused whatever its

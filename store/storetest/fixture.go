@@ -13,6 +13,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store"
+	"github.com/quarantine-dev/quarantine/store/internal/ops"
 	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
@@ -96,6 +97,51 @@ func setStatus(t *testing.T, h Harness, s store.Store, st quarantine.Status, msg
 		m.Status = st
 	}
 	h.Exec(t, s, fmt.Sprintf("UPDATE messages SET status = '%s' WHERE id IN (%s)", st, strings.Join(ids, ",")))
+}
+
+// insertBulk inserts n messages of queue "bulk", a thousand per batch,
+// and returns them.
+func insertBulk(t *testing.T, s store.Store, n int) []*quarantine.Message {
+	t.Helper()
+	all := make([]*quarantine.Message, n)
+	for i := range all {
+		all[i] = newMsg(withQueue("bulk"))
+	}
+	for lo := 0; lo < n; lo += 1000 {
+		insert(t, s, all[lo:min(lo+1000, n)]...)
+	}
+	return all
+}
+
+// bulkReplay opens a store holding more than two chunks (ops.Chunk) of
+// messages of queue "bulk", and returns it, them and a request replaying
+// them by filter; it skips t under the race detector.
+func bulkReplay(t *testing.T, h Harness) (store.Store, []*quarantine.Message, quarantine.ReplayRequest) {
+	if raceEnabled {
+		t.Skip("thousands of messages take minutes under the race detector; run without -race")
+	}
+	s := h.Open(t)
+	all := insertBulk(t, s, 2*ops.Chunk+5)
+	r := replayReq()
+	r.IDs, r.Filter = nil, &quarantine.Filter{Queue: []string{"bulk"}}
+	return s, all, r
+}
+
+// spreadStatuses makes msgs[i] replayed when i%n is replayedAt and
+// discarded when it is discardedAt; the others keep their status.
+func spreadStatuses(t *testing.T, h Harness, s store.Store, msgs []*quarantine.Message, n, replayedAt, discardedAt int) {
+	t.Helper()
+	var replayed, discarded []*quarantine.Message
+	for i, m := range msgs {
+		switch i % n {
+		case replayedAt:
+			replayed = append(replayed, m)
+		case discardedAt:
+			discarded = append(discarded, m)
+		}
+	}
+	setStatus(t, h, s, quarantine.StatusReplayed, replayed...)
+	setStatus(t, h, s, quarantine.StatusDiscarded, discarded...)
 }
 
 // listAll walks every page of f (limit as given) and returns the messages.

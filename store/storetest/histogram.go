@@ -65,17 +65,7 @@ func testHistogram(t *testing.T, h Harness) {
 		msgs = append(msgs, m)
 	}
 	insert(t, s, msgs...)
-	var replayed, discarded []*quarantine.Message
-	for i, m := range msgs {
-		switch i % 5 {
-		case 1:
-			replayed = append(replayed, m)
-		case 3:
-			discarded = append(discarded, m)
-		}
-	}
-	setStatus(t, h, s, quarantine.StatusReplayed, replayed...)
-	setStatus(t, h, s, quarantine.StatusDiscarded, discarded...)
+	spreadStatuses(t, h, s, msgs, 5, 1, 3)
 
 	hourly := make([]time.Time, 25)
 	for i := range hourly {

@@ -58,24 +58,16 @@ func listDataset(t *testing.T, h Harness, s store.Store) []*quarantine.Message {
 	for i := 0; i < len(msgs); i += 20 {
 		insert(t, s, msgs[i:i+20]...)
 	}
-	var replayed, discarded []*quarantine.Message
-	for i, m := range msgs {
-		switch i % 7 {
-		case 2:
-			replayed = append(replayed, m)
-		case 5:
-			discarded = append(discarded, m)
-		}
-	}
-	setStatus(t, h, s, quarantine.StatusReplayed, replayed...)
-	setStatus(t, h, s, quarantine.StatusDiscarded, discarded...)
+	spreadStatuses(t, h, s, msgs, 7, 2, 5)
 	return msgs
 }
 
 func testListMessages(t *testing.T, h Harness) {
-	t.Run("Filters", func(t *testing.T) { t.Parallel(); testListFilters(t, h) })
-	t.Run("KeysetPaging", func(t *testing.T) { t.Parallel(); testListPaging(t, h) })
-	t.Run("InvalidFilter", func(t *testing.T) { t.Parallel(); testListInvalid(t, h) })
+	runParallel(t, h, []subtest{
+		{"Filters", testListFilters},
+		{"KeysetPaging", testListPaging},
+		{"InvalidFilter", testListInvalid},
+	})
 }
 
 func testListFilters(t *testing.T, h Harness) {

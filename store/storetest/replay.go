@@ -3,48 +3,35 @@ package storetest
 import (
 	"encoding/json"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/internal/testclock"
 	"github.com/quarantine-dev/quarantine/store"
 )
 
 func testReplay(t *testing.T, h Harness) {
-	t.Run("CreateByIDs", func(t *testing.T) { t.Parallel(); testReplayCreateIDs(t, h) })
-	t.Run("CreateByFilter", func(t *testing.T) { t.Parallel(); testReplayCreateFilter(t, h) })
-	t.Run("ExpectCount", func(t *testing.T) { t.Parallel(); testReplayExpectCount(t, h) })
-	t.Run("DraftPinned", func(t *testing.T) { t.Parallel(); testReplayDraftPinned(t, h) })
-	t.Run("DraftExpiry", func(t *testing.T) { t.Parallel(); testReplayDraftExpiry(t, h) })
-	t.Run("Owners", func(t *testing.T) { t.Parallel(); testReplayOwners(t, h) })
-	t.Run("Skips", func(t *testing.T) { t.Parallel(); testReplaySkips(t, h) })
-	t.Run("Transitions", func(t *testing.T) { t.Parallel(); testReplayTransitions(t, h) })
-	t.Run("Cancel", func(t *testing.T) { t.Parallel(); testReplayCancel(t, h) })
-	t.Run("List", func(t *testing.T) { t.Parallel(); testReplayList(t, h) })
-	t.Run("ConfirmAbove", func(t *testing.T) { t.Parallel(); testReplayConfirmAbove(t, h) })
-	t.Run("CancelPinning", func(t *testing.T) { t.Parallel(); testReplayCancelPinning(t, h) })
+	runParallel(t, h, []subtest{
+		{"CreateByIDs", testReplayCreateIDs},
+		{"CreateByFilter", testReplayCreateFilter},
+		{"ExpectCount", testReplayExpectCount},
+		{"DraftPinned", testReplayDraftPinned},
+		{"DraftExpiry", testReplayDraftExpiry},
+		{"Owners", testReplayOwners},
+		{"Skips", testReplaySkips},
+		{"Transitions", testReplayTransitions},
+		{"Cancel", testReplayCancel},
+		{"List", testReplayList},
+		{"ConfirmAbove", testReplayConfirmAbove},
+		{"CancelPinning", testReplayCancelPinning},
+	})
 }
 
 // testClock is a clock a test moves by hand.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type testClock = testclock.Clock
 
-func newTestClock() *testClock { return &testClock{now: baseTime.Add(24 * time.Hour)} }
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newTestClock() *testClock { return testclock.New(baseTime.Add(24 * time.Hour)) }
 
 // openClock opens a store on a test clock, skipping t when the harness
 // cannot set one.
@@ -346,7 +333,7 @@ func testReplayDraftPinned(t *testing.T, h Harness) {
 	wantOK(t, err, "Discard")
 	late := newMsg(withQueue("pin"))
 	insert(t, s, late)
-	clock.Add(5 * time.Minute)
+	clock.Advance(5 * time.Minute)
 
 	started, err := change(t, s, draft.ID, quarantine.ReplayActStart)
 	wantOK(t, err, "start")

@@ -8,9 +8,11 @@ import (
 )
 
 func testReplayGuards(t *testing.T, h Harness) {
-	t.Run("IncidentGuard", func(t *testing.T) { t.Parallel(); testReplayIncidentGuard(t, h) })
-	t.Run("ReplayCap", func(t *testing.T) { t.Parallel(); testReplayCap(t, h) })
-	t.Run("CountReplays", func(t *testing.T) { t.Parallel(); testCountReplays(t, h) })
+	runParallel(t, h, []subtest{
+		{"IncidentGuard", testReplayIncidentGuard},
+		{"ReplayCap", testReplayCap},
+		{"CountReplays", testCountReplays},
+	})
 }
 
 func testCountReplays(t *testing.T, h Harness) {

@@ -11,14 +11,16 @@ import (
 )
 
 func testReplayLease(t *testing.T, h Harness) {
-	t.Run("Fence", func(t *testing.T) { t.Parallel(); testReplayFence(t, h) })
-	t.Run("Release", func(t *testing.T) { t.Parallel(); testReplayRelease(t, h) })
-	t.Run("Refusal", func(t *testing.T) { t.Parallel(); testReplayRefusal(t, h) })
-	t.Run("Complete", func(t *testing.T) { t.Parallel(); testReplayComplete(t, h) })
-	t.Run("Concurrent", func(t *testing.T) { t.Parallel(); testReplayConcurrentLeases(t, h) })
-	t.Run("Refail", func(t *testing.T) { t.Parallel(); testReplayRefail(t, h) })
-	t.Run("DiscardRace", func(t *testing.T) { t.Parallel(); testReplayDiscardRace(t, h) })
-	t.Run("GroupCounts", func(t *testing.T) { t.Parallel(); testReplayGroupCounts(t, h) })
+	runParallel(t, h, []subtest{
+		{"Fence", testReplayFence},
+		{"Release", testReplayRelease},
+		{"Refusal", testReplayRefusal},
+		{"Complete", testReplayComplete},
+		{"Concurrent", testReplayConcurrentLeases},
+		{"Refail", testReplayRefail},
+		{"DiscardRace", testReplayDiscardRace},
+		{"GroupCounts", testReplayGroupCounts},
+	})
 }
 
 // published is the result of a publish of l that the broker confirmed.
@@ -66,7 +68,7 @@ func testReplayFence(t *testing.T, h Harness) {
 		t.Fatalf("second lease %v, want [1 2]", leaseSeqs(rest))
 	}
 	// The lease of engine-1 expires; engine-2 takes the items over.
-	clock.Add(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	over, err := s.LeaseReplayItems(ctx, batch.ID, "engine-2", 10, time.Minute, 0)
 	wantOK(t, err, "LeaseReplayItems")
 	if !slices.Equal(leaseSeqs(over), []int{0, 1, 2, 3}) {

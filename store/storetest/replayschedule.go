@@ -9,10 +9,12 @@ import (
 )
 
 func testReplaySchedule(t *testing.T, h Harness) {
-	t.Run("StartsWhenDue", func(t *testing.T) { t.Parallel(); testReplayScheduleStarts(t, h) })
-	t.Run("CancelBeforeStart", func(t *testing.T) { t.Parallel(); testReplayScheduleCancel(t, h) })
-	t.Run("GuardAtStart", func(t *testing.T) { t.Parallel(); testReplayScheduleGuard(t, h) })
-	t.Run("Refused", func(t *testing.T) { t.Parallel(); testReplayScheduleRefused(t, h) })
+	runParallel(t, h, []subtest{
+		{"StartsWhenDue", testReplayScheduleStarts},
+		{"CancelBeforeStart", testReplayScheduleCancel},
+		{"GuardAtStart", testReplayScheduleGuard},
+		{"Refused", testReplayScheduleRefused},
+	})
 }
 
 // scheduledReq returns a request by alice for msgs, scheduled at at.
@@ -71,11 +73,11 @@ func testReplayScheduleStarts(t *testing.T, h Harness) {
 	if runnable() {
 		t.Fatal("a scheduled batch is runnable before its time")
 	}
-	clock.Add(time.Hour - time.Microsecond)
+	clock.Advance(time.Hour - time.Microsecond)
 	if runnable() {
 		t.Fatal("a scheduled batch is runnable a microsecond before its time")
 	}
-	clock.Add(time.Microsecond)
+	clock.Advance(time.Microsecond)
 	if !runnable() {
 		t.Fatal("a scheduled batch is not runnable at its time")
 	}
@@ -123,7 +125,7 @@ func testReplayScheduleCancel(t *testing.T, h Harness) {
 	}
 	other.Status = quarantine.StatusReplaying
 	wantStatuses(t, s, []*quarantine.Message{a, other})
-	clock.Add(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	run, err := s.RunnableReplays(t.Context(), clock.Now())
 	wantOK(t, err, "RunnableReplays")
 	for _, r := range run {
@@ -165,7 +167,7 @@ func testReplayScheduleGuard(t *testing.T, h Harness) {
 	if evs := auditOf(t, s, f.ID, quarantine.ActionReplayForce); len(evs) != 1 {
 		t.Fatalf("the forced schedule has %d replay.force events, want 1", len(evs))
 	}
-	clock.Add(time.Minute)
+	clock.Advance(time.Minute)
 	for _, c := range []struct {
 		b    *quarantine.ReplayBatch
 		code string

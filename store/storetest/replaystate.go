@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/store/internal/ops"
 	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
@@ -26,7 +25,7 @@ func testReplayDraftExpiry(t *testing.T, h Harness) {
 	if len(run) != 0 {
 		t.Fatalf("a fresh draft is runnable: %v", run)
 	}
-	clock.Add(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	run, err = s.RunnableReplays(t.Context(), clock.Now())
 	wantOK(t, err, "RunnableReplays")
 	if len(run) != 1 || run[0].ID != draft.ID {
@@ -220,23 +219,10 @@ func testReplayList(t *testing.T, h Harness) {
 // batch started at once needs expect_count, a dry run does not. The set
 // spans several chunks (ops.Chunk): the pin is written chunk by chunk.
 func testReplayConfirmAbove(t *testing.T, h Harness) {
-	if raceEnabled {
-		t.Skip("thousands of messages take minutes under the race detector; run without -race")
-	}
-	s := h.Open(t)
+	s, all, r := bulkReplay(t, h)
 	ctx := t.Context()
-	n := 2*ops.Chunk + 5
-	var msgs, all []*quarantine.Message
-	for i := range n {
-		msgs = append(msgs, newMsg(withQueue("bulk")))
-		if len(msgs) == 1000 || i == n-1 {
-			insert(t, s, msgs...)
-			all = append(all, msgs...)
-			msgs = nil
-		}
-	}
-	r := replayReq()
-	r.IDs, r.Filter, r.ConfirmAbove = nil, &quarantine.Filter{Queue: []string{"bulk"}}, n-1
+	n := len(all)
+	r.ConfirmAbove = n - 1
 	_, err := s.CreateReplay(ctx, r, nil)
 	wantCode(t, err, quarantine.EUNPROCESSABLE)
 	if msg := quarantine.ErrorMessage(err); !contains(msg, strconv.Itoa(n)) || quarantine.ErrorField(err) != "expect_count" {
@@ -301,22 +287,10 @@ func testReplayConfirmAbove(t *testing.T, h Harness) {
 // one skipped, its counts consistent with them, and one replay.cancel
 // event from pinning; no replay.create, and no message moved.
 func testReplayCancelPinning(t *testing.T, h Harness) {
-	if raceEnabled {
-		t.Skip("thousands of messages take minutes under the race detector; run without -race")
-	}
-	s := h.Open(t)
+	s, all, r := bulkReplay(t, h)
 	ctx := t.Context()
-	n := 2*ops.Chunk + 5
-	var msgs []*quarantine.Message
-	for i := range n {
-		msgs = append(msgs, newMsg(withQueue("bulk")))
-		if len(msgs) == 1000 || i == n-1 {
-			insert(t, s, msgs...)
-			msgs = nil
-		}
-	}
-	r := replayReq()
-	r.IDs, r.Filter, r.DryRun = nil, &quarantine.Filter{Queue: []string{"bulk"}}, true
+	n := len(all)
+	r.DryRun = true
 	var id string
 	r.OnPinning = func(b *quarantine.ReplayBatch) {
 		id = b.ID

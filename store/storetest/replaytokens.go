@@ -12,12 +12,14 @@ import (
 )
 
 func testReplayTokens(t *testing.T, h Harness) {
-	t.Run("Budget", func(t *testing.T) { t.Parallel(); testReplayTokenBudget(t, h) })
-	t.Run("Shared", func(t *testing.T) { t.Parallel(); testReplayTokensShared(t, h) })
-	t.Run("Hold", func(t *testing.T) { t.Parallel(); testReplayTokensHold(t, h) })
-	t.Run("LeaseWithin", func(t *testing.T) { t.Parallel(); testReplayLeaseWithin(t, h) })
-	t.Run("LeaseAhead", func(t *testing.T) { t.Parallel(); testReplayLeaseAhead(t, h) })
-	t.Run("AheadWithinTheRate", func(t *testing.T) { t.Parallel(); testReplayTokensAheadWithinTheRate(t, h) })
+	runParallel(t, h, []subtest{
+		{"Budget", testReplayTokenBudget},
+		{"Shared", testReplayTokensShared},
+		{"Hold", testReplayTokensHold},
+		{"LeaseWithin", testReplayLeaseWithin},
+		{"LeaseAhead", testReplayLeaseAhead},
+		{"AheadWithinTheRate", testReplayTokensAheadWithinTheRate},
+	})
 }
 
 func testReplayTokenBudget(t *testing.T, h Harness) {
@@ -34,7 +36,7 @@ func testReplayTokenBudget(t *testing.T, h Harness) {
 	if n != 0 || wait <= 0 || wait > 200*time.Millisecond {
 		t.Fatalf("an empty bucket gave %d, wait %s; want 0 and at most 200ms", n, wait)
 	}
-	clock.Add(wait)
+	clock.Advance(wait)
 	n, _, err = s.TakeReplayTokens(ctx, b, 5)
 	wantOK(t, err, "TakeReplayTokens")
 	if n != 1 {
@@ -46,7 +48,7 @@ func testReplayTokenBudget(t *testing.T, h Harness) {
 	start := clock.Now()
 	total := 0
 	for range 300 {
-		clock.Add(time.Duration(rng.IntN(150)) * time.Millisecond)
+		clock.Advance(time.Duration(rng.IntN(150)) * time.Millisecond)
 		n, wait, err := s.TakeReplayTokens(ctx, b, 1+rng.IntN(4))
 		wantOK(t, err, "TakeReplayTokens")
 		if n == 0 && wait <= 0 {
@@ -81,7 +83,7 @@ func testReplayTokensShared(t *testing.T, h Harness) {
 		t.Fatalf("got %d, wait %s; want 0 and the destination's 0.5s", n, wait)
 	}
 	// The batch bucket lent both tokens: it holds 8 now, not 10.
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	n, _, err = s.TakeReplayTokens(ctx, []quarantine.RateBucket{batch}, 50)
 	wantOK(t, err, "TakeReplayTokens")
 	if n != 10 {
@@ -107,11 +109,11 @@ func testReplayTokensHold(t *testing.T, h Harness) {
 	}
 	wantOK(t, s.HoldReplayTokens(ctx, dest.Key, clock.Now().Add(30*time.Second)), "HoldReplayTokens")
 	wantOK(t, s.HoldReplayTokens(ctx, dest.Key, clock.Now().Add(time.Second)), "an earlier hold")
-	clock.Add(29 * time.Second)
+	clock.Advance(29 * time.Second)
 	if n, _, err = s.TakeReplayTokens(ctx, []quarantine.RateBucket{dest}, 5); err != nil || n != 0 {
 		t.Fatalf("during the hold: %d tokens (%v), want 0", n, err)
 	}
-	clock.Add(1500 * time.Millisecond) // 0.5s after the hold ended: 5 tokens at 10/s
+	clock.Advance(1500 * time.Millisecond) // 0.5s after the hold ended: 5 tokens at 10/s
 	if n, _, err = s.TakeReplayTokens(ctx, []quarantine.RateBucket{dest}, 10); err != nil || n != 5 {
 		t.Fatalf("after the hold: %d tokens (%v), want 5", n, err)
 	}
@@ -164,7 +166,7 @@ func testReplayLeaseWithin(t *testing.T, h Harness) {
 		t.Fatalf("with no slot free now: leased %v, wait %s; want nothing for 500ms", leaseSeqs(got), wait)
 	}
 	// The same schedule as TakeReplaySlots.
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	n, first, _, err := l.TakeReplaySlots(ctx, bs[:1], 1, 0, 0)
 	wantOK(t, err, "TakeReplaySlots")
 	if n != 1 || !near(first, clock.Now()) {
@@ -222,7 +224,7 @@ func testReplayLeaseAhead(t *testing.T, h Harness) {
 	}
 	// Idle again (the last slot, +0.5 s, passed): the next grant starts
 	// lead after now.
-	clock.Add(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	got, first, _, err := l.LeaseReplayItemsWithin(ctx, batch.ID, "engine-2", 4, time.Minute, 0, bs, 50*time.Millisecond, ahead)
 	wantOK(t, err, "LeaseReplayItemsWithin")
 	if !slices.Equal(leaseSeqs(got), []int{6, 7, 8, 9}) || !near(first, clock.Now().Add(50*time.Millisecond)) {
@@ -250,7 +252,7 @@ func testReplayTokensAheadWithinTheRate(t *testing.T, h Harness) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	start := clock.Now()
 	for range 150 {
-		clock.Add(time.Duration(rng.IntN(60)) * time.Millisecond)
+		clock.Advance(time.Duration(rng.IntN(60)) * time.Millisecond)
 		now := clock.Now()
 		lead := time.Duration(rng.IntN(50)) * time.Millisecond
 		ahead := time.Duration(rng.IntN(300)) * time.Millisecond

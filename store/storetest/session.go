@@ -16,12 +16,14 @@ const (
 )
 
 func testSessions(t *testing.T, h Harness) {
-	t.Run("RoundTrip", func(t *testing.T) { t.Parallel(); testSessionRoundTrip(t, h) })
-	t.Run("IdleTimeout", func(t *testing.T) { t.Parallel(); testSessionIdle(t, h) })
-	t.Run("AbsoluteTimeout", func(t *testing.T) { t.Parallel(); testSessionAbsolute(t, h) })
-	t.Run("Delete", func(t *testing.T) { t.Parallel(); testSessionDelete(t, h) })
-	t.Run("Purge", func(t *testing.T) { t.Parallel(); testSessionPurge(t, h) })
-	t.Run("Refused", func(t *testing.T) { t.Parallel(); testSessionRefused(t, h) })
+	runParallel(t, h, []subtest{
+		{"RoundTrip", testSessionRoundTrip},
+		{"IdleTimeout", testSessionIdle},
+		{"AbsoluteTimeout", testSessionAbsolute},
+		{"Delete", testSessionDelete},
+		{"Purge", testSessionPurge},
+		{"Refused", testSessionRefused},
+	})
 }
 
 // tokenSession returns a new token session and its id.
@@ -96,23 +98,23 @@ func testSessionIdle(t *testing.T, h Harness) {
 	idle := sess.IdleUntil
 
 	// A use within a refresh step writes nothing: the deadline stays.
-	clock.Add(quarantine.SessionRefresh / 2)
+	clock.Advance(quarantine.SessionRefresh / 2)
 	if got := useSession(t, s, id); !got.IdleUntil.Equal(idle) {
 		t.Fatalf("a use %v after the start moved IdleUntil %v -> %v", quarantine.SessionRefresh/2, idle, got.IdleUntil)
 	}
 	// Used a second before the idle timeout: it lives, for another idle
 	// timeout from that use.
-	clock.Add(sessIdle - quarantine.SessionRefresh/2 - time.Second)
+	clock.Advance(sessIdle - quarantine.SessionRefresh/2 - time.Second)
 	used := clock.Now().UTC().Truncate(time.Microsecond)
 	if got := useSession(t, s, id); !got.IdleUntil.Equal(used.Add(sessIdle)) {
 		t.Fatalf("IdleUntil after a use = %v, want %v", got.IdleUntil, used.Add(sessIdle))
 	}
-	clock.Add(sessIdle - time.Second)
+	clock.Advance(sessIdle - time.Second)
 	useSession(t, s, id) // still within the moved deadline
 	// Then idle for exactly the timeout: it has ended, and stays ended.
-	clock.Add(sessIdle)
+	clock.Advance(sessIdle)
 	wantSessionGone(t, s, id, "idle for the timeout")
-	clock.Add(-sessIdle / 2) // even for a clock that steps back
+	clock.Advance(-sessIdle / 2) // even for a clock that steps back
 	wantSessionGone(t, s, id, "an ended session, later")
 }
 
@@ -124,15 +126,15 @@ func testSessionAbsolute(t *testing.T, h Harness) {
 	// absolute expiry; its idle deadline never passes that expiry.
 	step := 20 * time.Minute
 	for clock.Now().Add(step).Before(sess.ExpiresAt) {
-		clock.Add(step)
+		clock.Advance(step)
 		got := useSession(t, s, id)
 		if got.IdleUntil.After(sess.ExpiresAt) {
 			t.Fatalf("IdleUntil %v is past ExpiresAt %v", got.IdleUntil, sess.ExpiresAt)
 		}
 	}
-	clock.Add(sess.ExpiresAt.Sub(clock.Now()) - time.Microsecond)
+	clock.Advance(sess.ExpiresAt.Sub(clock.Now()) - time.Microsecond)
 	useSession(t, s, id)
-	clock.Add(time.Microsecond)
+	clock.Advance(time.Microsecond)
 	wantSessionGone(t, s, id, "at its absolute expiry, used a moment before")
 }
 
@@ -166,9 +168,9 @@ func testSessionPurge(t *testing.T, h Harness) {
 	if n != 0 {
 		t.Fatalf("PurgeSessions of three live sessions deleted %d", n)
 	}
-	clock.Add(20 * time.Minute)
+	clock.Advance(20 * time.Minute)
 	useSession(t, s, usedID)
-	clock.Add(20 * time.Minute) // idle ended at 30 min, short at 10, used lives
+	clock.Advance(20 * time.Minute) // idle ended at 30 min, short at 10, used lives
 	n, err = s.PurgeSessions(ctx)
 	wantOK(t, err, "PurgeSessions")
 	if n != 2 {

@@ -35,10 +35,7 @@ type Harness struct {
 // Run runs the whole conformance suite against the stores h opens. Every
 // subtest is parallel and opens its own store.
 func Run(t *testing.T, h Harness) {
-	groups := []struct {
-		name string
-		fn   func(t *testing.T, h Harness)
-	}{
+	runParallel(t, withKeptCountsChecked(h), []subtest{
 		{"InsertBatch", testInsertBatch},
 		{"GetMessage", testGetMessage},
 		{"MessageOwners", testMessageOwners},
@@ -74,12 +71,21 @@ func Run(t *testing.T, h Harness) {
 		{"ReplaySchedule", testReplaySchedule},
 		{"Alarms", testAlarms},
 		{"Sessions", testSessions},
-	}
-	h = withKeptCountsChecked(h)
-	for _, g := range groups {
-		t.Run(g.name, func(t *testing.T) {
+	})
+}
+
+// subtest is a named test of the suite.
+type subtest struct {
+	name string
+	fn   func(t *testing.T, h Harness)
+}
+
+// runParallel runs each of tests as a parallel subtest of t against h.
+func runParallel(t *testing.T, h Harness, tests []subtest) {
+	for _, st := range tests {
+		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			g.fn(t, h)
+			st.fn(t, h)
 		})
 	}
 }

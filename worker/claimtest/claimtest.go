@@ -12,31 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarantine-dev/quarantine/internal/testclock"
 	"github.com/quarantine-dev/quarantine/worker"
 )
 
 // Clock is a settable clock for tests, safe for concurrent use.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type Clock = testclock.Clock
 
 // NewClock returns a clock set to t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+func NewClock(t time.Time) *Clock { return testclock.New(t) }
 
 // Start is the time every case starts at.
 var Start = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quarantine-dev/quarantine/worker"
+	"github.com/quarantine-dev/quarantine/worker/internal/sqlclaims"
 )
 
 // Schema creates the claims table (idempotent).
@@ -30,9 +31,9 @@ const Schema = `CREATE TABLE IF NOT EXISTS worker_claims (
 
 // Claims is worker.Claims on PostgreSQL. Safe for concurrent use.
 type Claims struct {
-	pool *pgxpool.Pool
-	now  func() time.Time
-	own  bool
+	*sqlclaims.Claims // the rules, over db's statements
+	pool              *pgxpool.Pool
+	own               bool
 }
 
 var (
@@ -67,10 +68,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 
 // New returns claims on pool, which must hold the schema (Migrate).
 func New(pool *pgxpool.Pool, now func() time.Time) *Claims {
-	if now == nil {
-		now = time.Now
-	}
-	return &Claims{pool: pool, now: now}
+	return &Claims{Claims: sqlclaims.New("pgclaims", stmts{pool}, now), pool: pool}
 }
 
 // Pool returns the connection pool.
@@ -83,90 +81,53 @@ func (c *Claims) Close() {
 	}
 }
 
-// Claim implements worker.Claims.
-func (c *Claims) Claim(ctx context.Context, key, owner string, lease time.Duration) (worker.Claim, error) {
-	if key == "" || owner == "" {
-		return worker.Claim{}, errors.New("pgclaims: claim needs a key and an owner")
-	}
-	now := c.now()
-	until := now.Add(lease)
+// stmts are the claims' statements (sqlclaims.DB).
+type stmts struct{ pool *pgxpool.Pool }
+
+func (d stmts) Take(ctx context.Context, key, owner string, until, now time.Time) (bool, error) {
 	var got string
-	err := c.pool.QueryRow(ctx, `INSERT INTO worker_claims AS w (key, state, owner, lease_until, completions, claimed_at, updated_at)
+	err := d.pool.QueryRow(ctx, `INSERT INTO worker_claims AS w (key, state, owner, lease_until, completions, claimed_at, updated_at)
 		VALUES ($1, 'held', $2, $3, 0, $4, $4)
 		ON CONFLICT (key) DO UPDATE SET state = 'held', owner = excluded.owner, lease_until = excluded.lease_until,
 			claimed_at = excluded.claimed_at, updated_at = excluded.updated_at
 		WHERE w.state = 'released' OR (w.state = 'held' AND w.lease_until <= $4)
 		RETURNING owner`, key, owner, until, now).Scan(&got)
-	if err == nil {
-		return worker.Claim{Status: worker.Claimed, Owner: owner, LeaseUntil: until}, nil
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return worker.Claim{}, fmt.Errorf("pgclaims: claim: %w", err)
-	}
-	var state, holder string
-	var leaseUntil *time.Time
-	if err := c.pool.QueryRow(ctx, `SELECT state, owner, lease_until FROM worker_claims WHERE key = $1`, key).
-		Scan(&state, &holder, &leaseUntil); err != nil {
-		return worker.Claim{}, fmt.Errorf("pgclaims: claim: %w", err)
-	}
-	if state == "done" {
-		return worker.Claim{Status: worker.AlreadyDone, Owner: holder}, nil
-	}
-	cl := worker.Claim{Status: worker.HeldElsewhere, Owner: holder}
-	if leaseUntil != nil {
-		cl.LeaseUntil = *leaseUntil
-	}
-	return cl, nil
+	return err == nil, err
 }
 
-func (c *Claims) fenced(ctx context.Context, op, key, query string, args ...any) error {
-	tag, err := c.pool.Exec(ctx, query, args...)
-	if err != nil {
-		return fmt.Errorf("pgclaims: %s: %w", op, err)
+func (d stmts) Holder(ctx context.Context, key string) (state, owner string, leaseUntil time.Time, err error) {
+	var lease *time.Time
+	err = d.pool.QueryRow(ctx, `SELECT state, owner, lease_until FROM worker_claims WHERE key = $1`, key).Scan(&state, &owner, &lease)
+	if lease != nil {
+		leaseUntil = *lease
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("pgclaims: %s %q: %w", op, key, worker.ErrClaimLost)
-	}
-	return nil
+	return state, owner, leaseUntil, err
 }
 
-// Extend implements worker.Claims.
-func (c *Claims) Extend(ctx context.Context, key, owner string, lease time.Duration) error {
-	now := c.now()
-	return c.fenced(ctx, "extend", key, `UPDATE worker_claims SET lease_until = $3, updated_at = $4
-		WHERE key = $1 AND owner = $2 AND state = 'held'`, key, owner, now.Add(lease), now)
+func (d stmts) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	tag, err := d.pool.Exec(ctx, query, args...)
+	return tag.RowsAffected(), err
 }
 
-// Complete implements worker.Claims.
-func (c *Claims) Complete(ctx context.Context, key, owner string) error {
-	return c.fenced(ctx, "complete", key, `UPDATE worker_claims SET state = 'done', lease_until = NULL,
+func (d stmts) Extend(ctx context.Context, key, owner string, until, now time.Time) (int64, error) {
+	return d.exec(ctx, `UPDATE worker_claims SET lease_until = $3, updated_at = $4
+		WHERE key = $1 AND owner = $2 AND state = 'held'`, key, owner, until, now)
+}
+
+func (d stmts) Complete(ctx context.Context, key, owner string, now time.Time) (int64, error) {
+	return d.exec(ctx, `UPDATE worker_claims SET state = 'done', lease_until = NULL,
 		completions = completions + 1, updated_at = $3
-		WHERE key = $1 AND owner = $2 AND state = 'held'`, key, owner, c.now())
-}
-
-// Release implements worker.Claims.
-func (c *Claims) Release(ctx context.Context, key, owner string) error {
-	now := c.now()
-	return c.fenced(ctx, "release", key, `UPDATE worker_claims SET state = 'released', lease_until = $3, updated_at = $3
 		WHERE key = $1 AND owner = $2 AND state = 'held'`, key, owner, now)
 }
 
-// Violations runs worker.ProofQuery and returns the keys it finds: none
-// when every key has at most one terminal result.
-func (c *Claims) Violations(ctx context.Context) ([]string, error) {
-	rows, err := c.pool.Query(ctx, worker.ProofQuery)
-	if err != nil {
-		return nil, fmt.Errorf("pgclaims: proof query: %w", err)
-	}
-	defer rows.Close()
-	var bad []string
-	for rows.Next() {
-		var key, state string
-		var n int
-		if err := rows.Scan(&key, &state, &n); err != nil {
-			return nil, err
-		}
-		bad = append(bad, fmt.Sprintf("%s (%s, %d completions)", key, state, n))
-	}
-	return bad, rows.Err()
+func (d stmts) Release(ctx context.Context, key, owner string, now time.Time) (int64, error) {
+	return d.exec(ctx, `UPDATE worker_claims SET state = 'released', lease_until = $3, updated_at = $3
+		WHERE key = $1 AND owner = $2 AND state = 'held'`, key, owner, now)
+}
+
+func (d stmts) Proof(ctx context.Context) (sqlclaims.Rows, error) {
+	return d.pool.Query(ctx, worker.ProofQuery)
 }

@@ -14,6 +14,7 @@ import (
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
 	"github.com/quarantine-dev/quarantine/worker"
+	"github.com/quarantine-dev/quarantine/worker/internal/sqlclaims"
 )
 
 // Schema creates the claims table (idempotent).
@@ -31,9 +32,9 @@ const pragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=sy
 
 // Claims is worker.Claims on SQLite. Safe for concurrent use.
 type Claims struct {
-	db  *sql.DB
-	now func() time.Time
-	own bool // Close closes db
+	*sqlclaims.Claims // the rules, over db's statements
+	db                *sql.DB
+	own               bool // Close closes db
 }
 
 var (
@@ -69,10 +70,7 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 
 // New returns claims on db, which must hold the schema (Migrate).
 func New(db *sql.DB, now func() time.Time) *Claims {
-	if now == nil {
-		now = time.Now
-	}
-	return &Claims{db: db, now: now}
+	return &Claims{Claims: sqlclaims.New("sqliteclaims", stmts{db}, now), db: db}
 }
 
 // DB returns the database handle (tests run worker.ProofQuery on it).
@@ -86,88 +84,63 @@ func (c *Claims) Close() error {
 	return nil
 }
 
-// Claim implements worker.Claims.
-func (c *Claims) Claim(ctx context.Context, key, owner string, lease time.Duration) (worker.Claim, error) {
-	if key == "" || owner == "" {
-		return worker.Claim{}, errors.New("sqliteclaims: claim needs a key and an owner")
-	}
-	now := c.now()
-	until := now.Add(lease)
+// stmts are the claims' statements (sqlclaims.DB); times are Unix
+// nanoseconds.
+type stmts struct{ db *sql.DB }
+
+func (d stmts) Take(ctx context.Context, key, owner string, until, now time.Time) (bool, error) {
 	var got string
-	err := c.db.QueryRowContext(ctx, `INSERT INTO worker_claims (key, state, owner, lease_until, completions, claimed_at, updated_at)
+	err := d.db.QueryRowContext(ctx, `INSERT INTO worker_claims (key, state, owner, lease_until, completions, claimed_at, updated_at)
 		VALUES (?1, 'held', ?2, ?3, 0, ?4, ?4)
 		ON CONFLICT (key) DO UPDATE SET state = 'held', owner = excluded.owner, lease_until = excluded.lease_until,
 			claimed_at = excluded.claimed_at, updated_at = excluded.updated_at
 		WHERE worker_claims.state = 'released' OR (worker_claims.state = 'held' AND worker_claims.lease_until <= ?4)
 		RETURNING owner`, key, owner, until.UnixNano(), now.UnixNano()).Scan(&got)
-	if err == nil {
-		return worker.Claim{Status: worker.Claimed, Owner: owner, LeaseUntil: until}, nil
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
 	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return worker.Claim{}, fmt.Errorf("sqliteclaims: claim: %w", err)
-	}
-	var state, holder string
+	return err == nil, err
+}
+
+func (d stmts) Holder(ctx context.Context, key string) (state, owner string, leaseUntil time.Time, err error) {
 	var leaseNS int64
-	if err := c.db.QueryRowContext(ctx, `SELECT state, owner, lease_until FROM worker_claims WHERE key = ?`, key).
-		Scan(&state, &holder, &leaseNS); err != nil {
-		return worker.Claim{}, fmt.Errorf("sqliteclaims: claim: %w", err)
-	}
-	if state == "done" {
-		return worker.Claim{Status: worker.AlreadyDone, Owner: holder}, nil
-	}
-	return worker.Claim{Status: worker.HeldElsewhere, Owner: holder, LeaseUntil: time.Unix(0, leaseNS)}, nil
+	err = d.db.QueryRowContext(ctx, `SELECT state, owner, lease_until FROM worker_claims WHERE key = ?`, key).Scan(&state, &owner, &leaseNS)
+	return state, owner, time.Unix(0, leaseNS), err
 }
 
-func (c *Claims) fenced(ctx context.Context, op, key, query string, args ...any) error {
-	res, err := c.db.ExecContext(ctx, query, args...)
+func (d stmts) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := d.db.ExecContext(ctx, query, args...)
 	if err != nil {
-		return fmt.Errorf("sqliteclaims: %s: %w", op, err)
+		return 0, err
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("sqliteclaims: %s: %w", op, err)
-	} else if n == 0 {
-		return fmt.Errorf("sqliteclaims: %s %q: %w", op, key, worker.ErrClaimLost)
-	}
-	return nil
+	return res.RowsAffected()
 }
 
-// Extend implements worker.Claims.
-func (c *Claims) Extend(ctx context.Context, key, owner string, lease time.Duration) error {
-	now := c.now()
-	return c.fenced(ctx, "extend", key, `UPDATE worker_claims SET lease_until = ?3, updated_at = ?4
-		WHERE key = ?1 AND owner = ?2 AND state = 'held'`, key, owner, now.Add(lease).UnixNano(), now.UnixNano())
+func (d stmts) Extend(ctx context.Context, key, owner string, until, now time.Time) (int64, error) {
+	return d.exec(ctx, `UPDATE worker_claims SET lease_until = ?3, updated_at = ?4
+		WHERE key = ?1 AND owner = ?2 AND state = 'held'`, key, owner, until.UnixNano(), now.UnixNano())
 }
 
-// Complete implements worker.Claims.
-func (c *Claims) Complete(ctx context.Context, key, owner string) error {
-	return c.fenced(ctx, "complete", key, `UPDATE worker_claims SET state = 'done', lease_until = 0,
+func (d stmts) Complete(ctx context.Context, key, owner string, now time.Time) (int64, error) {
+	return d.exec(ctx, `UPDATE worker_claims SET state = 'done', lease_until = 0,
 		completions = completions + 1, updated_at = ?3
-		WHERE key = ?1 AND owner = ?2 AND state = 'held'`, key, owner, c.now().UnixNano())
+		WHERE key = ?1 AND owner = ?2 AND state = 'held'`, key, owner, now.UnixNano())
 }
 
-// Release implements worker.Claims.
-func (c *Claims) Release(ctx context.Context, key, owner string) error {
-	now := c.now().UnixNano()
-	return c.fenced(ctx, "release", key, `UPDATE worker_claims SET state = 'released', lease_until = ?3, updated_at = ?3
-		WHERE key = ?1 AND owner = ?2 AND state = 'held'`, key, owner, now)
+func (d stmts) Release(ctx context.Context, key, owner string, now time.Time) (int64, error) {
+	return d.exec(ctx, `UPDATE worker_claims SET state = 'released', lease_until = ?3, updated_at = ?3
+		WHERE key = ?1 AND owner = ?2 AND state = 'held'`, key, owner, now.UnixNano())
 }
 
-// Violations runs worker.ProofQuery and returns the keys it finds: none
-// when every key has at most one terminal result.
-func (c *Claims) Violations(ctx context.Context) ([]string, error) {
-	rows, err := c.db.QueryContext(ctx, worker.ProofQuery)
+func (d stmts) Proof(ctx context.Context) (sqlclaims.Rows, error) {
+	rows, err := d.db.QueryContext(ctx, worker.ProofQuery)
 	if err != nil {
-		return nil, fmt.Errorf("sqliteclaims: proof query: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	var bad []string
-	for rows.Next() {
-		var key, state string
-		var n int
-		if err := rows.Scan(&key, &state, &n); err != nil {
-			return nil, err
-		}
-		bad = append(bad, fmt.Sprintf("%s (%s, %d completions)", key, state, n))
-	}
-	return bad, rows.Err()
+	return sqlRows{rows}, nil
 }
+
+// sqlRows are database/sql's rows as sqlclaims.Rows.
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }

@@ -80,7 +80,8 @@ type ChunkTx interface {
 	MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string) error
 	// AppendAudits appends events in the same transaction.
 	AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error
-	// Save stores op's state, cursor and counts.
+	// Save stores op's state, cursor, counts, error and times (updated,
+	// finished).
 	Save(ctx context.Context, op quarantine.DiscardOperation) error
 }
 

@@ -41,6 +41,12 @@ type Tx interface {
 	CancelItems(ctx context.Context, batchID string, release bool, now time.Time) error
 	CountPending(ctx context.Context, batchID string) (int, error)
 	AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error
+	// TakeBuckets grants from every bucket of bs (validated, in key
+	// order) what reserve grants: how many, when they are due (the first
+	// slot, for slots), or, when none, how long until one can be.
+	TakeBuckets(ctx context.Context, bs []quarantine.RateBucket, reserve Reserver) (n int, due time.Time, wait time.Duration, err error)
+	// HoldBucket empties bucket key (not empty) until until.
+	HoldBucket(ctx context.Context, key string, until time.Time) error
 }
 
 // Selector reads the candidates of a new batch, all in one snapshot of
@@ -62,8 +68,11 @@ type Selector interface {
 // from, and short write transactions beside it (on SQLite the writer is
 // released between them, so collectors keep storing).
 type Pinner interface {
+	Writer
 	Snapshot(ctx context.Context, fn func(Selector) error) error
-	Write(ctx context.Context, what string, fn func(Tx) error) error
+	// SearchReady returns once the text search index covers text (a
+	// filter's Text; "" needs nothing), where the store waits for it.
+	SearchReady(ctx context.Context, text string) error
 	// HoldsWriter reports whether a write transaction holds the store's
 	// one writer (SQLite): a pin then keeps each of its transactions
 	// short (nextPinStep); else (PostgreSQL, where other writers do not
