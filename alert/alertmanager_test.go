@@ -12,6 +12,7 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/alert"
+	"github.com/quarantine-dev/quarantine/internal/testclock"
 	"github.com/quarantine-dev/quarantine/internal/testenv"
 )
 
@@ -84,7 +85,7 @@ func TestAlarmRealAlertmanager(t *testing.T) {
 	_, _ = rand.Read(b)
 	name := "quarantine-test-" + hex.EncodeToString(b)
 
-	c := &clock{now: time.Now().UTC()} // Alertmanager compares endsAt with its own clock
+	c := testclock.New(time.Now().UTC()) // Alertmanager compares endsAt with its own clock
 	s := openSQLite(t, c)
 	r := alert.Rule{Name: name, Queues: []string{"orders"}, MaxAge: 15 * time.Minute, Receivers: []string{"am"}}
 	other := alert.Rule{Name: name + "-runbook", Queues: []string{"orders"}, MaxAge: 10 * time.Minute, Receivers: []string{"am"},
@@ -124,9 +125,7 @@ func TestAlarmRealAlertmanager(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Resolved now: Alertmanager ignores an endsAt still in its future.
-	c.mu.Lock()
-	c.now = time.Now().UTC()
-	c.mu.Unlock()
+	c.Set(time.Now().UTC())
 	step(t, e)
 	wantState(t, s, name, "orders", quarantine.AlarmResolved)
 	waitAlerts(t, base, name, 0) // resolved: endsAt passed, no longer listed

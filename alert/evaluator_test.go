@@ -47,14 +47,14 @@ func TestAlarmLifecycle(t *testing.T) {
 			young := deadLetter(t, s, c, "orders", 10*time.Minute)
 			step(t, e)
 			wantState(t, s, "orders-age", "orders", quarantine.AlarmInactive)
-			c.Add(6 * time.Minute) // 16 minutes old
+			c.Advance(6 * time.Minute) // 16 minutes old
 			step(t, e)
 			wantState(t, s, "orders-age", "orders", quarantine.AlarmPending)
-			c.Add(30 * time.Second)
+			c.Advance(30 * time.Second)
 			step(t, e)
 			wantState(t, s, "orders-age", "orders", quarantine.AlarmPending)
 			wantKinds(t, hook)
-			c.Add(30 * time.Second) // `for` has passed
+			c.Advance(30 * time.Second) // `for` has passed
 			step(t, e)
 			wantState(t, s, "orders-age", "orders", quarantine.AlarmFiring)
 			wantKinds(t, hook, "firing")
@@ -64,18 +64,18 @@ func TestAlarmLifecycle(t *testing.T) {
 				t.Fatalf("firing notification = %+v", got)
 			}
 			for range 5 { // within `repeat`: nothing more
-				c.Add(10 * time.Minute)
+				c.Advance(10 * time.Minute)
 				step(t, e)
 			}
 			wantKinds(t, hook, "firing")
-			c.Add(10 * time.Minute) // an hour after the first
+			c.Advance(10 * time.Minute) // an hour after the first
 			step(t, e)
 			wantKinds(t, hook, "firing", "repeat")
 
 			drain(t, s, young)
 			step(t, e)
 			wantState(t, s, "orders-age", "orders", quarantine.AlarmResolved)
-			c.Add(time.Hour)
+			c.Advance(time.Hour)
 			step(t, e)
 			step(t, e)
 			wantKinds(t, hook, "firing", "repeat", "resolved")
@@ -101,7 +101,7 @@ func TestAlarmPendingFlapIsSilent(t *testing.T) {
 	if _, err := s.Discard(t.Context(), quarantine.Discard{IDs: []string{id}, Reason: "x", Actor: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	c.Add(time.Minute)
+	c.Advance(time.Minute)
 	step(t, e)
 	wantState(t, s, "orders-age", "orders", quarantine.AlarmInactive)
 	if hook.attempts.Load() != 0 {
@@ -126,7 +126,7 @@ func TestAlarmRestartWhileFiring(t *testing.T) {
 
 	e2 := newEvaluator(t, s, c, []alert.Rule{r}, rc)
 	for range 3 {
-		c.Add(15 * time.Second)
+		c.Advance(15 * time.Second)
 		step(t, e2)
 	}
 	wantState(t, s, "orders-age", "orders", quarantine.AlarmFiring)
@@ -164,7 +164,7 @@ func TestAlarmReceiverDown(t *testing.T) {
 	if hook.attempts.Load() != 1 {
 		t.Fatalf("retried before its backoff: %d attempts", hook.attempts.Load())
 	}
-	c.Add(time.Second)
+	c.Advance(time.Second)
 	next = step(t, e)
 	if hook.attempts.Load() != 2 || !next.Equal(c.Now().Add(2*time.Second)) {
 		t.Fatalf("second failure: %d attempts, next %s, want 2 and a doubled backoff", hook.attempts.Load(), next)
@@ -183,7 +183,7 @@ func TestAlarmReceiverDown(t *testing.T) {
 
 	// Back up; a new evaluator (a restart) delivers both, in order.
 	hook.down.Store(false)
-	c.Add(time.Minute)
+	c.Advance(time.Minute)
 	e2 := newEvaluator(t, s, c, []alert.Rule{r}, rc)
 	step(t, e2)
 	step(t, e2)
@@ -233,14 +233,14 @@ func TestAlarmAlertmanagerAndSlack(t *testing.T) {
 	id := deadLetter(t, s, c, "orders", 20*time.Minute)
 	fired := c.Now()
 	step(t, e)
-	c.Add(30 * time.Second)
+	c.Advance(30 * time.Second)
 	step(t, e) // no re-send yet
-	c.Add(30 * time.Second)
+	c.Advance(30 * time.Second)
 	step(t, e) // one minute: re-sent
 	if _, err := s.Discard(t.Context(), quarantine.Discard{IDs: []string{id}, Reason: "x", Actor: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	c.Add(15 * time.Second)
+	c.Advance(15 * time.Second)
 	resolved := c.Now()
 	step(t, e)
 
@@ -348,7 +348,7 @@ func TestAlarmPurge(t *testing.T) {
 	if n, err := e.Purge(t.Context()); err != nil || n != 0 {
 		t.Fatalf("Purge of a fresh outbox = %d, %v; want 0", n, err)
 	}
-	c.Add(alert.DefaultKeep + time.Minute)
+	c.Advance(alert.DefaultKeep + time.Minute)
 	if n, err := e.Purge(t.Context()); err != nil || n != 1 {
 		t.Fatalf("Purge after Keep = %d, %v; want the delivered one", n, err)
 	}

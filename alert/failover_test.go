@@ -56,7 +56,7 @@ func TestAlarmFailoverPostgres(t *testing.T) {
 		t.Fatalf("second instance after the first released: %v", err)
 	}
 	defer lb.Release()
-	c.Add(15 * time.Second)
+	c.Advance(15 * time.Second)
 	step(t, eb)
 	wantKinds(t, hook, "firing")
 	if _, err := b.Discard(t.Context(), quarantine.Discard{IDs: []string{id}, Reason: "x", Actor: "a"}); err != nil {

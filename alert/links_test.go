@@ -53,7 +53,7 @@ func TestAlarmNotificationsLinkToTheMessagesAndTheRunbook(t *testing.T) {
 	if _, err := s.Discard(t.Context(), quarantine.Discard{IDs: []string{id}, Reason: "x", Actor: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	c.Add(time.Minute)
+	c.Advance(time.Minute)
 	step(t, e)
 
 	ws := hook.webhooks(t)

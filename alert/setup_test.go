@@ -14,29 +14,15 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/alert"
+	"github.com/quarantine-dev/quarantine/internal/testclock"
 	"github.com/quarantine-dev/quarantine/store"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 )
 
 // clock is a clock the test moves by hand.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type clock = testclock.Clock
 
-func newClock() *clock { return &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newClock() *clock { return testclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)) }
 
 // openSQLite opens a migrated SQLite store on c in a temporary folder.
 func openSQLite(t *testing.T, c *clock) store.Store {
