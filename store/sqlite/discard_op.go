@@ -44,7 +44,9 @@ func (s *Store) StartDiscard(ctx context.Context, d quarantine.Discard, confirmA
 	}
 	now := s.clock()
 	var op quarantine.DiscardOperation
-	err := s.read(ctx, "start a discard", func(tx *sql.Tx) error {
+	// Unmapped: the count walks the messages the filter matches, all of
+	// them for an incident's discard.
+	err := s.readUnmapped(ctx, "start a discard", func(tx *sql.Tx) error {
 		var err error
 		op, err = ops.NewDiscard(ctx, d, confirmAbove, quarantine.NewID(now), now, startRead{tx})
 		return err

@@ -3,9 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"time"
 
@@ -35,39 +33,10 @@ func (p backend) SearchReady(ctx context.Context, text string) error {
 	return p.s.searchReady(ctx, text)
 }
 
-// Snapshot reads on a read connection whose memory map is turned off
-// while it runs: a pin reads much of the messages table, and every page
-// of it mapped would stay resident in the process (a gigabyte at a
-// million messages); read into the connection's page cache instead, the
-// pages are the kernel's cache, not the server's memory.
+// Snapshot reads the pin's candidates in one read transaction without the
+// memory map (readUnmapped): a pin reads much of the messages table.
 func (p backend) Snapshot(ctx context.Context, fn func(replays.Selector) error) error {
-	const what = "select a replay's messages"
-	conn, err := p.s.r.Conn(ctx)
-	if err != nil {
-		return translate(err, what)
-	}
-	defer conn.Close()
-	var mmap int64
-	if err := conn.QueryRowContext(ctx, "PRAGMA mmap_size").Scan(&mmap); err != nil {
-		return translate(err, what)
-	}
-	if _, err := conn.ExecContext(ctx, "PRAGMA mmap_size = 0"); err != nil {
-		return translate(err, what)
-	}
-	defer func() {
-		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA mmap_size = "+strconv.FormatInt(mmap, 10)); err != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // not back to the pool as it is
-		}
-	}()
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return translate(err, what)
-	}
-	defer tx.Rollback()
-	if err := fn(selector{tx}); err != nil {
-		return translate(err, what)
-	}
-	return nil
+	return p.s.readUnmapped(ctx, "select a replay's messages", func(tx *sql.Tx) error { return fn(selector{tx}) })
 }
 
 func (p backend) Write(ctx context.Context, what string, fn func(replays.Tx) error) error {

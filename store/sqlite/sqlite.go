@@ -3,12 +3,14 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
@@ -174,6 +176,41 @@ func (s *Store) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) error 
 // read runs fn in a read transaction: one consistent snapshot.
 func (s *Store) read(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return translate(err, what)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return translate(err, what)
+	}
+	return nil
+}
+
+// readUnmapped runs fn in a read transaction on a read connection whose
+// memory map is turned off while it runs, for the reads that walk much of
+// the messages table (a pin's snapshot, the count that starts a discard):
+// every page of it mapped would stay resident in the process (a gigabyte
+// at a million messages), whereas read into the connection's page cache
+// the pages are the kernel's cache, not the server's memory.
+func (s *Store) readUnmapped(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
+	conn, err := s.r.Conn(ctx)
+	if err != nil {
+		return translate(err, what)
+	}
+	defer conn.Close()
+	var mmap int64
+	if err := conn.QueryRowContext(ctx, "PRAGMA mmap_size").Scan(&mmap); err != nil {
+		return translate(err, what)
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA mmap_size = 0"); err != nil {
+		return translate(err, what)
+	}
+	defer func() {
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA mmap_size = "+strconv.FormatInt(mmap, 10)); err != nil {
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // not back to the pool as it is
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return translate(err, what)
 	}
