@@ -175,7 +175,15 @@ func (s *Store) writeOnce(ctx context.Context, fn func(tx *sql.Tx) error) error 
 
 // read runs fn in a read transaction: one consistent snapshot.
 func (s *Store) read(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	return readTx(ctx, s.r, what, fn)
+}
+
+// readTx runs fn in a read-only transaction begun on db (the readers'
+// pool, or one connection of it).
+func readTx(ctx context.Context, db interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}, what string, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return translate(err, what)
 	}
@@ -210,15 +218,7 @@ func (s *Store) readUnmapped(ctx context.Context, what string, fn func(tx *sql.T
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn }) // not back to the pool as it is
 		}
 	}()
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return translate(err, what)
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return translate(err, what)
-	}
-	return nil
+	return readTx(ctx, conn, what, fn)
 }
 
 // micros and fromMicros convert times to and from the stored form.
