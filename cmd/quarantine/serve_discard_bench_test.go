@@ -43,6 +43,46 @@ func BenchmarkDiscardMillion(b *testing.B) {
 }
 
 func benchDiscard(b *testing.B, kind string, rows int) {
+	r := startSeeded(b, kind, rows)
+	b.ResetTimer()
+	t0 := time.Now()
+	var ans struct {
+		Operation quarantine.DiscardOperation `json:"operation"`
+	}
+	r.client.MustDo(b, 202, "POST", "/api/v1/messages/discard",
+		map[string]any{"filter": map[string]any{}, "expect_count": r.matched, "reason": "incident"}, &ans)
+	answered := time.Since(t0)
+	op := ans.Operation
+	for ; op.State == quarantine.DiscardRunning; time.Sleep(100 * time.Millisecond) {
+		r.client.MustDo(b, 200, "GET", "/api/v1/discards/"+op.ID, nil, &op)
+		if time.Since(t0) > 30*time.Minute {
+			b.Fatalf("not done in 30 minutes: %+v", op)
+		}
+	}
+	took := time.Since(t0)
+	b.StopTimer()
+	if op.State != quarantine.DiscardCompleted || op.Matched != r.matched || op.Done() != r.matched {
+		b.Fatalf("operation %+v, want completed over %d", op, r.matched)
+	}
+	b.ReportMetric(took.Seconds(), "discard-s")
+	r.finish(b, fmt.Sprintf("%s: %d matched, %d discarded, %d skipped in %v (answered in %v)",
+		kind, op.Matched, op.Discarded, op.Skipped, took.Round(time.Millisecond), answered.Round(time.Millisecond)))
+}
+
+// seededServe is serve on a database seeded with a burst, while single
+// HTTP ingests are sent every 250 ms.
+type seededServe struct {
+	p       *testbin.Process
+	client  testbin.API
+	matched int64 // the messages seeded
+	stop    chan struct{}
+	lat     chan []time.Duration
+}
+
+// startSeeded seeds a fresh database of kind with rows burst messages
+// (SQLite through InsertBatch, PostgreSQL by internal/pgseed), indexed for
+// text search, starts the built binary on it and starts the ingests.
+func startSeeded(b *testing.B, kind string, rows int) *seededServe {
 	ctx := context.Background()
 	url := testbin.BenchDatabase(b, kind)
 	st, err := storeopen.Store(ctx, url)
@@ -76,9 +116,9 @@ func benchDiscard(b *testing.B, kind string, rows int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var matched int64
+	r := &seededServe{stop: make(chan struct{}), lat: make(chan []time.Duration, 1)}
 	for _, c := range counts {
-		matched += c.Count
+		r.matched += c.Count
 	}
 	_ = st.Close()
 	config := filepath.Join(b.TempDir(), "quarantine.yaml")
@@ -89,71 +129,58 @@ func benchDiscard(b *testing.B, kind string, rows int) {
 	if kind == "postgres" {
 		args = []string{"--migrate"}
 	}
-	p := testbin.Serve(b, testbin.Path(b), config, args...)
-	client := p.API(p.Token)
+	r.p = testbin.Serve(b, testbin.Path(b), config, args...)
+	r.client = r.p.API(r.p.Token)
+	go r.ingest(b)
+	return r
+}
 
-	// Single ingests every 250 ms while the discard runs.
-	stop := make(chan struct{})
-	lat := make(chan []time.Duration, 1)
-	go func() {
-		var ds []time.Duration
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				lat <- ds
-				return
-			case <-tick.C:
-			}
-			body := `[{"envelope":"quarantine.failure/v1","job":{"name":"probe","queue":"probe","idempotency_key":"probe-` +
-				strconv.Itoa(i) + `","payload":{"i":` + strconv.Itoa(i) + `}},"failure":{"class":"permanent","reason":"probe"}}]`
-			req, _ := http.NewRequest(http.MethodPost, client.Base+"/api/v1/ingest", bytes.NewReader([]byte(body)))
-			req.Header.Set("Authorization", "Bearer "+client.Token)
-			req.Header.Set("Content-Type", "application/json")
-			t0 := time.Now()
-			res, err := http.DefaultClient.Do(req)
-			d := time.Since(t0)
-			if err != nil || res.StatusCode >= 300 {
-				b.Errorf("ingest during the discard: %v %v", res, err)
-			} else {
-				res.Body.Close()
-			}
-			ds = append(ds, d)
+// ingest sends a single ingest every 250 ms until stop, then hands over
+// their latencies.
+func (r *seededServe) ingest(b *testing.B) {
+	var ds []time.Duration
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-r.stop:
+			r.lat <- ds
+			return
+		case <-tick.C:
 		}
-	}()
-	b.ResetTimer()
-	t0 := time.Now()
-	var ans struct {
-		Operation quarantine.DiscardOperation `json:"operation"`
-	}
-	client.MustDo(b, 202, "POST", "/api/v1/messages/discard",
-		map[string]any{"filter": map[string]any{}, "expect_count": matched, "reason": "incident"}, &ans)
-	answered := time.Since(t0)
-	op := ans.Operation
-	for ; op.State == quarantine.DiscardRunning; time.Sleep(100 * time.Millisecond) {
-		client.MustDo(b, 200, "GET", "/api/v1/discards/"+op.ID, nil, &op)
-		if time.Since(t0) > 30*time.Minute {
-			b.Fatalf("not done in 30 minutes: %+v", op)
+		body := `[{"envelope":"quarantine.failure/v1","job":{"name":"probe","queue":"probe","idempotency_key":"probe-` +
+			strconv.Itoa(i) + `","payload":{"i":` + strconv.Itoa(i) + `}},"failure":{"class":"permanent","reason":"probe"}}]`
+		req, _ := http.NewRequest(http.MethodPost, r.client.Base+"/api/v1/ingest", bytes.NewReader([]byte(body)))
+		req.Header.Set("Authorization", "Bearer "+r.client.Token)
+		req.Header.Set("Content-Type", "application/json")
+		t0 := time.Now()
+		res, err := http.DefaultClient.Do(req)
+		d := time.Since(t0)
+		if err != nil || res.StatusCode >= 300 {
+			b.Errorf("ingest meanwhile: %v %v", res, err)
+		} else {
+			res.Body.Close()
 		}
+		ds = append(ds, d)
 	}
-	took := time.Since(t0)
-	b.StopTimer()
-	close(stop)
-	ds := <-lat
+}
+
+// finish stops the ingests, checks the audit chain, stops serve and
+// reports the ingests' p50 and max and serve's peak RSS after what.
+func (r *seededServe) finish(b *testing.B, what string) {
+	close(r.stop)
+	ds := <-r.lat
 	slices.Sort(ds)
-	hwm := peakRSS(b, p.Cmd.Process.Pid)
-	if op.State != quarantine.DiscardCompleted || op.Matched != matched || op.Done() != matched {
-		b.Fatalf("operation %+v, want completed over %d", op, matched)
+	hwm := peakRSS(b, r.p.Cmd.Process.Pid)
+	r.client.AuditVerifies(b)
+	r.p.Kill()
+	if len(ds) == 0 {
+		b.Fatalf("%s before the first ingest: too few rows to measure", what)
 	}
-	client.AuditVerifies(b)
-	p.Kill()
-	b.ReportMetric(took.Seconds(), "discard-s")
 	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1e3, "ingest-p50-ms")
 	b.ReportMetric(float64(ds[len(ds)-1].Microseconds())/1e3, "ingest-max-ms")
 	b.ReportMetric(float64(hwm)/1024, "rss-peak-MiB")
-	fmt.Printf("%s: %d matched, %d discarded, %d skipped in %v (answered in %v); %d ingests: p50 %v, max %v; serve peak RSS %d MiB\n",
-		kind, op.Matched, op.Discarded, op.Skipped, took.Round(time.Millisecond), answered.Round(time.Millisecond),
+	fmt.Printf("%s; %d ingests: p50 %v, max %v; serve peak RSS %d MiB\n", what,
 		len(ds), ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond), hwm/1024)
 }
 
