@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quarantine-dev/quarantine/internal/testbin"
 	"github.com/quarantine-dev/quarantine/store/storetest"
 )
 
@@ -18,17 +17,7 @@ import (
 // every 250 ms meanwhile (p50, max) and the peak RSS of serve (VmHWM):
 //
 //	QUARANTINE_BENCH_STORES=sqlite go test -run '^$' -bench '^BenchmarkPinMillion$' -benchtime=1x -timeout 1h ./cmd/quarantine/
-func BenchmarkPinMillion(b *testing.B) {
-	rows := storetest.EnvCount(b, "QUARANTINE_BENCH_ROWS", 1_000_000)
-	stores, _ := testbin.BenchStores()
-	for _, kind := range stores {
-		b.Run(kind, func(b *testing.B) {
-			for range b.N {
-				benchPin(b, kind, rows)
-			}
-		})
-	}
-}
+func BenchmarkPinMillion(b *testing.B) { eachSeededStore(b, benchPin) }
 
 func benchPin(b *testing.B, kind string, rows int) {
 	r := startSeeded(b, kind, rows)
