@@ -1,13 +1,10 @@
 package rabbitmq
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -83,31 +80,10 @@ func BenchmarkPeakRSS(b *testing.B) {
 			time.Sleep(500 * time.Millisecond)
 		}
 		took := time.Since(start)
-		peak := vmHWM(b, p.cmd.Process.Pid)
+		peak := float64(testbin.PeakRSS(b, p.cmd.Process.Pid))
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		p.exited(20 * time.Second)
 		b.ReportMetric(peak/1024, "peak-rss-MB")
 		b.ReportMetric(float64(n)/took.Seconds(), "msgs/s")
 	}
-}
-
-// vmHWM returns the peak resident set of pid in KiB.
-func vmHWM(tb testing.TB, pid int) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return kb
-		}
-	}
-	tb.Fatal("no VmHWM in /proc/PID/status")
-	return 0
 }

@@ -2,22 +2,18 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
-	"github.com/quarantine-dev/quarantine/internal/pgseed"
+	"github.com/quarantine-dev/quarantine/internal/benchseed"
 	"github.com/quarantine-dev/quarantine/internal/testbin"
-	storeopen "github.com/quarantine-dev/quarantine/store/open"
-	"github.com/quarantine-dev/quarantine/store/postgres"
 	"github.com/quarantine-dev/quarantine/store/storetest"
 )
 
@@ -84,47 +80,11 @@ type seededServe struct {
 }
 
 // startSeeded seeds a fresh database of kind with rows burst messages
-// (SQLite through InsertBatch, PostgreSQL by internal/pgseed), indexed for
-// text search, starts the built binary on it and starts the ingests.
+// (benchseed.Seed), starts the built binary on it and starts the
+// ingests.
 func startSeeded(b *testing.B, kind string, rows int) *seededServe {
-	ctx := context.Background()
-	url := testbin.BenchDatabase(b, kind)
-	st, err := storeopen.Store(ctx, url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := st.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if pg, ok := st.(*postgres.Store); ok {
-		pgseed.SeedWindow(b, pg.Pool(), rows, storetest.BurstNewest, storetest.BurstSpan)
-	} else {
-		storetest.SeedBurst(b, st, rows, "burst")
-	}
-	// Indexed for text search before serve starts: the indexer's catching
-	// up is not what is measured.
-	if ix, ok := st.(interface {
-		IndexSearch(context.Context, int) (int, error)
-	}); ok {
-		for {
-			n, err := ix.IndexSearch(ctx, 5000)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if n == 0 {
-				break
-			}
-		}
-	}
-	counts, err := st.CountByQueue(ctx, quarantine.Filter{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := &seededServe{stop: make(chan struct{}), lat: make(chan []time.Duration, 1)}
-	for _, c := range counts {
-		r.matched += c.Count
-	}
-	_ = st.Close()
+	url, stored := benchseed.Seed(b, kind, rows)
+	r := &seededServe{matched: stored, stop: make(chan struct{}), lat: make(chan []time.Duration, 1)}
 	config := filepath.Join(b.TempDir(), "quarantine.yaml")
 	if err := os.WriteFile(config, []byte(fmt.Sprintf("database: %q\nlisten: 127.0.0.1:0\n", url)), 0o600); err != nil {
 		b.Fatal(err)
@@ -175,7 +135,7 @@ func (r *seededServe) finish(b *testing.B, what string) {
 	close(r.stop)
 	ds := <-r.lat
 	slices.Sort(ds)
-	hwm := peakRSS(b, r.p.Cmd.Process.Pid)
+	hwm := testbin.PeakRSS(b, r.p.Cmd.Process.Pid)
 	r.client.AuditVerifies(b)
 	r.p.Kill()
 	if len(ds) == 0 {
@@ -186,21 +146,4 @@ func (r *seededServe) finish(b *testing.B, what string) {
 	b.ReportMetric(float64(hwm)/1024, "rss-peak-MiB")
 	fmt.Printf("%s; %d ingests: p50 %v, max %v; serve peak RSS %d MiB\n", what,
 		len(ds), ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond), hwm/1024)
-}
-
-// peakRSS returns the peak resident set size of process pid in KiB
-// (VmHWM of /proc/PID/status).
-func peakRSS(tb testing.TB, pid int) int64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return n
-		}
-	}
-	tb.Fatal("no VmHWM")
-	return 0
 }

@@ -84,6 +84,26 @@ func CPU(pid int) time.Duration {
 	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
+// PeakRSS is the peak resident set of process pid in KiB (VmHWM of
+// /proc/PID/status).
+func PeakRSS(tb testing.TB, pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			return n
+		}
+	}
+	tb.Fatal("no VmHWM in /proc/PID/status")
+	return 0
+}
+
 // Drain starts `quarantine serve` with config (and args), waits until
 // its log holds started (the collector consumes: start-up is not timed),
 // then until count() reaches n, and returns how long that took and the
