@@ -195,16 +195,20 @@ type PurgeResult struct {
 
 // Selected is one message a bulk action selected, as the store found it
 // inside its transaction. Found is false for an ID that names no message.
+// HeldBy is the replay batch whose item holds the message in flight
+// (leased, its outcome not yet recorded), or "": such a message cannot
+// be discarded, whatever its status.
 type Selected struct {
 	ID     string
 	Status Status
 	Found  bool
+	HeldBy string
 }
 
 // Plan decides what d does to the selected messages: the result, and one
 // message.discard audit event per message that changes, and one
-// message.discard_refused per message whose status forbids it (being
-// replayed: the loser of a race is recorded too). With ExpectCount
+// message.discard_refused per message whose status or replay forbids it
+// (held by a replay in flight: the loser of a race is recorded too). With ExpectCount
 // set, a selection of another size is ECONFLICT and nothing changes.
 // Stores call it inside the transaction that locked the selection, then
 // apply the result and append the events.
@@ -249,6 +253,8 @@ func (m Selected) skipReason(next Status) string {
 		return "not found"
 	case m.Status == next:
 		return "already " + string(next)
+	case m.HeldBy != "":
+		return "the message is being replayed by batch " + m.HeldBy
 	}
 	if err := m.Status.Transition(next); err != nil {
 		return ErrorMessage(err)

@@ -673,22 +673,23 @@ func StartSkipReason(found bool, st Status) string {
 }
 
 // LeaseSkipReason says why a leased item cannot be published now that its
-// message is in status st, or "": a message moves to replaying when its
-// item is leased, so a message discarded, or replayed (or being
-// replayed) by another batch since the pin, is skipped. by is that other
-// batch ("" when none is known); ours says the message is replaying for
-// this very item (leased before by it, or pinned before leases moved
-// messages).
-func LeaseSkipReason(found bool, st Status, ours bool, by string) string {
+// message is in status st, or "": a message discarded, or replayed (or
+// being replayed) by another batch since the pin, is skipped. by is that
+// other batch ("" when none is known): for a quarantined message, the
+// batch whose item holds it in flight (leased, not yet recorded); for
+// the others, also one that published it. A message replaying with no
+// other holder is this very item's (a store of an older version moved a
+// message to replaying when its item was leased).
+func LeaseSkipReason(found bool, st Status, by string) string {
 	switch {
 	case !found:
 		return "the message no longer exists"
-	case st == StatusQuarantined || st == StatusReplaying && ours:
-		return ""
 	case st == StatusDiscarded:
 		return "discarded"
-	case (st == StatusReplaying || st == StatusReplayed || st == StatusRefailed) && by != "":
+	case by != "":
 		return "replayed by batch " + by
+	case st == StatusQuarantined || st == StatusReplaying:
+		return ""
 	}
 	return "the message became " + string(st) + " after the pin"
 }

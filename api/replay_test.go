@@ -105,16 +105,18 @@ func TestReplayCreateByIDs(t *testing.T) {
 	if c.Items != nil || c.EstimatedSeconds != 0.2 {
 		t.Fatalf("a started batch answers no items and its estimate: %+v", c)
 	}
-	// A pin moves no message; the engine's lease does.
+	// A pin moves no message.
 	if m := e.message(a, e.viewer); m.Status != quarantine.StatusQuarantined {
 		t.Fatalf("a pinned message became %s before its lease", m.Status)
 	}
 	if ls, err := e.store.LeaseReplayItems(t.Context(), got.ID, "engine", 10, time.Minute, 0); err != nil || len(ls) != 2 {
 		t.Fatalf("lease: %v, %d leases", err, len(ls))
 	}
+	// Nor does a lease: the items hold their messages in flight, and the
+	// record of each outcome moves its message once.
 	for _, id := range []string{a, b} {
-		if m := e.message(id, e.viewer); m.Status != quarantine.StatusReplaying {
-			t.Fatalf("message %s is %s, want replaying", id, m.Status)
+		if m := e.message(id, e.viewer); m.Status != quarantine.StatusQuarantined {
+			t.Fatalf("message %s is %s, want quarantined until its outcome is recorded", id, m.Status)
 		}
 	}
 	if m := e.message(other, e.viewer); m.Status != quarantine.StatusQuarantined {
@@ -136,13 +138,23 @@ func TestReplayCreateByIDs(t *testing.T) {
 	if ev := e.auditOf(got.ID, quarantine.ActionReplayStart); len(ev) != 1 {
 		t.Fatalf("replay.start %+v", ev)
 	}
-	// A message already replaying is now skipped; expect_count still
-	// counts the messages found.
+	// expect_count counts the messages found.
 	e.json(http.MethodPost, "/api/v1/replays", e.operator, map[string]any{"ids": []string{a}, "expect_count": 2, "reason": "r"}).
 		problem(t, http.StatusConflict, "/expect_count")
+	// A message the first batch holds in flight may be pinned again: the
+	// second batch's lease skips it, naming the first.
 	c = e.createReplay(e.operator, map[string]any{"ids": []string{a, other}, "reason": "again"})
-	if c.Replay.Counts[quarantine.ItemSkipped] != 1 || c.Replay.Counts[quarantine.ItemPending] != 1 {
+	if c.Replay.Counts[quarantine.ItemPending] != 2 {
 		t.Fatalf("second batch counts %+v", c.Replay.Counts)
+	}
+	if ls, err := e.store.LeaseReplayItems(t.Context(), c.Replay.ID, "engine", 10, time.Minute, 0); err != nil || len(ls) != 1 || ls[0].Item.MessageID != other {
+		t.Fatalf("the second batch's lease: %v, %d leases; want other's alone", err, len(ls))
+	}
+	e.get("/api/v1/replays/"+c.Replay.ID+"/items", e.viewer).want(t, http.StatusOK).decode(t, &items)
+	for _, it := range items.Items {
+		if it.MessageID == a && (it.Outcome != quarantine.ItemSkipped || it.Reason != "replayed by batch "+got.ID) {
+			t.Fatalf("the second batch's item of a message held by the first: %+v", it)
+		}
 	}
 }
 
@@ -191,8 +203,8 @@ func TestReplayDryRunByFilter(t *testing.T) {
 	if ls, err := e.store.LeaseReplayItems(t.Context(), d.ID, "engine", 1, time.Minute, 0); err != nil || len(ls) != 1 {
 		t.Fatalf("lease: %v, %d leases", err, len(ls))
 	}
-	if m := e.message(c.Items[0].MessageID, e.viewer); m.Status != quarantine.StatusReplaying {
-		t.Fatalf("leased message is %s", m.Status)
+	if m := e.message(c.Items[0].MessageID, e.viewer); m.Status != quarantine.StatusQuarantined {
+		t.Fatalf("leased message is %s, want quarantined until its outcome is recorded", m.Status)
 	}
 	ev := e.auditOf(d.ID, quarantine.ActionReplayStart)
 	if len(ev) != 1 || ev[0].Actor != "token:operator" || detailsOf(t, ev[0])["reason"] != "previewed, go" {

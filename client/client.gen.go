@@ -802,10 +802,15 @@ type Message struct {
 	SchemaVersion string `json:"schema_version"`
 
 	// Source The collector's name.
-	Source     string        `json:"source"`
-	SourceKind SourceKind    `json:"source_kind"`
-	Status     MessageStatus `json:"status"`
-	UpdatedAt  time.Time     `json:"updated_at"`
+	Source     string     `json:"source"`
+	SourceKind SourceKind `json:"source_kind"`
+
+	// Status `replaying` is left by older versions, which moved a message to it
+	// when its replay item was leased; a message now keeps its status
+	// while its item is in flight and changes once, when the outcome is
+	// recorded (the batch's items say what is in flight).
+	Status    MessageStatus `json:"status"`
+	UpdatedAt time.Time     `json:"updated_at"`
 }
 
 // MessagePayloadRedacted Present when values at the redaction pointers were masked (viewers).
@@ -837,7 +842,10 @@ type MessagePage struct {
 	NextCursor *string   `json:"next_cursor"`
 }
 
-// MessageStatus defines model for MessageStatus.
+// MessageStatus `replaying` is left by older versions, which moved a message to it
+// when its replay item was leased; a message now keeps its status
+// while its item is in flight and changes once, when the outcome is
+// recorded (the batch's items say what is in flight).
 type MessageStatus string
 
 // NullableTime defines model for NullableTime.
@@ -2300,11 +2308,16 @@ type ClientInterface interface {
 	//
 	// Without `dry_run` the batch is `running` at once (audited as
 	// `replay.create` and `replay.start`). No message changes status when
-	// it is pinned: a message becomes `replaying` when the engine leases
-	// its item, and an item whose message was discarded, or replayed by
-	// another batch, since the pin is skipped with that reason
-	// ("discarded", "replayed by batch …"). Two batches may pin the same
-	// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
+	// it is pinned, nor when the engine leases its item: a message keeps
+	// its status until its item's outcome is recorded (then `replayed`,
+	// or `quarantined` still when the publish failed), and the batch's
+	// items say what is in flight (`pending` with `attempts` above 0).
+	// While an item holds its message so, a discard of the message is
+	// refused (`message.discard_refused`) and an edit is 409. An item
+	// whose message was discarded, or replayed by another batch, since
+	// the pin is skipped at its lease with that reason ("discarded",
+	// "replayed by batch …"). Two batches may pin the same message; the
+	// one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
 	// rest (GET …/items), and `undeliverable`: how many items Start would
@@ -2368,11 +2381,16 @@ type ClientInterface interface {
 	//
 	// Without `dry_run` the batch is `running` at once (audited as
 	// `replay.create` and `replay.start`). No message changes status when
-	// it is pinned: a message becomes `replaying` when the engine leases
-	// its item, and an item whose message was discarded, or replayed by
-	// another batch, since the pin is skipped with that reason
-	// ("discarded", "replayed by batch …"). Two batches may pin the same
-	// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
+	// it is pinned, nor when the engine leases its item: a message keeps
+	// its status until its item's outcome is recorded (then `replayed`,
+	// or `quarantined` still when the publish failed), and the batch's
+	// items say what is in flight (`pending` with `attempts` above 0).
+	// While an item holds its message so, a discard of the message is
+	// refused (`message.discard_refused`) and an edit is 409. An item
+	// whose message was discarded, or replayed by another batch, since
+	// the pin is skipped at its lease with that reason ("discarded",
+	// "replayed by batch …"). Two batches may pin the same message; the
+	// one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
 	// rest (GET …/items), and `undeliverable`: how many items Start would
@@ -2445,7 +2463,7 @@ type ClientInterface interface {
 	// Needs an operator or admin, acting for every owner of the batch's
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
 	// token may not see is 404). A reason is required (422). A state
-	// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its messages stay `replaying`.
+	// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its items leased before still hold their messages (a discard refuses them).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2457,7 +2475,7 @@ type ClientInterface interface {
 	// Needs an operator or admin, acting for every owner of the batch's
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
 	// token may not see is 404). A reason is required (422). A state
-	// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its messages stay `replaying`.
+	// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its items leased before still hold their messages (a discard refuses them).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3288,11 +3306,16 @@ func (c *Client) ListReplays(ctx context.Context, params *ListReplaysParams, req
 //
 // Without `dry_run` the batch is `running` at once (audited as
 // `replay.create` and `replay.start`). No message changes status when
-// it is pinned: a message becomes `replaying` when the engine leases
-// its item, and an item whose message was discarded, or replayed by
-// another batch, since the pin is skipped with that reason
-// ("discarded", "replayed by batch …"). Two batches may pin the same
-// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
+// it is pinned, nor when the engine leases its item: a message keeps
+// its status until its item's outcome is recorded (then `replayed`,
+// or `quarantined` still when the publish failed), and the batch's
+// items say what is in flight (`pending` with `attempts` above 0).
+// While an item holds its message so, a discard of the message is
+// refused (`message.discard_refused`) and an edit is 409. An item
+// whose message was discarded, or replayed by another batch, since
+// the pin is skipped at its lease with that reason ("discarded",
+// "replayed by batch …"). Two batches may pin the same message; the
+// one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
 // rest (GET …/items), and `undeliverable`: how many items Start would
@@ -3366,11 +3389,16 @@ func (c *Client) CreateReplayWithBody(ctx context.Context, contentType string, b
 //
 // Without `dry_run` the batch is `running` at once (audited as
 // `replay.create` and `replay.start`). No message changes status when
-// it is pinned: a message becomes `replaying` when the engine leases
-// its item, and an item whose message was discarded, or replayed by
-// another batch, since the pin is skipped with that reason
-// ("discarded", "replayed by batch …"). Two batches may pin the same
-// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
+// it is pinned, nor when the engine leases its item: a message keeps
+// its status until its item's outcome is recorded (then `replayed`,
+// or `quarantined` still when the publish failed), and the batch's
+// items say what is in flight (`pending` with `attempts` above 0).
+// While an item holds its message so, a discard of the message is
+// refused (`message.discard_refused`) and an edit is 409. An item
+// whose message was discarded, or replayed by another batch, since
+// the pin is skipped at its lease with that reason ("discarded",
+// "replayed by batch …"). Two batches may pin the same message; the
+// one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
 // rest (GET …/items), and `undeliverable`: how many items Start would
@@ -3493,7 +3521,7 @@ func (c *Client) ListReplayItems(ctx context.Context, id ReplayID, params *ListR
 // Needs an operator or admin, acting for every owner of the batch's
 // messages (403 otherwise, recorded as `access.denied`; a batch the
 // token may not see is 404). A reason is required (422). A state
-// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its messages stay `replaying`.
+// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its items leased before still hold their messages (a discard refuses them).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3515,7 +3543,7 @@ func (c *Client) PauseReplayWithBody(ctx context.Context, id ReplayID, contentTy
 // Needs an operator or admin, acting for every owner of the batch's
 // messages (403 otherwise, recorded as `access.denied`; a batch the
 // token may not see is 404). A reason is required (422). A state
-// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its messages stay `replaying`.
+// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its items leased before still hold their messages (a discard refuses them).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6384,11 +6412,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// Without `dry_run` the batch is `running` at once (audited as
 	// `replay.create` and `replay.start`). No message changes status when
-	// it is pinned: a message becomes `replaying` when the engine leases
-	// its item, and an item whose message was discarded, or replayed by
-	// another batch, since the pin is skipped with that reason
-	// ("discarded", "replayed by batch …"). Two batches may pin the same
-	// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
+	// it is pinned, nor when the engine leases its item: a message keeps
+	// its status until its item's outcome is recorded (then `replayed`,
+	// or `quarantined` still when the publish failed), and the batch's
+	// items say what is in flight (`pending` with `attempts` above 0).
+	// While an item holds its message so, a discard of the message is
+	// refused (`message.discard_refused`) and an edit is 409. An item
+	// whose message was discarded, or replayed by another batch, since
+	// the pin is skipped at its lease with that reason ("discarded",
+	// "replayed by batch …"). Two batches may pin the same message; the
+	// one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
 	// rest (GET …/items), and `undeliverable`: how many items Start would
@@ -6452,11 +6485,16 @@ type ClientWithResponsesInterface interface {
 	//
 	// Without `dry_run` the batch is `running` at once (audited as
 	// `replay.create` and `replay.start`). No message changes status when
-	// it is pinned: a message becomes `replaying` when the engine leases
-	// its item, and an item whose message was discarded, or replayed by
-	// another batch, since the pin is skipped with that reason
-	// ("discarded", "replayed by batch …"). Two batches may pin the same
-	// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
+	// it is pinned, nor when the engine leases its item: a message keeps
+	// its status until its item's outcome is recorded (then `replayed`,
+	// or `quarantined` still when the publish failed), and the batch's
+	// items say what is in flight (`pending` with `attempts` above 0).
+	// While an item holds its message so, a discard of the message is
+	// refused (`message.discard_refused`) and an edit is 409. An item
+	// whose message was discarded, or replayed by another batch, since
+	// the pin is skipped at its lease with that reason ("discarded",
+	// "replayed by batch …"). Two batches may pin the same message; the
+	// one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 	// nothing and expires (`expires_at`) unless started; the answer also
 	// holds the first page of its items (50) and `next_cursor` for the
 	// rest (GET …/items), and `undeliverable`: how many items Start would
@@ -6533,7 +6571,7 @@ type ClientWithResponsesInterface interface {
 	// Needs an operator or admin, acting for every owner of the batch's
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
 	// token may not see is 404). A reason is required (422). A state
-	// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its messages stay `replaying`.
+	// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its items leased before still hold their messages (a discard refuses them).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6545,7 +6583,7 @@ type ClientWithResponsesInterface interface {
 	// Needs an operator or admin, acting for every owner of the batch's
 	// messages (403 otherwise, recorded as `access.denied`; a batch the
 	// token may not see is 404). A reason is required (422). A state
-	// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its messages stay `replaying`.
+	// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its items leased before still hold their messages (a discard refuses them).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11984,11 +12022,16 @@ func (c *ClientWithResponses) ListReplaysWithResponse(ctx context.Context, param
 //
 // Without `dry_run` the batch is `running` at once (audited as
 // `replay.create` and `replay.start`). No message changes status when
-// it is pinned: a message becomes `replaying` when the engine leases
-// its item, and an item whose message was discarded, or replayed by
-// another batch, since the pin is skipped with that reason
-// ("discarded", "replayed by batch …"). Two batches may pin the same
-// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
+// it is pinned, nor when the engine leases its item: a message keeps
+// its status until its item's outcome is recorded (then `replayed`,
+// or `quarantined` still when the publish failed), and the batch's
+// items say what is in flight (`pending` with `attempts` above 0).
+// While an item holds its message so, a discard of the message is
+// refused (`message.discard_refused`) and an edit is 409. An item
+// whose message was discarded, or replayed by another batch, since
+// the pin is skipped at its lease with that reason ("discarded",
+// "replayed by batch …"). Two batches may pin the same message; the
+// one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
 // rest (GET …/items), and `undeliverable`: how many items Start would
@@ -12058,11 +12101,16 @@ func (c *ClientWithResponses) CreateReplayWithBodyWithResponse(ctx context.Conte
 //
 // Without `dry_run` the batch is `running` at once (audited as
 // `replay.create` and `replay.start`). No message changes status when
-// it is pinned: a message becomes `replaying` when the engine leases
-// its item, and an item whose message was discarded, or replayed by
-// another batch, since the pin is skipped with that reason
-// ("discarded", "replayed by batch …"). Two batches may pin the same
-// message; the one that leases it first publishes it. With `dry_run` it is a `draft` that changes
+// it is pinned, nor when the engine leases its item: a message keeps
+// its status until its item's outcome is recorded (then `replayed`,
+// or `quarantined` still when the publish failed), and the batch's
+// items say what is in flight (`pending` with `attempts` above 0).
+// While an item holds its message so, a discard of the message is
+// refused (`message.discard_refused`) and an edit is 409. An item
+// whose message was discarded, or replayed by another batch, since
+// the pin is skipped at its lease with that reason ("discarded",
+// "replayed by batch …"). Two batches may pin the same message; the
+// one that leases it first publishes it. With `dry_run` it is a `draft` that changes
 // nothing and expires (`expires_at`) unless started; the answer also
 // holds the first page of its items (50) and `next_cursor` for the
 // rest (GET …/items), and `undeliverable`: how many items Start would
@@ -12169,7 +12217,7 @@ func (c *ClientWithResponses) ListReplayItemsWithResponse(ctx context.Context, i
 // Needs an operator or admin, acting for every owner of the batch's
 // messages (403 otherwise, recorded as `access.denied`; a batch the
 // token may not see is 404). A reason is required (422). A state
-// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its messages stay `replaying`.
+// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its items leased before still hold their messages (a discard refuses them).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12187,7 +12235,7 @@ func (c *ClientWithResponses) PauseReplayWithBodyWithResponse(ctx context.Contex
 // Needs an operator or admin, acting for every owner of the batch's
 // messages (403 otherwise, recorded as `access.denied`; a batch the
 // token may not see is 404). A reason is required (422). A state
-// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its messages stay `replaying`.
+// that does not allow it is 409. The batch becomes `paused` (`replay.pause`); its items leased before still hold their messages (a discard refuses them).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -41,8 +41,9 @@ type Store interface {
 	// message of the batch is committed, or none is and an error returns.
 	//
 	// Re-failure link: a new message whose non-empty idempotency key equals
-	// that of a stored message in status replayed (or replaying: it came
-	// back before its publish was recorded) marks that message
+	// that of a stored message in status replayed (or one a replay item
+	// holds in flight, quarantined or replaying: it came back before its
+	// publish was recorded) marks that message
 	// refailed and records its ID in the new message's RefailOf, in the same
 	// transaction (the most recently failed one, if several), and marks
 	// the latest published or deduplicated replay item of that message
@@ -87,7 +88,9 @@ type Store interface {
 	// message.edit audit event (details: version, old_sha256, new_sha256,
 	// reason) in the same transaction. ENOTFOUND for an unknown message;
 	// EPRECONDITION when e.IfMatch is not the current payload_sha256;
-	// ECONFLICT while the message is replaying, or once it is discarded.
+	// ECONFLICT while the message is replaying or a replay item holds it
+	// in flight (leased, its outcome not yet recorded), or once it is
+	// discarded.
 	// The idempotency key never changes. Returns the updated message.
 	EditPayload(ctx context.Context, e quarantine.PayloadEdit) (*quarantine.Message, error)
 
@@ -96,8 +99,10 @@ type Store interface {
 	// status), all in one transaction. A filter may match at most
 	// quarantine.MaxBulk messages (EUNPROCESSABLE above, naming the count);
 	// with d.ExpectCount set, another count is ECONFLICT and nothing
-	// changes. Messages whose status cannot become discarded are skipped;
-	// unknown IDs are skipped with reason "not found".
+	// changes. Messages whose status cannot become discarded, or that a
+	// replay item holds in flight, are skipped (with a
+	// message.discard_refused event); unknown IDs are skipped with reason
+	// "not found".
 	Discard(ctx context.Context, d quarantine.Discard) (quarantine.BulkResult, error)
 
 	// RekeyMessages applies the key changes of r whose message still has
@@ -221,7 +226,8 @@ type Replays interface {
 	// owners' messages (a filter is narrowed to them; an ID of another
 	// owner is "not found"). With r.DryRun the batch is a draft expiring
 	// after r.DraftTTL; otherwise it starts at once. No message changes
-	// status: each moves to replaying when its item is leased. Appends
+	// status, nor does the lease of its item: the item holds its message
+	// in flight, and the record of its outcome moves the message once. Appends
 	// replay.create (details: reason, dry_run, total, skipped,
 	// destination, rate, and the force flags given) in the transaction
 	// that settles the batch, and replay.start too when it started.
@@ -251,17 +257,18 @@ type Replays interface {
 	// appends its audit event (details: reason, from, to), in one
 	// transaction. The batch's StateReason becomes c.Reason.
 	//   start: each pending item whose message is no longer quarantined is
-	//     skipped (quarantine.StartSkipReason); the others' messages become
-	//     replaying. A draft past its expiry is ECONFLICT (and expires).
+	//     skipped (quarantine.StartSkipReason); no message changes. A
+	//     draft past its expiry is ECONFLICT (and expires).
 	//     A scheduled batch starts as a draft does (before its StartAt
 	//     too: an operator's start now).
-	//   cancel: pending items are skipped ("cancelled"), their messages
-	//     (replaying) become quarantined again (a draft's and a scheduled
-	//     batch's messages never left quarantined). An item whose lease is live
+	//   cancel: pending items are skipped ("cancelled"), which ends their
+	//     hold on their messages; messages an older version moved to
+	//     replaying become quarantined again. An item whose lease is live
 	//     keeps it: a publish its engine records afterwards is recorded
 	//     (the message was published), a failure is refused as stale; an
 	//     expired lease's result is refused.
-	//   pause, resume, halt: the state only; messages stay replaying.
+	//   pause, resume, halt: the state only; items leased before still
+	//     hold their messages.
 	//   complete: only when no item is pending (ECONFLICT otherwise).
 	//   expire: a draft only.
 	ChangeReplay(ctx context.Context, c quarantine.ReplayChange) (*quarantine.ReplayBatch, error)

@@ -69,7 +69,7 @@ func cliCommands() []cliCommand {
 		{name: cmdAlarmsList, run: (*cliRun).alarmsList, usage: usageAlarmsList},
 		{name: cmdReplayCreate, args: "[ID...]", max: -1, flags: createFlags, run: (*cliRun).replayCreate, usage: usageReplayCreate},
 		{name: cmdReplayStart, args: "ID", min: 1, max: 1, flags: startFlags, run: (*cliRun).replayStart, usage: usageReplayStart},
-		{name: cmdReplayPause, args: "ID", min: 1, max: 1, flags: reasonFlag, run: (*cliRun).replayChange, usage: usageReplayChange("pause", "Pauses a running batch; its messages stay replaying.")},
+		{name: cmdReplayPause, args: "ID", min: 1, max: 1, flags: reasonFlag, run: (*cliRun).replayChange, usage: usageReplayChange("pause", "Pauses a running batch; the items it leased still hold their messages.")},
 		{name: cmdReplayResume, args: "ID", min: 1, max: 1, flags: watchableReason, run: (*cliRun).replayChange, usage: usageReplayChange("resume", "Resumes a paused or halted batch (resuming a halted one overrides its failed canary).")},
 		{name: cmdReplayCancel, args: "ID", min: 1, max: 1, flags: reasonFlag, run: (*cliRun).replayChange, usage: usageReplayChange("cancel", "Cancels a batch; the messages of its pending items are quarantined again.")},
 		{name: cmdReplayWatch, args: "ID", min: 1, max: 1, flags: intervalFlag, run: (*cliRun).replayWatch, usage: usageReplayWatch},

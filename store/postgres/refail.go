@@ -9,10 +9,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/replays"
 )
 
 // The re-failure link: a new message whose idempotency key equals that of
-// a replayed message (or one being replayed) re-failed from it. InsertBatch locks the replayed
+// a replayed message (or one being replayed: held by a replay item in
+// flight, replays.InFlight, or replaying, moved by an older version)
+// re-failed from it. InsertBatch locks the replayed
 // candidates before it inserts (message rows first, then the counters the
 // triggers keep: the order every writer takes), then links as if the
 // batch were stored one message at a time, in order: the first new
@@ -22,11 +25,14 @@ import (
 // refail_of, in the transaction of the insert.
 
 // lockReplayedSQL locks the replayed messages with one of the keys, in id
-// order so that concurrent writers cannot deadlock: one probe of the
-// small partial index messages_replayed_key_idx per key.
-const lockReplayedSQL = `SELECT id, idempotency_key, failed_at FROM messages
-WHERE status IN ('replayed', 'replaying') AND idempotency_key = ANY($1::text[])
-ORDER BY id FOR UPDATE`
+// order so that concurrent writers cannot deadlock: one probe of the key
+// index per key, and of the items' message index for a quarantined
+// message (held in flight or not; the columns of replays.InFlight name
+// the subquery's table).
+const lockReplayedSQL = `SELECT m.id, m.idempotency_key, m.failed_at FROM messages m
+WHERE m.idempotency_key = ANY($1::text[]) AND (m.status IN ('replayed', 'replaying') OR m.status = 'quarantined'
+	AND EXISTS (SELECT 1 FROM replay_items WHERE replay_items.message_id = m.id AND ` + replays.InFlight + `))
+ORDER BY m.id FOR UPDATE OF m`
 
 type replayedMsg struct {
 	id       string
@@ -118,7 +124,7 @@ func (s *Store) applyRefailures(ctx context.Context, tx pgx.Tx, links []refailLi
 		news[i], olds[i] = l.new, l.old
 	}
 	if _, err := tx.Exec(ctx, `UPDATE messages SET status = 'refailed', updated_at = $2
-		WHERE id = ANY($1::text[]) AND status IN ('replayed', 'replaying')`, olds, now); err != nil {
+		WHERE id = ANY($1::text[]) AND status IN ('replayed', 'replaying', 'quarantined')`, olds, now); err != nil {
 		return err
 	}
 	// The new entry carries the replays of its job so far, for the
@@ -139,7 +145,7 @@ func (s *Store) applyRefailures(ctx context.Context, tx pgx.Tx, links []refailLi
 	if err != nil {
 		return err
 	}
-	// A message still replaying came back before its publish was
+	// A message still in flight came back before its publish was
 	// recorded: its pending item notes the new entry, and becomes
 	// refailed when the publish is recorded.
 	_, err = tx.Exec(ctx, `UPDATE replay_items i SET refail_id = l.new, updated_at = $3

@@ -127,10 +127,13 @@ func (p backend) ReleaseReplayItems(ctx context.Context, leases []quarantine.Rep
 	return p.s.ReleaseReplayItems(ctx, leases)
 }
 
-// claimMessages locks the messages of the leased items (id order), moves
-// the quarantined ones to replaying and skips the items whose message
-// another batch holds or published, or that was discarded
-// (replays.Claim). It returns the leases kept and how many were skipped.
+// claimMessages locks the messages of the leased items (id order) and
+// skips the items whose message another batch holds or published, or
+// that was discarded (replays.Claim); the messages' rows are not
+// changed. The holders are read in a statement after the lock, so that
+// a discard or another lease that locked a message first is seen
+// (replays.InFlight). It returns the leases kept and how many were
+// skipped.
 func claimMessages(ctx context.Context, tx pgx.Tx, batchID string, out []quarantine.ReplayLease, now time.Time) ([]quarantine.ReplayLease, int, error) {
 	ids := make([]string, len(out))
 	for i, l := range out {
@@ -146,24 +149,18 @@ func claimMessages(ctx context.Context, tx pgx.Tx, batchID string, out []quarant
 	if _, err := pgx.ForEachRow(rows, []any{&id, &st}, func() error { status[id] = st; return nil }); err != nil {
 		return nil, 0, err
 	}
-	holders := map[string]string{}
-	if other := replays.Unclaimed(status); len(other) > 0 {
-		rows, err := tx.Query(ctx, `SELECT DISTINCT ON (message_id) message_id, batch_id FROM replay_items
-			WHERE message_id = ANY($1::text[]) AND batch_id <> $2 AND attempts > 0 AND outcome IN (`+replays.HolderOutcomes+`)
-			ORDER BY message_id, updated_at DESC`, other, batchID)
-		if err != nil {
-			return nil, 0, err
-		}
-		if _, err := pgx.ForEachRow(rows, []any{&id, &by}, func() error { holders[id] = by; return nil }); err != nil {
-			return nil, 0, err
-		}
+	holders := replays.NewHolders()
+	var pending bool
+	rows, err = tx.Query(ctx, `SELECT message_id, batch_id, outcome = 'pending' FROM replay_items
+		WHERE message_id = ANY($1::text[]) AND batch_id <> $2 AND attempts > 0 AND outcome IN (`+replays.HolderOutcomes+`)
+		ORDER BY updated_at`, ids, batchID)
+	if err != nil {
+		return nil, 0, err
 	}
-	move, skip, keep := replays.Claim(out, status, holders)
-	if len(move) > 0 {
-		if _, err := tx.Exec(ctx, `UPDATE messages SET status = 'replaying', updated_at = $2 WHERE id = ANY($1::text[])`, move, now); err != nil {
-			return nil, 0, err
-		}
+	if _, err := pgx.ForEachRow(rows, []any{&id, &by, &pending}, func() error { holders.Add(id, by, pending); return nil }); err != nil {
+		return nil, 0, err
 	}
+	skip, keep := replays.Claim(out, status, holders)
 	if len(skip) > 0 {
 		seqs, why := make([]int32, len(skip)), mk(len(skip))
 		for i, k := range skip {
@@ -364,10 +361,11 @@ type resultRow struct {
 }
 
 // recordResults writes the valid results to their items and moves their
-// messages (locked in id order): replayed when published (refailed when
-// it came back before this record; replayed too when its batch was
-// cancelled while the publish was in flight), quarantined again
-// otherwise. An item that noted an early re-failure becomes refailed.
+// messages (locked in id order), once: replayed when published (from
+// quarantined, where the lease left them, or replaying, where an older
+// version's lease moved them; refailed stays when it came back before
+// this record), quarantined again otherwise (from replaying only). An
+// item that noted an early re-failure becomes refailed.
 func recordResults(ctx context.Context, tx pgx.Tx, results []quarantine.ReplayResult, valid map[int]int32, now time.Time) error {
 	if len(valid) == 0 {
 		return nil

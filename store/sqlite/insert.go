@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/replays"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
 )
 
@@ -300,7 +301,9 @@ func insertVersions(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message,
 }
 
 // lockReplayed returns, per non-empty idempotency key of msgs, the IDs of
-// the replayed messages holding it, most recently failed first (the write
+// the replayed messages holding it (or being replayed: held by a replay
+// item in flight, replays.InFlight, or replaying, moved by an older
+// version), most recently failed first (the write
 // transaction holds the database's one write lock).
 func lockReplayed(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message) (map[string][]string, error) {
 	seen := map[string]bool{}
@@ -315,7 +318,9 @@ func lockReplayed(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message) (
 		return nil, nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT m.idempotency_key, m.id FROM messages m
-		WHERE m.idempotency_key IN (SELECT value FROM json_each(?)) AND m.status IN ('replayed', 'replaying')
+		WHERE m.idempotency_key IN (SELECT value FROM json_each(?)) AND (m.status IN ('replayed', 'replaying')
+			OR m.status = 'quarantined' AND EXISTS (SELECT 1 FROM replay_items
+				WHERE replay_items.message_id = m.id AND `+replays.InFlight+`))
 		ORDER BY m.idempotency_key, m.failed_at DESC, m.id DESC`, jsonArray(keys))
 	if err != nil {
 		return nil, err
@@ -353,7 +358,7 @@ func refail(ctx context.Context, tx *sql.Tx, m *quarantine.Message, old string, 
 	if err != nil {
 		return err
 	}
-	// A message still replaying came back before its publish was
+	// A message still in flight came back before its publish was
 	// recorded: its pending item notes the new entry, and becomes
 	// refailed when the publish is recorded.
 	_, err = tx.ExecContext(ctx, `UPDATE replay_items SET refail_id = ?, updated_at = ?

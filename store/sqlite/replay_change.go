@@ -36,16 +36,19 @@ func (t replayTx) CountPending(ctx context.Context, batchID string) (int, error)
 	return n, err
 }
 
-// CancelItems skips the pending items of a batch ("cancelled") and with
-// release returns their (replaying) messages to quarantined. Items whose
+// CancelItems skips the pending items of a batch ("cancelled"), which
+// ends their hold on their messages (replays.InFlight), and with release
+// returns their messages that an older version moved to replaying to
+// quarantined. Items whose
 // lease has expired get a new fence, so that a late result is refused;
 // an item whose lease is live keeps it, and a publish its engine records
 // afterwards is recorded (the message was published: replayed it is).
 func (t replayTx) CancelItems(ctx context.Context, batchID string, release bool, now time.Time) error {
 	if release {
 		var ids string
-		// Only a leased item moved its message to replaying (an item never
-		// leased left it as it was: quarantined, or another batch's).
+		// Only a leased item of an older version moved its message to
+		// replaying (an item never leased left it as it was: quarantined,
+		// or another batch's).
 		if err := t.tx.QueryRowContext(ctx, `SELECT json_group_array(message_id) FROM replay_items
 			WHERE batch_id = ? AND outcome = 'pending' AND attempts > 0`, batchID).Scan(&ids); err != nil {
 			return err

@@ -109,10 +109,11 @@ func (p backend) ReleaseReplayItems(ctx context.Context, leases []quarantine.Rep
 	return p.s.ReleaseReplayItems(ctx, leases)
 }
 
-// claimMessages moves the quarantined messages of the leased items to
-// replaying and skips the items whose message another batch holds or
+// claimMessages skips the items whose message another batch holds or
 // published, or that was discarded (replays.Claim), completing the batch
-// when that left nothing pending. It returns the leases kept.
+// when that left nothing pending; the messages' rows are not changed
+// (the write transaction holds the database's one write lock). It
+// returns the leases kept.
 func (s *Store) claimMessages(ctx context.Context, tx *sql.Tx, batchID string, out []quarantine.ReplayLease, now time.Time) ([]quarantine.ReplayLease, error) {
 	ids := make([]string, len(out))
 	for i, l := range out {
@@ -123,21 +124,11 @@ func (s *Store) claimMessages(ctx context.Context, tx *sql.Tx, batchID string, o
 		jsonArray(ids)))(func(id, st string) { status[id] = quarantine.Status(st) }); err != nil {
 		return nil, err
 	}
-	holders := map[string]string{}
-	if other := replays.Unclaimed(status); len(other) > 0 {
-		if err := scanPairs(tx.QueryContext(ctx, `SELECT message_id, batch_id FROM replay_items
-			WHERE message_id IN (SELECT value FROM json_each(?)) AND batch_id <> ? AND attempts > 0
-				AND outcome IN (`+replays.HolderOutcomes+`)
-			ORDER BY updated_at`, jsonArray(other), batchID))(func(id, by string) { holders[id] = by }); err != nil {
-			return nil, err
-		}
+	holders, err := readHolders(ctx, tx, ids, batchID)
+	if err != nil {
+		return nil, err
 	}
-	move, skip, keep := replays.Claim(out, status, holders)
-	if len(move) > 0 {
-		if err := moveStatus(ctx, tx, jsonArray(move), "quarantined", "replaying", "", micros(now)); err != nil {
-			return nil, err
-		}
-	}
+	skip, keep := replays.Claim(out, status, holders)
 	if len(skip) == 0 {
 		return keep, nil
 	}
@@ -153,6 +144,29 @@ func (s *Store) claimMessages(ctx context.Context, tx *sql.Tx, batchID string, o
 		return keep, err
 	}
 	return keep, s.appendAudits(ctx, tx, []*quarantine.AuditEvent{ev})
+}
+
+// readHolders reads the batches other than batchID whose items hold or
+// published the messages of ids (replays.Holders).
+func readHolders(ctx context.Context, tx *sql.Tx, ids []string, batchID string) (replays.Holders, error) {
+	holders := replays.NewHolders()
+	rows, err := tx.QueryContext(ctx, `SELECT message_id, batch_id, outcome = 'pending' FROM replay_items
+		WHERE message_id IN (SELECT value FROM json_each(?)) AND batch_id <> ? AND attempts > 0
+			AND outcome IN (`+replays.HolderOutcomes+`)
+		ORDER BY updated_at`, jsonArray(ids), batchID)
+	if err != nil {
+		return holders, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, by string
+		var pending bool
+		if err := rows.Scan(&id, &by, &pending); err != nil {
+			return holders, err
+		}
+		holders.Add(id, by, pending)
+	}
+	return holders, rows.Err()
 }
 
 // scanPairs returns a function that calls fn with each row of two text
@@ -347,17 +361,17 @@ func recordItems(ctx context.Context, tx *sql.Tx, rs []resultRow, now time.Time)
 }
 
 // lateRecordSQL moves the published messages that re-failed before their
-// record (they stay refailed) or whose batch was cancelled while the
-// publish was in flight (quarantined). The unary + keeps the planner from
+// record (they stay refailed). The unary + keeps the planner from
 // scanning the status index through every quarantined message.
 const lateRecordSQL = `UPDATE messages SET status = CASE status WHEN 'refailed' THEN 'refailed' ELSE 'replayed' END,
 	replay_count = replay_count + 1, updated_at = ?
 	WHERE id IN (SELECT value FROM json_each(?)) AND +status IN ('refailed', 'quarantined')`
 
-// moveRecorded moves the messages of recorded results: replayed when
-// published (refailed when it came back before this record, replayed too
-// when its batch was cancelled while the publish was in flight),
-// quarantined again otherwise.
+// moveRecorded moves the messages of recorded results, once: replayed
+// when published (from quarantined, where the lease left them; from
+// replaying, where an older version's lease moved them; refailed stays
+// when it came back before this record), quarantined again otherwise
+// (from replaying only: an item in flight left its message quarantined).
 func moveRecorded(ctx context.Context, tx *sql.Tx, rs []resultRow, now time.Time) error {
 	var published, other []string
 	for _, r := range rs {
@@ -369,12 +383,18 @@ func moveRecorded(ctx context.Context, tx *sql.Tx, rs []resultRow, now time.Time
 	}
 	if len(published) > 0 {
 		ids := jsonArray(published)
-		moved, err := moveStatusN(ctx, tx, ids, "replaying", "replayed", ", replay_count = replay_count + 1", micros(now))
-		if err != nil {
-			return err
+		moved := 0
+		for _, from := range []string{"quarantined", "replaying"} {
+			n, err := moveStatusN(ctx, tx, ids, from, "replayed", ", replay_count = replay_count + 1", micros(now))
+			if err != nil {
+				return err
+			}
+			if moved += n; moved == len(published) {
+				break
+			}
 		}
-		// Usually every one was replaying; look for the others only when
-		// some were not.
+		// Usually every one was quarantined; look for the others only
+		// when some were not.
 		if moved < len(published) {
 			if _, err := tx.ExecContext(ctx, lateRecordSQL, micros(now), ids); err != nil {
 				return err

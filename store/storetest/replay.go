@@ -342,8 +342,8 @@ func testReplayDraftPinned(t *testing.T, h Harness) {
 		started.Total != 3 || started.Counts[quarantine.ItemPending] != 3 {
 		t.Fatalf("started = %+v", started)
 	}
-	// The lease skips the discarded message, with its reason, and moves
-	// the others to replaying.
+	// The lease skips the discarded message, with its reason, and holds
+	// the others (their status stays until their outcome is recorded).
 	ls, err = s.LeaseReplayItems(t.Context(), draft.ID, "engine", 10, time.Minute, 0)
 	wantOK(t, err, "LeaseReplayItems")
 	if len(ls) != 2 {
@@ -354,7 +354,7 @@ func testReplayDraftPinned(t *testing.T, h Harness) {
 		t.Fatal("a message that arrived after the preview joined the pinned set")
 	}
 	wantItem(t, its, msgs[1].ID, quarantine.ItemSkipped, "discarded")
-	msgs[0].Status, msgs[1].Status, msgs[2].Status = quarantine.StatusReplaying, quarantine.StatusDiscarded, quarantine.StatusReplaying
+	msgs[1].Status = quarantine.StatusDiscarded
 	wantStatuses(t, s, append(msgs, late))
 	evs := auditOf(t, s, draft.ID, quarantine.ActionReplayStart)
 	if len(evs) != 1 || evs[0].Actor != "bob" {

@@ -63,10 +63,7 @@ func testReplayGroupCounts(t *testing.T, h Harness) {
 	for _, m := range msgs {
 		byID[m.ID] = m
 	}
-	for _, l := range leases {
-		byID[l.Item.MessageID].Status = quarantine.StatusReplaying
-	}
-	check("after the lease")
+	check("after the lease") // a lease moves no message: the record does
 	var results []quarantine.ReplayResult
 	for i, l := range leases {
 		r := published(l)
@@ -93,12 +90,12 @@ func testReplayGroupCounts(t *testing.T, h Harness) {
 	}
 	wantStatuses(t, s, msgs)
 	check("after the cancel")
-	// A second replay of the same messages moves them again.
+	// A second replay of the same messages moves them again, at its
+	// record.
 	var again []*quarantine.Message
 	for _, m := range msgs {
 		if m.Status == quarantine.StatusQuarantined {
 			again = append(again, m)
-			m.Status = quarantine.StatusReplaying
 		}
 	}
 	b2 := createReplay(t, s, replayReq(ids(again)...), nil)
@@ -108,4 +105,14 @@ func testReplayGroupCounts(t *testing.T, h Harness) {
 		t.Fatalf("%d leased, want %d", len(leases), len(again))
 	}
 	check("after a second lease")
+	results = results[:0]
+	for _, l := range leases {
+		results = append(results, published(l))
+		byID[l.Item.MessageID].Status = quarantine.StatusReplayed
+	}
+	if stale, err := s.RecordReplayResults(ctx, results); err != nil || len(stale) != 0 {
+		t.Fatalf("RecordReplayResults = %v, %v", stale, err)
+	}
+	wantStatuses(t, s, msgs)
+	check("after the second record")
 }

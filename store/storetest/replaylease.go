@@ -19,6 +19,10 @@ func testReplayLease(t *testing.T, h Harness) {
 		{"Concurrent", testReplayConcurrentLeases},
 		{"Refail", testReplayRefail},
 		{"DiscardRace", testReplayDiscardRace},
+		{"Hold", testReplayHold},
+		{"HoldRace", testReplayHoldRace},
+		{"OlderReplaying", testReplayOlderReplaying},
+		{"EarlyRefail", testReplayEarlyRefail},
 		{"GroupCounts", testReplayGroupCounts},
 	})
 }
@@ -109,7 +113,9 @@ func testReplayFence(t *testing.T, h Harness) {
 		t.Fatalf("stale %v", stale)
 	}
 	wantItem(t, items(t, s, batch.ID), msgs[1].ID, quarantine.ItemFailed, fail.Reason)
-	msgs[0].Status, msgs[2].Status, msgs[3].Status = quarantine.StatusReplayed, quarantine.StatusReplaying, quarantine.StatusReplaying
+	// The messages of the items still in flight keep their status: the
+	// items hold them.
+	msgs[0].Status = quarantine.StatusReplayed
 	wantStatuses(t, s, msgs)
 	bad := published(over[2])
 	bad.Outcome = quarantine.ItemPending
@@ -345,8 +351,9 @@ func testReplayRefail(t *testing.T, h Harness) {
 }
 
 // testReplayDiscardRace races a discard against the lease of a pinned
-// message: the lease's status change and the discard's conflict on the
-// message, so exactly one wins (the lease skips the item as "discarded").
+// message: both lock the message, then look at what the other left (its
+// status, or the item holding it), so exactly one wins (the lease skips
+// the item as "discarded", or the discard refuses the held message).
 func testReplayDiscardRace(t *testing.T, h Harness) {
 	s := h.Open(t)
 	ctx := t.Context()
@@ -379,7 +386,7 @@ func testReplayDiscardRace(t *testing.T, h Harness) {
 		}
 		want := quarantine.StatusDiscarded
 		if replayWon {
-			want = quarantine.StatusReplaying
+			want = quarantine.StatusQuarantined // until the outcome is recorded: the item holds it
 		} else {
 			wantItem(t, items(t, s, batch.ID), m.ID, quarantine.ItemSkipped, "discarded")
 			done, err := s.GetReplay(ctx, batch.ID)

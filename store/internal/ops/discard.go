@@ -10,6 +10,7 @@ import (
 // transaction: select (and lock, where the store locks rows) the
 // messages, mark the changed ones discarded, and append the audit events.
 type DiscardTx interface {
+	Holds
 	// SelectFilter returns up to limit messages matching f (a valid
 	// filter without cursor), in id order, with their statuses.
 	SelectFilter(ctx context.Context, f quarantine.Filter, limit int) ([]quarantine.Selected, error)
@@ -48,6 +49,9 @@ func Discard(ctx context.Context, d quarantine.Discard, tx DiscardTx) (quarantin
 		sel, err = selectFilter(ctx, *d.Filter, tx)
 	} else {
 		sel, err = selectIDs(ctx, d.IDs, tx)
+	}
+	if err == nil {
+		err = markHeld(ctx, sel, tx)
 	}
 	if err != nil {
 		return quarantine.BulkResult{}, err

@@ -68,6 +68,7 @@ func StartDiscard(ctx context.Context, d quarantine.Discard, confirmAbove int, i
 // ChunkTx is what the transaction of one chunk of a discard operation
 // (DiscardChunk) needs of a store's transaction.
 type ChunkTx interface {
+	Holds
 	// Lock reads the operation id and locks it until the transaction
 	// ends (ENOTFOUND for an unknown id).
 	Lock(ctx context.Context, id string) (quarantine.DiscardOperation, error)
@@ -97,6 +98,9 @@ func DiscardChunk(ctx context.Context, id string, n int, now time.Time, tx Chunk
 		return op, res, err
 	}
 	sel, err := tx.Select(ctx, op, n)
+	if err == nil {
+		err = markHeld(ctx, sel, tx)
+	}
 	if err != nil {
 		return op, res, err
 	}

@@ -71,6 +71,7 @@ func PlanEdit(e quarantine.PayloadEdit, cur Current) (EditPlan, error) {
 // new payload version and the message's new state, append the audit
 // event, and read the message back.
 type EditTx interface {
+	Holds
 	// Current reads the row of message id; ENOTFOUND when there is none.
 	Current(ctx context.Context, id string) (Current, error)
 	// WritePayload stores e.Payload as version p.Version of message
@@ -84,14 +85,18 @@ type EditTx interface {
 }
 
 // Edit runs e inside a store's transaction: the current row, the rules
-// (PlanEdit), the writes and the audit event, in that order. It returns
-// the edited message.
+// (PlanEdit; ECONFLICT too while a replay holds the message: Holds), the
+// writes and the audit event, in that order. It returns the edited
+// message.
 func Edit(ctx context.Context, e quarantine.PayloadEdit, tx EditTx) (*quarantine.Message, error) {
 	cur, err := tx.Current(ctx, e.MessageID)
 	if err != nil {
 		return nil, err
 	}
 	p, err := PlanEdit(e, cur)
+	if err == nil {
+		err = checkNotHeld(ctx, e.MessageID, tx)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ func TestPlanEdit(t *testing.T) {
 
 func TestDiscard(t *testing.T) {
 	t.Parallel()
-	a, b := quarantine.NewID(time.Now()), quarantine.NewID(time.Now())
+	a, b, c := quarantine.NewID(time.Now()), quarantine.NewID(time.Now()), quarantine.NewID(time.Now())
 	var marked []string
 	var audited []*quarantine.AuditEvent
 	tx := fakeDiscardTx{
@@ -63,15 +63,17 @@ func TestDiscard(t *testing.T) {
 			return nil, nil
 		},
 		selectIDs: func(ids []string) (map[string]quarantine.Status, error) {
-			if !slices.Equal(ids, []string{a, b}) && !slices.Equal(ids, []string{b}) {
+			if !slices.Equal(ids, []string{a, b, c}) && !slices.Equal(ids, []string{b}) {
 				t.Errorf("the store was asked for %q, want the valid ids once each", ids)
 			}
-			return map[string]quarantine.Status{a: quarantine.StatusQuarantined, b: quarantine.StatusReplaying}, nil
+			return map[string]quarantine.Status{a: quarantine.StatusQuarantined, b: quarantine.StatusReplaying, c: quarantine.StatusQuarantined}, nil
 		},
+		// c is quarantined, but a replay item holds it in flight.
+		held:          map[string]string{c: "batch-1"},
 		markDiscarded: func(ids []string) error { marked = append(marked, ids...); return nil },
 		appendAudits:  func(evs []*quarantine.AuditEvent) error { audited = append(audited, evs...); return nil },
 	}
-	d := quarantine.Discard{IDs: []string{a, b, a, "nope"}, Reason: "junk", Actor: "bob"}
+	d := quarantine.Discard{IDs: []string{a, b, a, c, "nope"}, Reason: "junk", Actor: "bob"}
 	if err := CheckDiscard(d); err != nil {
 		t.Fatal(err)
 	}
@@ -79,12 +81,16 @@ func TestDiscard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Changed, []string{a}) || !slices.Equal(marked, []string{a}) || len(res.Skipped) != 2 || res.Matched != 2 {
+	if !slices.Equal(res.Changed, []string{a}) || !slices.Equal(marked, []string{a}) || len(res.Skipped) != 3 || res.Matched != 3 {
 		t.Fatalf("result %+v, marked %v", res, marked)
 	}
-	if len(audited) != 2 || audited[0].Action != quarantine.ActionDiscard || audited[0].Subject != a ||
-		audited[1].Action != quarantine.ActionDiscardRefused || audited[1].Subject != b {
-		t.Fatalf("%d events, want the discard of %s and the refusal of %s, in selection order", len(audited), a, b)
+	if res.Skipped[1].ID != c || !strings.Contains(res.Skipped[1].Reason, "batch-1") {
+		t.Fatalf("skipped %+v, want %s refused as held by batch-1", res.Skipped, c)
+	}
+	if len(audited) != 3 || audited[0].Action != quarantine.ActionDiscard || audited[0].Subject != a ||
+		audited[1].Action != quarantine.ActionDiscardRefused || audited[1].Subject != b ||
+		audited[2].Action != quarantine.ActionDiscardRefused || audited[2].Subject != c {
+		t.Fatalf("%d events, want the discard of %s and the refusals of %s and %s, in selection order", len(audited), a, b, c)
 	}
 	// Nothing to change: nothing marked, the refusal still audited.
 	marked, audited = nil, nil
@@ -131,8 +137,9 @@ func TestEditWritesOnlyWhatThePlanAllows(t *testing.T) {
 	old := []byte(`{"a":1}`)
 	e := quarantine.PayloadEdit{MessageID: id, IfMatch: quarantine.PayloadHash(old), Payload: []byte(`{"a":2}`), Reason: "fix", Actor: "bob"}
 	var steps []string
-	tx := func(st quarantine.Status) EditTx {
+	tx := func(st quarantine.Status, held map[string]string) EditTx {
 		return fakeEditTx{
+			held: held,
 			current: func() (Current, error) {
 				steps = append(steps, "current")
 				return Current{Status: st, SHA256: quarantine.PayloadHash(old), Version: 3, ContentType: "application/json"}, nil
@@ -151,15 +158,19 @@ func TestEditWritesOnlyWhatThePlanAllows(t *testing.T) {
 			},
 		}
 	}
-	if _, err := Edit(context.Background(), e, tx(quarantine.StatusQuarantined)); err != nil {
+	if _, err := Edit(context.Background(), e, tx(quarantine.StatusQuarantined, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(steps, ","); got != "current,write,audit:"+quarantine.ActionEdit+",get" {
 		t.Fatalf("steps %s", got)
 	}
 	steps = nil
-	if _, err := Edit(context.Background(), e, tx(quarantine.StatusReplaying)); quarantine.ErrorCode(err) != quarantine.ECONFLICT || len(steps) != 1 {
+	if _, err := Edit(context.Background(), e, tx(quarantine.StatusReplaying, nil)); quarantine.ErrorCode(err) != quarantine.ECONFLICT || len(steps) != 1 {
 		t.Fatalf("an edit while replaying: %v after %v, want ECONFLICT before any write", err, steps)
+	}
+	steps = nil
+	if _, err := Edit(context.Background(), e, tx(quarantine.StatusQuarantined, map[string]string{id: "batch-1"})); quarantine.ErrorCode(err) != quarantine.ECONFLICT || len(steps) != 1 {
+		t.Fatalf("an edit while a replay item holds the message: %v after %v, want ECONFLICT before any write", err, steps)
 	}
 }
 
@@ -170,6 +181,11 @@ type fakeDiscardTx struct {
 	selectIDs     func([]string) (map[string]quarantine.Status, error)
 	markDiscarded func([]string) error
 	appendAudits  func([]*quarantine.AuditEvent) error
+	held          map[string]string
+}
+
+func (f fakeDiscardTx) HeldBy(context.Context, []string) (map[string]string, error) {
+	return f.held, nil
 }
 
 func (f fakeDiscardTx) SelectFilter(_ context.Context, fl quarantine.Filter, limit int) ([]quarantine.Selected, error) {
@@ -198,7 +214,10 @@ type fakeEditTx struct {
 	write   func(EditPlan, []byte) error
 	audit   func(*quarantine.AuditEvent) error
 	get     func() (*quarantine.Message, error)
+	held    map[string]string
 }
+
+func (f fakeEditTx) HeldBy(context.Context, []string) (map[string]string, error) { return f.held, nil }
 
 func (f fakeEditTx) Current(context.Context, string) (Current, error) { return f.current() }
 

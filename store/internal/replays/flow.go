@@ -36,8 +36,9 @@ type Tx interface {
 	// (cancelled meanwhile): nothing is written then.
 	SavePin(ctx context.Context, b *quarantine.ReplayBatch) (bool, error)
 	FillCounts(ctx context.Context, b *quarantine.ReplayBatch) error
-	// CancelItems skips the pending items ("cancelled"); with release the
-	// messages their leases moved to replaying become quarantined again.
+	// CancelItems skips the pending items ("cancelled"), ending their hold
+	// (InFlight); with release the messages an older version's leases
+	// moved to replaying become quarantined again.
 	CancelItems(ctx context.Context, batchID string, release bool, now time.Time) error
 	CountPending(ctx context.Context, batchID string) (int, error)
 	AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error

@@ -57,11 +57,11 @@ type LeaseRequest struct {
 // Leaser is what the lease methods of Methods need of a store.
 type Leaser interface {
 	// Lease leases the items of l in one write transaction when its
-	// batch is running (none otherwise), moving their quarantined
-	// messages to replaying and skipping the items whose message another
-	// batch holds (Claim). It returns the leases (an empty slice for
-	// none), their messages not yet read, when they are due, and, when
-	// there is none for want of a slot, how long until one is free.
+	// batch is running (none otherwise), skipping the items whose message
+	// another batch holds (Claim); the messages' rows are not changed.
+	// It returns the leases (an empty slice for none), their messages not
+	// yet read, when they are due, and, when there is none for want of a
+	// slot, how long until one is free.
 	Lease(ctx context.Context, l LeaseRequest) ([]quarantine.ReplayLease, time.Time, time.Duration, error)
 	// LeasedMessages sets the message of each lease, read after the
 	// lease committed; EINTERNAL when one is missing.
