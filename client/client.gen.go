@@ -2032,7 +2032,7 @@ type ClientInterface interface {
 	// owners) when it started: messages stored later are never part of
 	// it. It is applied in chunks of a few thousand messages, each one
 	// transaction holding the status changes, their audit events and the
-	// operation's progress, in id order; a crash leaves whole chunks
+	// operation's progress; a crash leaves whole chunks
 	// applied and the next `serve` resumes the rest. A message of the
 	// set that no longer matches when its chunk runs (its status moved)
 	// is left alone. A filter matching more than `bulk.confirm_above`
@@ -2064,7 +2064,7 @@ type ClientInterface interface {
 	// owners) when it started: messages stored later are never part of
 	// it. It is applied in chunks of a few thousand messages, each one
 	// transaction holding the status changes, their audit events and the
-	// operation's progress, in id order; a crash leaves whole chunks
+	// operation's progress; a crash leaves whole chunks
 	// applied and the next `serve` resumes the rest. A message of the
 	// set that no longer matches when its chunk runs (its status moved)
 	// is left alone. A filter matching more than `bulk.confirm_above`
@@ -2870,7 +2870,7 @@ func (c *Client) ListMessages(ctx context.Context, params *ListMessagesParams, r
 // owners) when it started: messages stored later are never part of
 // it. It is applied in chunks of a few thousand messages, each one
 // transaction holding the status changes, their audit events and the
-// operation's progress, in id order; a crash leaves whole chunks
+// operation's progress; a crash leaves whole chunks
 // applied and the next `serve` resumes the rest. A message of the
 // set that no longer matches when its chunk runs (its status moved)
 // is left alone. A filter matching more than `bulk.confirm_above`
@@ -2912,7 +2912,7 @@ func (c *Client) DiscardMessagesWithBody(ctx context.Context, contentType string
 // owners) when it started: messages stored later are never part of
 // it. It is applied in chunks of a few thousand messages, each one
 // transaction holding the status changes, their audit events and the
-// operation's progress, in id order; a crash leaves whole chunks
+// operation's progress; a crash leaves whole chunks
 // applied and the next `serve` resumes the rest. A message of the
 // set that no longer matches when its chunk runs (its status moved)
 // is left alone. A filter matching more than `bulk.confirm_above`
@@ -6106,7 +6106,7 @@ type ClientWithResponsesInterface interface {
 	// owners) when it started: messages stored later are never part of
 	// it. It is applied in chunks of a few thousand messages, each one
 	// transaction holding the status changes, their audit events and the
-	// operation's progress, in id order; a crash leaves whole chunks
+	// operation's progress; a crash leaves whole chunks
 	// applied and the next `serve` resumes the rest. A message of the
 	// set that no longer matches when its chunk runs (its status moved)
 	// is left alone. A filter matching more than `bulk.confirm_above`
@@ -6138,7 +6138,7 @@ type ClientWithResponsesInterface interface {
 	// owners) when it started: messages stored later are never part of
 	// it. It is applied in chunks of a few thousand messages, each one
 	// transaction holding the status changes, their audit events and the
-	// operation's progress, in id order; a crash leaves whole chunks
+	// operation's progress; a crash leaves whole chunks
 	// applied and the next `serve` resumes the rest. A message of the
 	// set that no longer matches when its chunk runs (its status moved)
 	// is left alone. A filter matching more than `bulk.confirm_above`
@@ -11616,7 +11616,7 @@ func (c *ClientWithResponses) ListMessagesWithResponse(ctx context.Context, para
 // owners) when it started: messages stored later are never part of
 // it. It is applied in chunks of a few thousand messages, each one
 // transaction holding the status changes, their audit events and the
-// operation's progress, in id order; a crash leaves whole chunks
+// operation's progress; a crash leaves whole chunks
 // applied and the next `serve` resumes the rest. A message of the
 // set that no longer matches when its chunk runs (its status moved)
 // is left alone. A filter matching more than `bulk.confirm_above`
@@ -11654,7 +11654,7 @@ func (c *ClientWithResponses) DiscardMessagesWithBodyWithResponse(ctx context.Co
 // owners) when it started: messages stored later are never part of
 // it. It is applied in chunks of a few thousand messages, each one
 // transaction holding the status changes, their audit events and the
-// operation's progress, in id order; a crash leaves whole chunks
+// operation's progress; a crash leaves whole chunks
 // applied and the next `serve` resumes the rest. A message of the
 // set that no longer matches when its chunk runs (its status moved)
 // is left alone. A filter matching more than `bulk.confirm_above`
