@@ -78,20 +78,29 @@ func (e *AuditEvent) Seal(prev AuditHead, now time.Time) error {
 		return Internal(err, "audit details are not valid JSON")
 	}
 	e.Details = d
-	e.Hash, err = e.ComputeHash()
-	return err
+	e.Hash = e.hash(d)
+	return nil
 }
 
 // ComputeHash returns SHA-256(PrevHash || CanonicalJSON(e)) in hex.
 func (e *AuditEvent) ComputeHash() (string, error) {
-	c, err := e.CanonicalJSON()
-	if err != nil {
-		return "", err
+	details := e.Details
+	if len(details) == 0 {
+		details = json.RawMessage(`{}`)
 	}
+	d, err := canonicalJSON(details)
+	if err != nil {
+		return "", fmt.Errorf("audit details: %w", err)
+	}
+	return e.hash(d), nil
+}
+
+// hash is ComputeHash with details already canonical.
+func (e *AuditEvent) hash(details []byte) string {
 	h := sha256.New()
 	h.Write([]byte(e.PrevHash))
-	h.Write(c)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	h.Write(e.canonical(details))
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // CanonicalJSON is the byte form that is hashed: the object {action, actor,
@@ -102,25 +111,32 @@ func (e *AuditEvent) CanonicalJSON() ([]byte, error) {
 	if len(details) == 0 {
 		details = json.RawMessage(`{}`)
 	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(details))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
+	d, err := canonicalJSON(details)
+	if err != nil {
 		return nil, fmt.Errorf("audit details: %w", err)
 	}
-	obj := map[string]any{
-		"action":  e.Action,
-		"actor":   e.Actor,
-		"details": v,
-		"seq":     json.Number(strconv.FormatInt(e.Seq, 10)),
-		"subject": e.Subject,
-		"time":    e.Time.UTC().Format("2006-01-02T15:04:05.000000Z"),
-	}
+	return e.canonical(d), nil
+}
+
+// canonical is CanonicalJSON with details already canonical: the object
+// written as writeCanonical writes it, its keys in their sorted order.
+func (e *AuditEvent) canonical(details []byte) []byte {
 	var buf bytes.Buffer
-	if err := writeCanonical(&buf, obj); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	buf.Grow(len(details) + len(e.Actor) + len(e.Action) + len(e.Subject) + 128)
+	buf.WriteString(`{"action":`)
+	writeString(&buf, e.Action)
+	buf.WriteString(`,"actor":`)
+	writeString(&buf, e.Actor)
+	buf.WriteString(`,"details":`)
+	buf.Write(details)
+	buf.WriteString(`,"seq":`)
+	buf.WriteString(strconv.FormatInt(e.Seq, 10))
+	buf.WriteString(`,"subject":`)
+	writeString(&buf, e.Subject)
+	buf.WriteString(`,"time":`)
+	writeString(&buf, e.Time.UTC().Format("2006-01-02T15:04:05.000000Z"))
+	buf.WriteByte('}')
+	return buf.Bytes()
 }
 
 func canonicalJSON(raw json.RawMessage) (json.RawMessage, error) {
@@ -185,7 +201,20 @@ func writeCanonical(buf *bytes.Buffer, v any) error {
 	return nil
 }
 
+// writeString writes s as a JSON string, as encoding/json does without
+// HTML escaping: printable ASCII other than the quote and the backslash
+// as it is, anything else through the encoder.
 func writeString(buf *bytes.Buffer, s string) {
+	plain := true
+	for i := 0; i < len(s) && plain; i++ {
+		plain = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' && s[i] != '\\'
+	}
+	if plain {
+		buf.WriteByte('"')
+		buf.WriteString(s)
+		buf.WriteByte('"')
+		return
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

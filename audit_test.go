@@ -113,3 +113,27 @@ func TestCanonicalJSONIsStable(t *testing.T) {
 		t.Fatalf("not canonical: %s", ca)
 	}
 }
+
+// TestCanonicalJSONStrings: the strings of an event are written as
+// encoding/json writes them (no HTML escaping), plain ASCII or not.
+func TestCanonicalJSONStrings(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "token:ops", `say "hi"`, `back\slash`, "tab\there", "del\x7f", "é<>&", "line\u2028sep", "bad\xffutf8", "nul\x00"} {
+		e := quarantine.AuditEvent{Seq: 7, Time: time.Unix(0, 1500).UTC(), Actor: s, Action: s, Subject: s, Details: json.RawMessage(`{"s":1}`)}
+		got, err := e.CanonicalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(s); err != nil {
+			t.Fatal(err)
+		}
+		q := strings.TrimSuffix(b.String(), "\n")
+		want := `{"action":` + q + `,"actor":` + q + `,"details":{"s":1},"seq":7,"subject":` + q + `,"time":"1970-01-01T00:00:00.000001Z"}`
+		if string(got) != want {
+			t.Errorf("%q:\n got %s\nwant %s", s, got, want)
+		}
+	}
+}

@@ -36,7 +36,9 @@ const DiscardStaleAfter = time.Minute
 //
 // The set is the messages that matched Filter when the operation started
 // (a watermark of the insert order bounds it: messages stored later are
-// never part of it), walked in id order. A message of the set that no
+// never part of it), walked a chunk at a time in the store's order
+// (SQLite: newest first, by failed_at and id; PostgreSQL: by id), each
+// message once. A message of the set that no
 // longer matches when its chunk runs (its status moved, say) is left
 // alone and counted in neither Discarded nor Skipped, so Discarded +
 // Skipped may end below Matched.

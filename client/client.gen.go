@@ -2040,7 +2040,7 @@ type ClientInterface interface {
 	// owners) when it started: messages stored later are never part of
 	// it. It is applied in chunks of a few thousand messages, each one
 	// transaction holding the status changes, their audit events and the
-	// operation's progress, in id order; a crash leaves whole chunks
+	// operation's progress; a crash leaves whole chunks
 	// applied and the next `serve` resumes the rest. A message of the
 	// set that no longer matches when its chunk runs (its status moved)
 	// is left alone. A filter matching more than `bulk.confirm_above`
@@ -2072,7 +2072,7 @@ type ClientInterface interface {
 	// owners) when it started: messages stored later are never part of
 	// it. It is applied in chunks of a few thousand messages, each one
 	// transaction holding the status changes, their audit events and the
-	// operation's progress, in id order; a crash leaves whole chunks
+	// operation's progress; a crash leaves whole chunks
 	// applied and the next `serve` resumes the rest. A message of the
 	// set that no longer matches when its chunk runs (its status moved)
 	// is left alone. A filter matching more than `bulk.confirm_above`
@@ -2888,7 +2888,7 @@ func (c *Client) ListMessages(ctx context.Context, params *ListMessagesParams, r
 // owners) when it started: messages stored later are never part of
 // it. It is applied in chunks of a few thousand messages, each one
 // transaction holding the status changes, their audit events and the
-// operation's progress, in id order; a crash leaves whole chunks
+// operation's progress; a crash leaves whole chunks
 // applied and the next `serve` resumes the rest. A message of the
 // set that no longer matches when its chunk runs (its status moved)
 // is left alone. A filter matching more than `bulk.confirm_above`
@@ -2930,7 +2930,7 @@ func (c *Client) DiscardMessagesWithBody(ctx context.Context, contentType string
 // owners) when it started: messages stored later are never part of
 // it. It is applied in chunks of a few thousand messages, each one
 // transaction holding the status changes, their audit events and the
-// operation's progress, in id order; a crash leaves whole chunks
+// operation's progress; a crash leaves whole chunks
 // applied and the next `serve` resumes the rest. A message of the
 // set that no longer matches when its chunk runs (its status moved)
 // is left alone. A filter matching more than `bulk.confirm_above`
@@ -6134,7 +6134,7 @@ type ClientWithResponsesInterface interface {
 	// owners) when it started: messages stored later are never part of
 	// it. It is applied in chunks of a few thousand messages, each one
 	// transaction holding the status changes, their audit events and the
-	// operation's progress, in id order; a crash leaves whole chunks
+	// operation's progress; a crash leaves whole chunks
 	// applied and the next `serve` resumes the rest. A message of the
 	// set that no longer matches when its chunk runs (its status moved)
 	// is left alone. A filter matching more than `bulk.confirm_above`
@@ -6166,7 +6166,7 @@ type ClientWithResponsesInterface interface {
 	// owners) when it started: messages stored later are never part of
 	// it. It is applied in chunks of a few thousand messages, each one
 	// transaction holding the status changes, their audit events and the
-	// operation's progress, in id order; a crash leaves whole chunks
+	// operation's progress; a crash leaves whole chunks
 	// applied and the next `serve` resumes the rest. A message of the
 	// set that no longer matches when its chunk runs (its status moved)
 	// is left alone. A filter matching more than `bulk.confirm_above`
@@ -11654,7 +11654,7 @@ func (c *ClientWithResponses) ListMessagesWithResponse(ctx context.Context, para
 // owners) when it started: messages stored later are never part of
 // it. It is applied in chunks of a few thousand messages, each one
 // transaction holding the status changes, their audit events and the
-// operation's progress, in id order; a crash leaves whole chunks
+// operation's progress; a crash leaves whole chunks
 // applied and the next `serve` resumes the rest. A message of the
 // set that no longer matches when its chunk runs (its status moved)
 // is left alone. A filter matching more than `bulk.confirm_above`
@@ -11692,7 +11692,7 @@ func (c *ClientWithResponses) DiscardMessagesWithBodyWithResponse(ctx context.Co
 // owners) when it started: messages stored later are never part of
 // it. It is applied in chunks of a few thousand messages, each one
 // transaction holding the status changes, their audit events and the
-// operation's progress, in id order; a crash leaves whole chunks
+// operation's progress; a crash leaves whole chunks
 // applied and the next `serve` resumes the rest. A message of the
 // set that no longer matches when its chunk runs (its status moved)
 // is left alone. A filter matching more than `bulk.confirm_above`

@@ -20,7 +20,8 @@ type Discards interface {
 	StartDiscard(ctx context.Context, d quarantine.Discard, confirmAbove int) (quarantine.DiscardOperation, error)
 
 	// DiscardChunk applies the next chunk of the running operation id: up
-	// to n messages of its set after its cursor, in id order, that still
+	// to n messages of its set after its cursor, in the store's walk
+	// order (ops.ChunkTx.Select), that still
 	// match its filter, are locked, discarded (or skipped, by the status
 	// rule) with one message.discard event each (message.discard_refused
 	// for a refusal), and the operation's cursor and counts advance, all in

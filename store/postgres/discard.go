@@ -153,12 +153,17 @@ func (t opsTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation
 	return getDiscard(ctx, t.tx, "WHERE id = $1 FOR UPDATE", id)
 }
 
-func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
+// Select walks the set in id order: the cursor is the last id.
+func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, error) {
 	f := op.Filter
 	w := filterWhere(&f)
 	w.conds = append(w.conds, inDiscardSet(w.arg(op.Mark)), "m.id > "+w.arg(op.Cursor))
-	return lockSelected(ctx, t.tx, "SELECT m.id, m.status FROM messages m"+w.sql()+
+	sel, err := lockSelected(ctx, t.tx, "SELECT m.id, m.status FROM messages m"+w.sql()+
 		" ORDER BY m.id LIMIT "+strconv.Itoa(limit)+" FOR UPDATE", w.args...)
+	if err != nil || len(sel) == 0 {
+		return sel, op.Cursor, err
+	}
+	return sel, sel[len(sel)-1].ID, nil
 }
 
 func (t opsTx) MarkDiscardedFrom(ctx context.Context, _ quarantine.Status, ids []string) error {

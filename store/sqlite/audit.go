@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"strings"
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/auditlog"
@@ -19,8 +20,12 @@ func (s *Store) appendAudit(ctx context.Context, tx *sql.Tx, e quarantine.AuditE
 	return e, err
 }
 
+// auditRows is how many events one INSERT of appendAudits stores.
+const auditRows = 100
+
 // appendAudits seals es as the next events of the chain, in order, and
-// stores them, moving the head once, inside tx.
+// stores them, up to auditRows per INSERT, moving the head once, inside
+// tx.
 func (s *Store) appendAudits(ctx context.Context, tx *sql.Tx, es []*quarantine.AuditEvent) error {
 	if len(es) == 0 {
 		return nil
@@ -29,23 +34,44 @@ func (s *Store) appendAudits(ctx context.Context, tx *sql.Tx, es []*quarantine.A
 	if err != nil {
 		return err
 	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO audit_log (`+auditColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer ins.Close()
 	now := s.clock()
 	for _, e := range es {
 		if err := e.Seal(head, now); err != nil {
 			return err
 		}
-		if _, err := ins.ExecContext(ctx, e.Seq, micros(e.Time), e.Actor, e.Action, e.Subject, string(e.Details), e.PrevHash, e.Hash); err != nil {
+		head = quarantine.AuditHead{Seq: e.Seq, Hash: e.Hash}
+	}
+	var full *sql.Stmt
+	for len(es) > 0 {
+		n := min(len(es), auditRows)
+		args := make([]any, 0, 8*n)
+		for _, e := range es[:n] {
+			args = append(args, e.Seq, micros(e.Time), e.Actor, e.Action, e.Subject, string(e.Details), e.PrevHash, e.Hash)
+		}
+		if n < auditRows {
+			_, err = tx.ExecContext(ctx, insertAudits(n), args...)
+		} else {
+			if full == nil {
+				if full, err = tx.PrepareContext(ctx, insertAudits(n)); err != nil {
+					return err
+				}
+				defer full.Close()
+			}
+			_, err = full.ExecContext(ctx, args...)
+		}
+		if err != nil {
 			return err
 		}
-		head = quarantine.AuditHead{Seq: e.Seq, Hash: e.Hash}
+		es = es[n:]
 	}
 	_, err = tx.ExecContext(ctx, `UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`, head.Seq, head.Hash)
 	return err
+}
+
+// insertAudits is the INSERT of n audit events.
+func insertAudits(n int) string {
+	return `INSERT INTO audit_log (` + auditColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)` +
+		strings.Repeat(`, (?, ?, ?, ?, ?, ?, ?, ?)`, n-1)
 }
 
 // AppendAudit seals e as the next event of the chain and stores it.

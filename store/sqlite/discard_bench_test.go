@@ -14,7 +14,8 @@ import (
 )
 
 // BenchmarkDiscardChunks discards QUARANTINE_BENCH_ROWS (default 100,000)
-// burst messages by one filter, chunk after chunk of 2,000 straight
+// burst messages by one filter, chunk after chunk of
+// QUARANTINE_BENCH_CHUNK (default 2,000) straight
 // through the store (no HTTP, no binary), and reports messages per
 // second and the slowest chunk: the store's part of BenchmarkDiscardMillion
 // (cmd/quarantine), for a CPU profile. The seeded database is kept under
@@ -23,6 +24,7 @@ import (
 //	go test -run '^$' -bench '^BenchmarkDiscardChunks$' -benchtime=1x -cpuprofile /tmp/discard.pprof ./store/sqlite/
 func BenchmarkDiscardChunks(b *testing.B) {
 	n := storetest.EnvCount(b, "QUARANTINE_BENCH_ROWS", 100_000)
+	chunk := storetest.EnvCount(b, "QUARANTINE_BENCH_CHUNK", 2000)
 	kept := fmt.Sprintf("quarantine-bench-sqlite-discard-%d.db", n)
 	func() {
 		s := openKept(b, kept, sqlite.WithoutSearchIndexer())
@@ -47,7 +49,7 @@ func BenchmarkDiscardChunks(b *testing.B) {
 		var slowest time.Duration
 		for op.State == quarantine.DiscardRunning {
 			c0 := time.Now()
-			if op, _, err = s.DiscardChunk(b.Context(), op.ID, 2000); err != nil {
+			if op, _, err = s.DiscardChunk(b.Context(), op.ID, chunk); err != nil {
 				b.Fatal(err)
 			}
 			slowest = max(slowest, time.Since(c0))

@@ -90,23 +90,82 @@ func (t opsTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation
 	return getDiscard(ctx, t.tx, id)
 }
 
-// Select walks the primary key's index in id order (INDEXED BY), so that
-// a filter with an index of its own does not sort the whole set again
-// for every chunk.
-func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error) {
+// Select walks the set newest first, by (failed_at, id) as the message
+// list pages it, through that index (INDEXED BY: a filter with an index
+// of its own would otherwise sort the whole set again for every chunk).
+// The cursor is the list's (quarantine.Cursor, encoded). A chunk's
+// messages are then neighbours in every index that holds the status
+// (status, queue-and-status, purge: all by failed_at after the status),
+// so that its UPDATE rewrites a few pages of each instead of one page
+// per message, whatever the order they were stored in. An operation
+// started by an earlier version (its cursor is an id) goes on in id
+// order (selectByID).
+func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, error) {
+	f := op.Filter
+	if op.Cursor != "" {
+		after, err := quarantine.DecodeCursor(op.Cursor)
+		if err != nil {
+			return t.selectByID(ctx, op, limit)
+		}
+		f.After = after
+	}
+	w, args := where(f, true)
+	rows, err := t.tx.QueryContext(ctx, "SELECT m.id, m.status, m.failed_at FROM messages m INDEXED BY messages_failed_at"+
+		andWhere(w, "m.rowid <= ?")+" ORDER BY m.failed_at DESC, m.id DESC LIMIT "+strconv.Itoa(limit),
+		append(args, markRowid(op.Mark))...)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	var out []quarantine.Selected
+	var last quarantine.Cursor
+	for rows.Next() {
+		m := quarantine.Selected{Found: true}
+		var st string
+		var at int64
+		if err := rows.Scan(&m.ID, &st, &at); err != nil {
+			return nil, "", err
+		}
+		m.Status = quarantine.Status(st)
+		out = append(out, m)
+		last = quarantine.Cursor{FailedAt: fromMicros(at), ID: m.ID}
+	}
+	if err := rows.Err(); err != nil || len(out) == 0 {
+		return out, op.Cursor, err
+	}
+	return out, last.Encode(), nil
+}
+
+// selectByID is Select in id order after the id op.Cursor, as earlier
+// versions walked the set.
+func (t opsTx) selectByID(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, error) {
 	w, args := where(op.Filter, false)
-	return querySelected(ctx, t.tx, "SELECT m.id, m.status FROM messages m INDEXED BY sqlite_autoindex_messages_1"+
+	sel, err := querySelected(ctx, t.tx, "SELECT m.id, m.status FROM messages m INDEXED BY sqlite_autoindex_messages_1"+
 		andWhere(w, "m.rowid <= ? AND m.id > ?")+" ORDER BY m.id LIMIT "+strconv.Itoa(limit),
 		append(args, markRowid(op.Mark), op.Cursor)...)
+	if err != nil || len(sel) == 0 {
+		return sel, op.Cursor, err
+	}
+	return sel, sel[len(sel)-1].ID, nil
 }
 
-// MarkDiscardedFrom moves the failure groups per group, not per message
-// (replay_groups.go).
+// MarkDiscardedFrom moves the failure groups per group, not per message,
+// and leaves the last bounds that moved for the end of the operation
+// (moveStatusLastLater, replay_groups.go).
 func (t opsTx) MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string) error {
-	return moveStatus(ctx, t.tx, jsonArray(ids), string(from), string(quarantine.StatusDiscarded), "", micros(t.s.clock()))
+	return moveStatusLastLater(ctx, t.tx, jsonArray(ids), string(from), string(quarantine.StatusDiscarded), micros(t.s.clock()))
 }
 
+// Save stores the operation's progress; an operation that is over
+// (completed, or failed) has the last bounds of the failure groups its
+// chunks left behind recounted (repairLastBounds), in the same
+// transaction.
 func (t opsTx) Save(ctx context.Context, op quarantine.DiscardOperation) error {
+	if op.State != quarantine.DiscardRunning {
+		if err := repairLastBounds(ctx, t.tx); err != nil {
+			return err
+		}
+	}
 	_, err := t.tx.ExecContext(ctx, `UPDATE discard_operations SET state = ?, cursor = ?, discarded = ?, skipped = ?,
 		error = ?, updated_at = ?, finished_at = ? WHERE id = ?`,
 		op.State, op.Cursor, op.Discarded, op.Skipped, op.Error, micros(op.UpdatedAt), microsPtr(op.FinishedAt), op.ID)
@@ -118,6 +177,9 @@ func (t opsTx) Save(ctx context.Context, op quarantine.DiscardOperation) error {
 func (s *Store) FailDiscard(ctx context.Context, id, reason string) error {
 	return s.write(ctx, "fail a discard", func(tx *sql.Tx) error {
 		if _, err := getDiscard(ctx, tx, id); err != nil {
+			return err
+		}
+		if err := repairLastBounds(ctx, tx); err != nil {
 			return err
 		}
 		now := micros(s.clock())

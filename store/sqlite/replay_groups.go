@@ -40,9 +40,9 @@ const moveWhere = `
 // (", replay_count = replay_count + 1"; may be empty), and moves their
 // failure-group counts: the UPDATE returns the moved messages' groups,
 // which are added to the groups of status to and taken from those of
-// status from, whose bounds and example are then recounted from the
-// messages still in them (the queue-and-status index, twice per group:
-// the first message, then the last one and the example together).
+// status from; a group of status from whose first message, or last one
+// or example, moved has that bound recounted from the messages still in
+// it (recountBounds).
 func moveStatus(ctx context.Context, tx *sql.Tx, ids string, from, to, set string, now int64) error {
 	_, err := moveStatusN(ctx, tx, ids, from, to, set, now)
 	return err
@@ -50,6 +50,24 @@ func moveStatus(ctx context.Context, tx *sql.Tx, ids string, from, to, set strin
 
 // moveStatusN is moveStatus returning how many messages moved.
 func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set string, now int64) (int, error) {
+	return moveGroups(ctx, tx, ids, from, to, set, now, true)
+}
+
+// moveStatusLastLater is moveStatus for a chunk of a discard operation,
+// which walks its set newest first, so that every chunk moves the last
+// message of nearly every group it touches: the last bound and example
+// of those groups (in status from) are left as they are, a message that
+// left the group (later than the last one still in it), and recounted
+// once, when the operation is over (repairLastBounds). Their counts and
+// first bounds stay exact.
+func moveStatusLastLater(ctx context.Context, tx *sql.Tx, ids string, from, to string, now int64) error {
+	_, err := moveGroups(ctx, tx, ids, from, to, "", now, false)
+	return err
+}
+
+// moveGroups is moveStatusN; with lastNow false, the last bounds are left
+// for later (moveStatusLastLater).
+func moveGroups(ctx context.Context, tx *sql.Tx, ids string, from, to, set string, now int64, lastNow bool) (int, error) {
 	if _, err := tx.ExecContext(ctx, `UPDATE status_moves SET counted = 1 WHERE id = 1`); err != nil {
 		return 0, err
 	}
@@ -112,21 +130,90 @@ func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set stri
 		sql.Named("groups", string(gj)), sql.Named("to", to)); err != nil {
 		return 0, fmt.Errorf("add to the failure groups: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE failure_groups SET n = failure_groups.n - d.k FROM (`+moved+`) AS d
+	// Taken from the groups of status from, which return their bounds:
+	// a group whose first (or last, or its example) moved is recounted.
+	rows, err = tx.QueryContext(ctx, `UPDATE failure_groups SET n = failure_groups.n - d.k FROM (`+moved+`) AS d
 		WHERE failure_groups.fingerprint = d.f AND failure_groups.queue = d.q AND failure_groups.owner = d.o
-			AND failure_groups.status = :from`,
-		sql.Named("groups", string(gj)), sql.Named("from", from)); err != nil {
+			AND failure_groups.status = :from
+		RETURNING fingerprint, queue, owner, n, first_failed_at, last_failed_at`,
+		sql.Named("groups", string(gj)), sql.Named("from", from))
+	if err != nil {
 		return 0, fmt.Errorf("take from the failure groups: %w", err)
 	}
-	const in = `FROM messages m WHERE m.queue = g.queue AND m.status = g.status AND m.fingerprint = g.fingerprint
-		AND m.owner = g.owner`
-	_, err = tx.ExecContext(ctx, `UPDATE failure_groups AS g SET
-		first_failed_at = (SELECT m.failed_at `+in+` ORDER BY m.failed_at, m.id LIMIT 1),
-		(last_failed_at, example_id) = (SELECT m.failed_at, m.id `+in+` ORDER BY m.failed_at DESC, m.id DESC LIMIT 1)
-		WHERE (g.fingerprint, g.queue, g.owner, g.status) IN (SELECT f.fingerprint, f.queue, f.owner, f.status
-			FROM json_each(:groups) j JOIN failure_groups f ON f.fingerprint = j.value->>'f' AND f.queue = j.value->>'q'
-				AND f.owner = j.value->>'o' AND f.status = :from
-			WHERE j.value->>'first' <= f.first_failed_at OR j.value->>'last' >= f.last_failed_at) AND g.n > 0`,
-		sql.Named("from", from), sql.Named("groups", string(gj)))
-	return n, err
+	var firsts, lasts [][3]string
+	for rows.Next() {
+		var k key
+		var left int
+		var first, last sql.NullInt64
+		if err := rows.Scan(&k.f, &k.q, &k.o, &left, &first, &last); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		g := byKey[k]
+		if g == nil || left <= 0 {
+			continue
+		}
+		if !first.Valid || g.First <= first.Int64 {
+			firsts = append(firsts, [3]string{k.f, k.q, k.o})
+		}
+		if lastNow && (!last.Valid || g.Last >= last.Int64) {
+			lasts = append(lasts, [3]string{k.f, k.q, k.o})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("take from the failure groups: %w", err)
+	}
+	if err := recountBounds(ctx, tx, from, recountFirst, firsts); err != nil {
+		return 0, err
+	}
+	return n, recountBounds(ctx, tx, from, recountLast, lasts)
+}
+
+// The bounds of a failure group (fingerprint, queue, owner, status) g
+// recounted from the messages still in it, through the queue-and-status
+// index from the stored bound on (it was exact: no message of the group
+// lies beyond it), so that the walk passes only the messages of the
+// queue in that status between the old bound and the new one, not every
+// message of the queue before it.
+const (
+	recountFirst = `first_failed_at = (SELECT m.failed_at FROM messages m INDEXED BY messages_queue_status
+		WHERE m.queue = g.queue AND m.status = g.status AND m.failed_at >= ifnull(g.first_failed_at, -9223372036854775808)
+			AND m.fingerprint = g.fingerprint AND m.owner = g.owner ORDER BY m.failed_at, m.id LIMIT 1)`
+	recountLast = `(last_failed_at, example_id) = (SELECT m.failed_at, m.id FROM messages m INDEXED BY messages_queue_status
+		WHERE m.queue = g.queue AND m.status = g.status AND m.failed_at <= ifnull(g.last_failed_at, 9223372036854775807)
+			AND m.fingerprint = g.fingerprint AND m.owner = g.owner ORDER BY m.failed_at DESC, m.id DESC LIMIT 1)`
+)
+
+// recountBounds recounts one bound (set: recountFirst or recountLast) of
+// the failure groups keys (fingerprint, queue, owner) in status from.
+func recountBounds(ctx context.Context, tx *sql.Tx, from, set string, keys [][3]string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	kj, err := json.Marshal(keys)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE failure_groups AS g SET `+set+` FROM json_each(:keys) j
+		WHERE g.fingerprint = j.value->>0 AND g.queue = j.value->>1 AND g.owner = j.value->>2 AND g.status = :from`,
+		sql.Named("keys", string(kj)), sql.Named("from", from))
+	if err != nil {
+		return fmt.Errorf("recount the failure groups' bounds: %w", err)
+	}
+	return nil
+}
+
+// repairLastBounds recounts the last bound and example of every failure
+// group whose example is no longer in the group's status (left behind by
+// moveStatusLastLater: the example is one of the messages that left).
+// The stored bound is still an upper bound of the group, so the recount
+// walks down from it (recountLast).
+func repairLastBounds(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `UPDATE failure_groups AS g SET `+recountLast+`
+		WHERE g.n > 0 AND NOT EXISTS (SELECT 1 FROM messages e WHERE e.id = g.example_id AND e.status = g.status)`)
+	if err != nil {
+		return fmt.Errorf("recount the failure groups' last bounds: %w", err)
+	}
+	return nil
 }

@@ -73,9 +73,12 @@ type ChunkTx interface {
 	// ends (ENOTFOUND for an unknown id).
 	Lock(ctx context.Context, id string) (quarantine.DiscardOperation, error)
 	// Select returns (and locks, where the store locks rows) up to limit
-	// messages of op's set (matching op.Filter under op.Mark) with an id
-	// above op.Cursor, in id order, with their statuses.
-	Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, error)
+	// messages of op's set (matching op.Filter under op.Mark) after
+	// op.Cursor in the store's walk order, with their statuses, and the
+	// cursor after the last of them (op.Cursor when there are none). The
+	// walk order is the store's: one that visits every message of the set
+	// once, whatever is stored meanwhile.
+	Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, error)
 	// MarkDiscardedFrom sets the status of ids, all in status from, to
 	// discarded, now.
 	MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string) error
@@ -97,7 +100,7 @@ func DiscardChunk(ctx context.Context, id string, n int, now time.Time, tx Chunk
 	if err != nil || op.State != quarantine.DiscardRunning {
 		return op, res, err
 	}
-	sel, err := tx.Select(ctx, op, n)
+	sel, next, err := tx.Select(ctx, op, n)
 	if err == nil {
 		err = markHeld(ctx, sel, tx)
 	}
@@ -121,9 +124,7 @@ func DiscardChunk(ctx context.Context, id string, n int, now time.Time, tx Chunk
 	}
 	op.Discarded += int64(len(res.Changed))
 	op.Skipped += int64(len(res.Skipped))
-	if len(sel) > 0 {
-		op.Cursor = sel[len(sel)-1].ID
-	}
+	op.Cursor = next
 	op.UpdatedAt = now
 	if len(sel) < n {
 		op.State, op.FinishedAt = quarantine.DiscardCompleted, &now
