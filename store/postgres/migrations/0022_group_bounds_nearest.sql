@@ -7,7 +7,7 @@
 -- messages_fingerprint_sample_idx and messages_queue_status_idx and a
 -- heap read of every message of the bucket, twice: the largest part of
 -- the trigger in a discard or replay of a large incident
--- (docs/postgresql.md). Now each bound is looked for first among the 100
+-- (docs/discard-at-scale.md). Now each bound is looked for first among the 100
 -- messages of the bucket's queue and status nearest to it, in the order
 -- of messages_queue_status_idx (queue, status, failed_at, id): if one of
 -- them is in the bucket, the first such is the bucket's bound. Only when
