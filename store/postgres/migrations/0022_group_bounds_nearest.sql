@@ -1,5 +1,5 @@
--- 0022_group_bounds_nearest: the bounds of a failure group recounted
--- from the messages nearest to them first. When a status change takes the
+-- 0022_group_bounds_nearest: the bounds of a failure group recounted from
+-- the messages nearest to them first. When a status change takes the
 -- first, the last or the example message of a bucket (fingerprint, queue,
 -- owner, status), messages_counts_update recounts those bounds from
 -- messages. It used to ask for the bucket's first and last message
@@ -7,13 +7,14 @@
 -- messages_fingerprint_sample_idx and messages_queue_status_idx and a
 -- heap read of every message of the bucket, twice: the largest part of
 -- the trigger in a discard or replay of a large incident
--- (docs/discard-at-scale.md). Now each bound is looked for first among the 100
--- messages of the bucket's queue and status nearest to it, in the order
--- of messages_queue_status_idx (queue, status, failed_at, id): if one of
--- them is in the bucket, the first such is the bucket's bound. Only when
--- none is (a bucket that is a small part of its queue and status) is the
--- whole bucket read, as before. Counts and bounds stay exact; only the
--- function changes, so the previous release runs on it unchanged.
+-- (docs/discard-at-scale.md). Now each bound is looked for first among
+-- the 100 messages of the bucket's queue and status nearest to it, in the
+-- order of messages_queue_status_idx (queue, status, failed_at, id): if
+-- one of them is in the bucket, the first such is the bucket's bound.
+-- Only when none is (a bucket that is a small part of its queue and
+-- status) is the whole bucket read, as before. Counts and bounds stay
+-- exact; only the function changes, so the previous release runs on it
+-- unchanged.
 CREATE OR REPLACE FUNCTION messages_counts_update() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     g record;
