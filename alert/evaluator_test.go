@@ -29,10 +29,17 @@ func TestAlarmLifecycle(t *testing.T) {
 			if err != nil {
 				t.Fatalf("CreateReplay: %v", err)
 			}
-			// The message leaves the waiting dead letters when an engine
-			// leases its item (a pin moves no message).
-			if ls, err := s.LeaseReplayItems(t.Context(), b.ID, "engine", 1, time.Minute, 0); err != nil || len(ls) != 1 {
+			// The message leaves the waiting dead letters when its
+			// outcome is recorded (a pin and a lease move no message).
+			ls, err := s.LeaseReplayItems(t.Context(), b.ID, "engine", 1, time.Minute, 0)
+			if err != nil || len(ls) != 1 {
 				t.Fatalf("LeaseReplayItems = %d leases, %v", len(ls), err)
+			}
+			l := ls[0]
+			if stale, err := s.RecordReplayResults(t.Context(), []quarantine.ReplayResult{{BatchID: b.ID, MessageID: l.Item.MessageID,
+				Fence: l.Fence, Outcome: quarantine.ItemPublished, Destination: "memory:orders", PayloadVersion: l.Message.PayloadVersion,
+				PayloadSHA256: l.Message.PayloadSHA256, At: time.Now()}}); err != nil || len(stale) != 0 {
+				t.Fatalf("RecordReplayResults = %v, %v", stale, err)
 			}
 		},
 	}

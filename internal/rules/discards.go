@@ -3,6 +3,8 @@ package rules
 import (
 	"context"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -236,6 +238,10 @@ func (d *Discards) Discard(ctx context.Context, t *quarantine.Token, disc quaran
 		ans.Changed = append(ans.Changed, res.Changed...)
 		ans.Skipped = append(ans.Skipped, res.Skipped...)
 	}
+	// The answer lists ids in order, whatever order the store walked
+	// its set in (SQLite: newest first).
+	slices.Sort(ans.Changed)
+	slices.SortFunc(ans.Skipped, func(a, b quarantine.BulkSkipped) int { return strings.Compare(a.ID, b.ID) })
 	ans.Operation = &op
 	return ans, false, nil
 }
