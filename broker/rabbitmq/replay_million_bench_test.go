@@ -25,17 +25,7 @@ import (
 // rate, and serve's peak RSS (VmHWM) over the pin and the replay:
 //
 //	QUARANTINE_BENCH_STORES=sqlite go test -run '^$' -bench '^BenchmarkReplayMillion$' -benchtime=1x -timeout 1h ./broker/rabbitmq/
-func BenchmarkReplayMillion(b *testing.B) {
-	rows := storetest.EnvCount(b, "QUARANTINE_BENCH_ROWS", 1_000_000)
-	stores, _ := testbin.BenchStores()
-	for _, kind := range stores {
-		b.Run(kind, func(b *testing.B) {
-			for range b.N {
-				benchReplayMillion(b, kind, rows)
-			}
-		})
-	}
-}
+func BenchmarkReplayMillion(b *testing.B) { benchseed.EachStore(b, benchReplayMillion) }
 
 func benchReplayMillion(b *testing.B, kind string, rows int) {
 	br := newBroker(b)

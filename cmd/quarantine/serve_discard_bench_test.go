@@ -14,7 +14,6 @@ import (
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/internal/benchseed"
 	"github.com/quarantine-dev/quarantine/internal/testbin"
-	"github.com/quarantine-dev/quarantine/store/storetest"
 )
 
 // BenchmarkDiscardMillion discards QUARANTINE_BENCH_ROWS (default
@@ -26,21 +25,7 @@ import (
 // and the peak RSS of serve (VmHWM). Run with -benchtime=1x:
 //
 //	QUARANTINE_BENCH_STORES=sqlite go test -run '^$' -bench '^BenchmarkDiscardMillion$' -benchtime=1x -timeout 1h ./cmd/quarantine/
-func BenchmarkDiscardMillion(b *testing.B) { eachSeededStore(b, benchDiscard) }
-
-// eachSeededStore runs bench on each of QUARANTINE_BENCH_STORES with
-// QUARANTINE_BENCH_ROWS (default 1,000,000) messages.
-func eachSeededStore(b *testing.B, bench func(b *testing.B, kind string, rows int)) {
-	rows := storetest.EnvCount(b, "QUARANTINE_BENCH_ROWS", 1_000_000)
-	stores, _ := testbin.BenchStores()
-	for _, kind := range stores {
-		b.Run(kind, func(b *testing.B) {
-			for range b.N {
-				bench(b, kind, rows)
-			}
-		})
-	}
-}
+func BenchmarkDiscardMillion(b *testing.B) { benchseed.EachStore(b, benchDiscard) }
 
 func benchDiscard(b *testing.B, kind string, rows int) {
 	r := startSeeded(b, kind, rows)

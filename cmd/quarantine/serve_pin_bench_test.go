@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarantine-dev/quarantine/internal/benchseed"
 	"github.com/quarantine-dev/quarantine/store/storetest"
 )
 
@@ -22,7 +23,7 @@ import (
 // every message (a batch answered 2xx is committed):
 //
 //	QUARANTINE_BENCH_STORES=sqlite go test -run '^$' -bench '^BenchmarkPinMillion$' -benchtime=1x -timeout 1h ./cmd/quarantine/
-func BenchmarkPinMillion(b *testing.B) { eachSeededStore(b, benchPin) }
+func BenchmarkPinMillion(b *testing.B) { benchseed.EachStore(b, benchPin) }
 
 func benchPin(b *testing.B, kind string, rows int) {
 	r := startSeeded(b, kind, rows)

@@ -63,3 +63,18 @@ func Seed(tb testing.TB, kind string, rows int) (url string, stored int64) {
 	}
 	return url, stored
 }
+
+// EachStore runs bench on each of QUARANTINE_BENCH_STORES (default
+// postgres and sqlite) with QUARANTINE_BENCH_ROWS (default 1,000,000)
+// messages, b.N times.
+func EachStore(b *testing.B, bench func(b *testing.B, kind string, rows int)) {
+	rows := storetest.EnvCount(b, "QUARANTINE_BENCH_ROWS", 1_000_000)
+	stores, _ := testbin.BenchStores()
+	for _, kind := range stores {
+		b.Run(kind, func(b *testing.B) {
+			for range b.N {
+				bench(b, kind, rows)
+			}
+		})
+	}
+}
