@@ -52,14 +52,24 @@ func WithClock(now func() time.Time) Option {
 
 // writePragmas are set on the write connection; WAL and synchronous NORMAL
 // keep commits durable against a process crash and fast. The writer's
-// page cache is 64 MiB (SQLite's default is 2 MB): a collector's batch
-// of 500 messages of 1 KiB dirties more pages than 2 MB hold, and SQLite
-// then spilled pages to the WAL in the middle of the transaction and read
-// them back with read calls (docs/benchmarks.md, Memory and SQLite
-// tuning).
+// page cache holds writerCacheKiB of pages (SQLite's default is 2 MB): a
+// collector's batch of 500 messages of 1 KiB dirties more pages than 2 MB
+// hold, and SQLite then spilled pages to the WAL in the middle of the
+// transaction and read them back with read calls (docs/benchmarks.md,
+// Memory and SQLite tuning).
 const writePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)" +
-	"&_pragma=foreign_keys(1)&_pragma=cache_size(-65536)&_txlock=immediate" +
+	"&_pragma=foreign_keys(1)&_pragma=cache_size(-" + writerCacheKiB + ")&_txlock=immediate" +
 	"&_pragma=wal_autocheckpoint(" + backstop + ")"
+
+// writerCacheKiB is the writer's page cache, in KiB of pages (32 MiB).
+// Each cached page costs the process about twice its size: the pure-Go
+// SQLite allocates memory in power-of-two slots, and a page of 4 KiB with
+// its header takes a slot of 8 KiB. A replay or a discard of a million
+// messages touches more index pages than the cache holds, so the cache
+// fills up to its size whatever the batch's: at 64 MiB it alone kept
+// about 130 MiB of serve resident (docs/replays-at-scale.md, Serve's
+// memory).
+const writerCacheKiB = "32768"
 
 // readPragmas are set on the read connections. They read the database
 // file through a memory map (up to 1 GiB; the rest, and the WAL, through
