@@ -1,0 +1,62 @@
+package postgres_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/quarantine-dev/quarantine"
+	"github.com/quarantine-dev/quarantine/store/internal/replays"
+)
+
+// A pin abandoned after its chunks were written (its server stopped
+// before it settled) is removed whole by the next engine: its items,
+// their counts and the batch (replay_counts references the batch, so it
+// goes last).
+func TestAbandonedPinRemovedWithItsItems(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openStore(t)
+	const n = 5000 // more than one transaction's worth (ops.Chunk)
+	for lo := 0; lo < n; lo += 1000 {
+		var ms []*quarantine.Message
+		for i := lo; i < lo+1000; i++ {
+			ms = append(ms, &quarantine.Message{
+				Source: "rmq", SourceKind: quarantine.SourceRabbitMQ, Queue: "orders", JobName: "charge",
+				MessageID: fmt.Sprintf("m-%d", i), IdempotencyKey: fmt.Sprintf("key-%d", i), KeyRule: quarantine.KeyRuleEnvelope,
+				FailureClass: quarantine.ClassExhausted, Reason: "timeout", Payload: []byte(`{}`),
+				ContentType: "application/json", DedupeKey: fmt.Sprintf("d-%d", i),
+			})
+		}
+		if _, err := s.InsertBatch(ctx, ms); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := s.CreateReplay(ctx, quarantine.ReplayRequest{Filter: &quarantine.Filter{}, Rate: 10, DryRun: true, Reason: "test", Actor: "alice"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Total != n {
+		t.Fatalf("pinned %d, want %d", b.Total, n)
+	}
+	// As if the server had stopped before the last transaction.
+	if _, err := s.Pool().Exec(ctx, `UPDATE replay_batches SET state = 'pinning', updated_at = $2 WHERE id = $1`,
+		b.ID, time.Now().Add(-2*replays.PinStale)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RunnableReplays(ctx, time.Now()); err != nil {
+		t.Fatalf("RunnableReplays (removing the abandoned pin): %v", err)
+	}
+	if _, err := s.GetReplay(ctx, b.ID); quarantine.ErrorCode(err) != quarantine.ENOTFOUND {
+		t.Fatalf("GetReplay of the abandoned pin: %v, want ENOTFOUND", err)
+	}
+	for _, table := range []string{"replay_items", "replay_counts"} {
+		var n int
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE batch_id = $1`, b.ID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%d rows of %s left for the removed pin", n, table)
+		}
+	}
+}
