@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -25,12 +26,20 @@ import (
 // benchRows returns QUARANTINE_BENCH_ROWS (default 1,000,000).
 func benchRows(tb testing.TB) int { return storetest.EnvCount(tb, "QUARANTINE_BENCH_ROWS", 1_000_000) }
 
-// benchStore opens the persistent schema bench_<rows>, migrated and seeded
-// with rows messages (only the missing ones are inserted, so a machine
-// seeds it once).
+// benchSchema is the persistent schema of the benchmarks of rows
+// messages: $QUARANTINE_BENCH_SCHEMA, or bench_<rows> (another schema
+// seeded by internal/pgseed, such as BenchmarkPin's pin_<rows>, saves a
+// seed).
+func benchSchema(rows int) string {
+	return cmp.Or(os.Getenv("QUARANTINE_BENCH_SCHEMA"), "bench_"+strconv.Itoa(rows))
+}
+
+// benchStore opens the persistent schema benchSchema(rows), migrated and
+// seeded with rows messages (only the missing ones are inserted, so a
+// machine seeds it once).
 func benchStore(tb testing.TB, rows int) *postgres.Store {
 	tb.Helper()
-	s := openURL(tb, pgtest.PersistentURL(tb, "bench_"+strconv.Itoa(rows)))
+	s := openURL(tb, pgtest.PersistentURL(tb, benchSchema(rows)))
 	if err := s.Migrate(context.Background()); err != nil {
 		tb.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func binaryReads(rows int) []binaryRead {
 //		go test -run '^$' -bench '^BenchmarkBinaryReads$' -benchtime=1x -timeout 1h ./store/postgres/
 func BenchmarkBinaryReads(b *testing.B) {
 	rows := benchRows(b)
-	u := pgtest.PersistentURL(b, fmt.Sprintf("bench_%d", rows))
+	u := pgtest.PersistentURL(b, benchSchema(rows))
 	s := benchStore(b, rows)
 	secret, hash := quarantine.NewTokenSecret()
 	tok := &quarantine.Token{Name: "reads-" + quarantine.NewID(time.Now()), Role: quarantine.RoleAdmin, SecretHash: hash}

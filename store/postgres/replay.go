@@ -140,13 +140,30 @@ func (t replayTx) SavePin(ctx context.Context, b *quarantine.ReplayBatch) (bool,
 	return tag.RowsAffected() == 1, nil
 }
 
-// DeleteBatch removes a batch still pinning, its items and counts.
+// AddPin adds n items to a pinning batch's total, locking its row until
+// the commit, and reports false when it is no longer pinning. Chunks
+// commit in any order: the update time only moves forward.
+func (t replayTx) AddPin(ctx context.Context, id string, n int, at time.Time) (bool, error) {
+	tag, err := t.tx.Exec(ctx, `UPDATE replay_batches SET total = total + $2, updated_at = greatest(updated_at, $3)
+		WHERE id = $1 AND state = 'pinning'`, id, n, at)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// DeleteBatch removes a batch still pinning, its items and counts: it
+// locks the batch's row (a chunk's transaction waits for it, then finds
+// the batch gone), removes the items and the counts, then the batch,
+// which replay_counts' foreign key needs last. Nothing when the batch is
+// no longer pinning.
 func (t replayTx) DeleteBatch(ctx context.Context, id string) error {
-	if _, err := t.tx.Exec(ctx, `DELETE FROM replay_batches WHERE id = $1 AND state = 'pinning'`, id); err != nil {
+	var pinning bool
+	if err := t.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM replay_batches WHERE id = $1 AND state = 'pinning' FOR UPDATE)`, id).Scan(&pinning); err != nil || !pinning {
 		return err
 	}
-	for _, q := range []string{`DELETE FROM replay_items WHERE batch_id = $1`, `DELETE FROM replay_counts WHERE batch_id = $1`} {
-		if _, err := t.tx.Exec(ctx, q+` AND NOT EXISTS (SELECT 1 FROM replay_batches WHERE id = $1)`, id); err != nil {
+	for _, q := range []string{`DELETE FROM replay_items WHERE batch_id = $1`, `DELETE FROM replay_counts WHERE batch_id = $1`, `DELETE FROM replay_batches WHERE id = $1`} {
+		if _, err := t.tx.Exec(ctx, q, id); err != nil {
 			return err
 		}
 	}

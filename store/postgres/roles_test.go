@@ -249,6 +249,8 @@ func TestMigrateExistingDatabaseToForwardHead(t *testing.T) {
 		"ALTER TABLE replay_batches DROP COLUMN pin_total",
 		"DROP TABLE discard_operations", "ALTER TABLE messages DROP COLUMN insert_xid",
 		"ALTER TABLE replay_batches DROP COLUMN start_at, DROP COLUMN start_force",
+		"ALTER TABLE messages DROP CONSTRAINT messages_source_dedupe_key_key, ADD CONSTRAINT messages_source_dedupe_key_key UNIQUE (source, dedupe_key)",
+		"ALTER TABLE replay_items ADD CONSTRAINT replay_items_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES replay_batches (id)",
 		"DELETE FROM schema_migrations WHERE version >= 14"} {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

@@ -193,6 +193,18 @@ func (t replayTx) SavePin(ctx context.Context, b *quarantine.ReplayBatch) (bool,
 	return n == 1, err
 }
 
+// AddPin adds n items to a pinning batch's total, and reports false
+// when it is no longer pinning.
+func (t replayTx) AddPin(ctx context.Context, id string, n int, at time.Time) (bool, error) {
+	res, err := t.tx.ExecContext(ctx, `UPDATE replay_batches SET total = total + ?, updated_at = max(updated_at, ?)
+		WHERE id = ? AND state = 'pinning'`, n, micros(at), id)
+	if err != nil {
+		return false, err
+	}
+	k, err := res.RowsAffected()
+	return k == 1, err
+}
+
 // DeleteBatch removes a batch still pinning, its items and counts.
 func (t replayTx) DeleteBatch(ctx context.Context, id string) error {
 	res, err := t.tx.ExecContext(ctx, `DELETE FROM replay_batches WHERE id = ? AND state = 'pinning'`, id)

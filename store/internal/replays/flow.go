@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/quarantine-dev/quarantine"
@@ -35,6 +36,12 @@ type Tx interface {
 	// store locks rows), and reports false when b is no longer pinning
 	// (cancelled meanwhile): nothing is written then.
 	SavePin(ctx context.Context, b *quarantine.ReplayBatch) (bool, error)
+	// AddPin adds n to the total of batchID, a batch being pinned, and
+	// sets its update time to at when later, last in a chunk's
+	// transaction (locking its row where the store locks rows), and
+	// reports false when the batch is no longer pinning: the chunk's
+	// items must then be rolled back.
+	AddPin(ctx context.Context, batchID string, n int, at time.Time) (bool, error)
 	FillCounts(ctx context.Context, b *quarantine.ReplayBatch) error
 	// CancelItems skips the pending items ("cancelled"), ending their hold
 	// (InFlight); with release the messages an older version's leases
@@ -78,7 +85,7 @@ type Pinner interface {
 	// one writer (SQLite): a pin then keeps each of its transactions
 	// short (nextPinStep); else (PostgreSQL, where other writers do not
 	// wait for it) it writes PinChunk items per transaction, each commit
-	// a flush of the log fewer.
+	// a flush of the log fewer, pinWriters transactions at once.
 	HoldsWriter() bool
 }
 
@@ -193,8 +200,14 @@ func pinOnce(ctx context.Context, p Pinner, r *quarantine.ReplayRequest, sel []q
 }
 
 // PinChunk is how many candidates the snapshot of a pin reads ahead of
-// its writes, at most two such chunks in memory.
+// its writes; a few such chunks are in memory at most (the one read, the
+// one waiting, and one per writer).
 const PinChunk = 10_000
+
+// pinWriters is how many chunks of a pin are written at once where
+// writers do not wait for each other (PostgreSQL): the copy of a chunk's
+// items is most of a pin's time, and each takes one server process.
+const pinWriters = 2
 
 // A pin writes as many items per transaction as take about pinStepTarget
 // (between pinStepMin and pinStepMax): on SQLite the single writer is held
@@ -227,10 +240,11 @@ var ErrPinCancelled error = quarantine.Errorf(quarantine.ECONFLICT, "the replay 
 
 // pinChunks writes a large selection chunk by chunk (each its own
 // transaction), then settles the batch. It reads the snapshot, by one
-// statement, while a goroutine writes the chunk read before (two
-// connections, two chunks in memory at most); it returns once the
-// snapshot is read, with finish, which waits for the last writes and
-// settles the batch (or removes it).
+// statement, and plans each chunk's items (their seq follow the read
+// order), while goroutines write the chunks read before (writeChunks, or
+// pinWriters of writeChunksAtOnce where writers do not wait for each
+// other); it returns once the snapshot is read, with finish, which waits
+// for the last writes and settles the batch (or removes it).
 func pinChunks(ctx context.Context, p Pinner, sel Selector, f quarantine.Filter, n int, r *quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc, now time.Time, clock func() time.Time) (finish func() (*quarantine.ReplayBatch, error), err error) {
 	b := NewBatch(r, nil, nil, now)
 	b.State, b.ExpiresAt = quarantine.ReplayPinning, nil
@@ -245,20 +259,34 @@ func pinChunks(ctx context.Context, p Pinner, sel Selector, f quarantine.Filter,
 	}
 	queues, owners := map[string]bool{}, map[string]bool{}
 	wctx, cancel := context.WithCancelCause(ctx)
-	chunks := make(chan []quarantine.ReplayCandidate, 1)
+	chunks := make(chan []quarantine.ReplayItem, 1)
 	written := make(chan error, 1)
 	go func() {
-		err := writeChunks(wctx, p, b, n, r, keyRule, clock, chunks, queues, owners)
+		var err error
+		if p.HoldsWriter() {
+			err = writeChunks(wctx, p, b, clock, chunks)
+		} else {
+			err = writeChunksAtOnce(wctx, p, b, clock, chunks)
+		}
 		if err != nil {
 			cancel(err)
 		}
 		written <- err
 	}()
+	read := 0
 	cs := make([]quarantine.ReplayCandidate, 0, PinChunk)
 	send := func() error {
+		if read+len(cs) > n {
+			return quarantine.Errorf(quarantine.EINTERNAL, "the snapshot of a pin read more than the %d messages it counted", n)
+		}
+		items := r.PlanItems(cs, read, keyRule)
+		for _, c := range cs {
+			queues[c.Queue], owners[c.Owner] = true, true
+		}
+		read += len(cs)
 		select {
-		case chunks <- cs:
-			cs = make([]quarantine.ReplayCandidate, 0, PinChunk)
+		case chunks <- items:
+			cs = cs[:0]
 			return nil
 		case <-wctx.Done():
 			return context.Cause(wctx)
@@ -320,25 +348,23 @@ func pinChunks(ctx context.Context, p Pinner, sel Selector, f quarantine.Filter,
 	}, nil
 }
 
-// writeChunks writes the chunks of candidates as items of b, a batch
-// pinning n, adding to b's total and counts and to queues and owners, in
-// transactions of nextPinStep items; it stops at the first error
-// (ErrPinCancelled when b is no longer pinning).
-func writeChunks(ctx context.Context, p Pinner, b *quarantine.ReplayBatch, n int, r *quarantine.ReplayRequest, keyRule quarantine.KeyRuleFunc, clock func() time.Time,
-	chunks <-chan []quarantine.ReplayCandidate, queues, owners map[string]bool) error {
+// prepare gives a chunk's items their batch and creation time.
+func prepare(b *quarantine.ReplayBatch, items []quarantine.ReplayItem) {
+	for i := range items {
+		items[i].BatchID, items[i].UpdatedAt, items[i].DroppedHeaders = b.ID, b.CreatedAt, []string{}
+	}
+}
+
+// writeChunks writes the chunks of items of b, a batch being pinned, in
+// order, adding to b's total and counts, in transactions of nextPinStep
+// items, each of which first checks (SavePin) that b is still pinning; it
+// stops at the first error (ErrPinCancelled when b is no longer pinning).
+// It is the writer of a store with one writer (SQLite).
+func writeChunks(ctx context.Context, p Pinner, b *quarantine.ReplayBatch, clock func() time.Time, chunks <-chan []quarantine.ReplayItem) error {
 	step := pinStepMin
-	for cs := range chunks {
-		items := r.PlanItems(cs, b.Total, keyRule)
-		for _, c := range cs {
-			queues[c.Queue], owners[c.Owner] = true, true
-		}
-		if b.Total+len(items) > n {
-			return quarantine.Errorf(quarantine.EINTERNAL, "the snapshot of a pin read more than the %d messages it counted", n)
-		}
+	for items := range chunks {
+		prepare(b, items)
 		for len(items) > 0 {
-			if !p.HoldsWriter() {
-				step = len(items)
-			}
 			part := items[:min(step, len(items))]
 			items = items[len(part):]
 			var t0 time.Time
@@ -347,13 +373,10 @@ func writeChunks(ctx context.Context, p Pinner, b *quarantine.ReplayBatch, n int
 				c := *b
 				c.Total += len(part)
 				c.UpdatedAt = clock().UTC().Truncate(time.Microsecond)
-				// First: the batch's row (locked where rows are), still
-				// pinning unless a cancel came first.
+				// First: the batch's row, still pinning unless a cancel
+				// came first.
 				if ok, err := tx.SavePin(ctx, &c); err != nil || !ok {
 					return cmp.Or(err, ErrPinCancelled)
-				}
-				for i := range part {
-					part[i].BatchID, part[i].UpdatedAt, part[i].DroppedHeaders = b.ID, b.CreatedAt, []string{}
 				}
 				return tx.InsertItems(ctx, b.ID, part)
 			})
@@ -368,6 +391,52 @@ func writeChunks(ctx context.Context, p Pinner, b *quarantine.ReplayBatch, n int
 		}
 	}
 	return nil
+}
+
+// writeChunksAtOnce writes the chunks of items of b, a batch being
+// pinned, pinWriters at a time, one transaction each, adding to b's
+// total and counts; it stops at the first error (ErrPinCancelled when b
+// is no longer pinning). Each transaction copies its items first, then
+// adds them to the batch's total (AddPin), which locks the batch's row
+// only until the commit, so that the copies run side by side: a cancel
+// locks that row too, so a chunk either commits before it (and the
+// cancel skips its items) or finds the batch no longer pinning and rolls
+// back. The items' seq were given in read order, whatever order the
+// chunks commit in.
+func writeChunksAtOnce(ctx context.Context, p Pinner, b *quarantine.ReplayBatch, clock func() time.Time, chunks <-chan []quarantine.ReplayItem) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range pinWriters {
+		wg.Go(func() {
+			for items := range chunks {
+				prepare(b, items)
+				err := p.Write(ctx, "pin a replay's chunk", func(tx Tx) error {
+					if err := tx.InsertItems(ctx, b.ID, items); err != nil {
+						return err
+					}
+					ok, err := tx.AddPin(ctx, b.ID, len(items), clock().UTC().Truncate(time.Microsecond))
+					if err != nil || !ok {
+						return cmp.Or(err, ErrPinCancelled)
+					}
+					return nil
+				})
+				if err != nil {
+					cancel(err)
+					return
+				}
+				mu.Lock()
+				b.Total += len(items)
+				for _, it := range items {
+					b.Counts[it.Outcome]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return context.Cause(ctx)
 }
 
 // settle ends the creation of b (a draft, its items written): it
