@@ -68,12 +68,9 @@ func (s *Store) appendAudits(ctx context.Context, tx *sql.Tx, es []*quarantine.A
 	return err
 }
 
-// insertAudits is the INSERT of n audit events. OR ROLLBACK: any
-// failure ends the whole transaction (the event and the change it records
-// go together anyway), so that SQLite keeps no statement journal of the
-// pages of audit_log and its indexes that a multi-row INSERT changes.
+// insertAudits is the INSERT of n audit events.
 func insertAudits(n int) string {
-	return `INSERT OR ROLLBACK INTO audit_log (` + auditColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)` +
+	return `INSERT INTO audit_log (` + auditColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)` +
 		strings.Repeat(`, (?, ?, ?, ?, ?, ?, ?, ?)`, n-1)
 }
 
