@@ -38,9 +38,11 @@ func (t opsTx) MarkDiscarded(ctx context.Context, ids []string) error {
 	return t.s.markDiscarded(ctx, t.tx, ids)
 }
 
-// markDiscarded sets the status of ids to discarded, now.
+// markDiscarded sets the status of ids to discarded, now. OR ROLLBACK:
+// any failure ends the transaction, as a failed write does anyway, and
+// SQLite then keeps no statement journal (migration 0021).
 func (s *Store) markDiscarded(ctx context.Context, tx *sql.Tx, ids []string) error {
-	_, err := tx.ExecContext(ctx, `UPDATE messages SET status = 'discarded', updated_at = ?
+	_, err := tx.ExecContext(ctx, `UPDATE OR ROLLBACK messages SET status = 'discarded', updated_at = ?
 		WHERE id IN (SELECT value FROM json_each(?))`, micros(s.clock()), jsonArray(ids))
 	return err
 }

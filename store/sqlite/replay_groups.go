@@ -66,12 +66,16 @@ func moveStatusLastLater(ctx context.Context, tx *sql.Tx, ids string, from, to s
 }
 
 // moveGroups is moveStatusN; with lastNow false, the last bounds are left
-// for later (moveStatusLastLater).
+// for later (moveStatusLastLater). The UPDATE of messages is OR ROLLBACK:
+// any failure ends the whole transaction, as a failed write does anyway,
+// so that SQLite keeps no statement journal of the pages it changes
+// (migration 0021: the status triggers hold no upsert, whose ABORT would
+// keep it).
 func moveGroups(ctx context.Context, tx *sql.Tx, ids string, from, to, set string, now int64, lastNow bool) (int, error) {
 	if _, err := tx.ExecContext(ctx, `UPDATE status_moves SET counted = 1 WHERE id = 1`); err != nil {
 		return 0, err
 	}
-	rows, err := tx.QueryContext(ctx, `UPDATE messages SET status = :to, updated_at = :now`+set+moveWhere+`
+	rows, err := tx.QueryContext(ctx, `UPDATE OR ROLLBACK messages SET status = :to, updated_at = :now`+set+moveWhere+`
 		RETURNING fingerprint, queue, owner, job_name, failure_class, reason, failed_at, id`,
 		sql.Named("ids", ids), sql.Named("from", from), sql.Named("to", to), sql.Named("now", now))
 	if err != nil {
