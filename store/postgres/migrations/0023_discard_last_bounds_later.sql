@@ -88,8 +88,14 @@ $$;
 -- every bucket whose example is no longer in the bucket's status (left
 -- behind by a transaction with quarantine.last_bounds_later on): as
 -- messages_counts_update does, from the 100 messages of its queue and
--- status nearest to the bound, else from the whole bucket.
+-- status nearest to the bound, else from the whole bucket. The buckets
+-- are locked in key order first, as every writer of failure_groups
+-- locks them, so that it cannot deadlock with a collector's insert.
 CREATE OR REPLACE FUNCTION quarantine_repair_last_bounds() RETURNS void LANGUAGE sql SET search_path FROM CURRENT AS $$
+    WITH stale AS (
+        SELECT g.fingerprint, g.queue, g.owner, g.status FROM failure_groups g
+        WHERE g.n > 0 AND NOT EXISTS (SELECT 1 FROM messages e WHERE e.id = g.example_id AND e.status = g.status)
+        ORDER BY 1, 2, 3, 4 FOR UPDATE)
     UPDATE failure_groups b SET
         (last_failed_at, example_id) = (SELECT u.failed_at, u.id FROM (
             (SELECT f.failed_at, f.id FROM (SELECT m.failed_at, m.id, m.fingerprint, m.owner FROM messages m
@@ -99,5 +105,6 @@ CREATE OR REPLACE FUNCTION quarantine_repair_last_bounds() RETURNS void LANGUAGE
             (SELECT m.failed_at, m.id FROM messages m
             WHERE m.queue = b.queue AND m.status = b.status AND m.fingerprint = b.fingerprint AND m.owner = b.owner
             ORDER BY m.failed_at DESC, m.id DESC LIMIT 1)) u LIMIT 1)
-    WHERE b.n > 0 AND NOT EXISTS (SELECT 1 FROM messages e WHERE e.id = b.example_id AND e.status = b.status);
+    FROM stale s
+    WHERE b.fingerprint = s.fingerprint AND b.queue = s.queue AND b.owner = s.owner AND b.status = s.status;
 $$;
