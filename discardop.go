@@ -37,7 +37,8 @@ const DiscardStaleAfter = time.Minute
 // The set is the messages that matched Filter when the operation started
 // (a watermark of the insert order bounds it: messages stored later are
 // never part of it), walked a chunk at a time in the store's order
-// (SQLite: newest first, by failed_at and id; PostgreSQL: by id), each
+// (newest first, by failed_at and id; an operation started by an earlier
+// version of a store may go on by id), each
 // message once. A message of the set that no
 // longer matches when its chunk runs (its status moved, say) is left
 // alone and counted in neither Discarded nor Skipped, so Discarded +

@@ -109,7 +109,11 @@ func (m *Main) runServe(ctx context.Context) error {
 	if discardConfirm == 0 { // bulk.confirm_above: 0 never asks, as for replays
 		discardConfirm = -1
 	}
-	acfg.Discards = rules.NewDiscards(acfg.Store, rules.DiscardConfig{ConfirmAbove: discardConfirm}, m.logger)
+	dcfg := rules.DiscardConfig{ConfirmAbove: discardConfirm}
+	if p, ok := m.store.(rules.ChunkPaced); ok {
+		dcfg.ChunkTarget = p.DiscardChunkTarget()
+	}
+	acfg.Discards = rules.NewDiscards(acfg.Store, dcfg, m.logger)
 	if err := acfg.Discards.Resume(ctx); err != nil {
 		return err
 	}

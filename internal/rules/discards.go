@@ -19,7 +19,8 @@ const (
 	// runner sizes its chunks to hold the database for about
 	// DiscardChunkTarget (SQLite has one writer: an ingest waits for it).
 	DefaultDiscardChunk = 2000
-	// DiscardChunkTarget is how long one background chunk should take.
+	// DiscardChunkTarget is how long one background chunk should take,
+	// unless the store says otherwise (ChunkPaced).
 	DiscardChunkTarget = 150 * time.Millisecond
 	// minDiscardChunk is the smallest chunk the runner sizes.
 	minDiscardChunk = 100
@@ -35,11 +36,24 @@ type DiscardConfig struct {
 	ConfirmAbove int
 	// Chunk is the messages per transaction (0: DefaultDiscardChunk).
 	Chunk int
+	// ChunkTarget is how long one background chunk should take (0:
+	// DiscardChunkTarget; serve takes the store's, ChunkPaced).
+	ChunkTarget time.Duration
 	// SyncMax: a discard by filter matching at most this many messages
 	// completes before the request is answered, with the changed ids and
 	// the skipped ones as before (0: quarantine.MaxBulk); a larger one is
 	// answered at once (202) and runs in the background.
 	SyncMax int
+}
+
+// ChunkPaced is a store whose discard chunks may take another time than
+// DiscardChunkTarget. PostgreSQL's chunks lock the rows that collectors'
+// inserts also write (the failure groups' and waiting minutes' counts)
+// only from their status change to their commit, so a longer chunk does
+// not hold an ingest back, and does once the work every chunk does
+// whatever its size.
+type ChunkPaced interface {
+	DiscardChunkTarget() time.Duration
 }
 
 // Discards starts discard operations and runs them in the background,
@@ -68,6 +82,9 @@ func NewDiscards(st store.Store, cfg DiscardConfig, log *slog.Logger) *Discards 
 	}
 	if cfg.SyncMax <= 0 {
 		cfg.SyncMax = quarantine.MaxBulk
+	}
+	if cfg.ChunkTarget <= 0 {
+		cfg.ChunkTarget = DiscardChunkTarget
 	}
 	if log == nil {
 		log = slog.Default()
@@ -150,7 +167,7 @@ func (d *Discards) finish(ctx context.Context, id string) quarantine.DiscardOper
 		var err error
 		t0 := time.Now()
 		op, _, err = d.st.DiscardChunk(ctx, id, n)
-		n = nextChunk(n, time.Since(t0), d.cfg.Chunk)
+		n = nextChunk(n, time.Since(t0), d.cfg.ChunkTarget, d.cfg.Chunk)
 		switch {
 		case ctx.Err() != nil:
 			return op
@@ -180,13 +197,12 @@ func (d *Discards) finish(ctx context.Context, id string) quarantine.DiscardOper
 }
 
 // nextChunk sizes the chunk after one of n messages that took took:
-// towards DiscardChunkTarget, at most doubling, between minDiscardChunk
-// and most.
-func nextChunk(n int, took time.Duration, most int) int {
+// towards target, at most doubling, between minDiscardChunk and most.
+func nextChunk(n int, took, target time.Duration, most int) int {
 	if took <= 0 {
 		return min(2*n, most)
 	}
-	next := int(float64(n) * float64(DiscardChunkTarget) / float64(took))
+	next := int(float64(n) * float64(target) / float64(took))
 	return max(min(next, 2*n, most), min(minDiscardChunk, most))
 }
 

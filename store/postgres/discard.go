@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -104,6 +105,15 @@ func inDiscardSet(ref string) string {
 	return "(m.insert_xid IS NULL OR pg_visible_in_snapshot(m.insert_xid, " + ref + "::pg_snapshot))"
 }
 
+// DiscardChunkTarget is how long a background chunk of a discard
+// operation may take (rules.ChunkPaced): a chunk locks the rows that
+// collectors' inserts also write (failure_groups, waiting_minutes) only
+// from its status change to its commit, and each chunk pays its
+// statement triggers and round trips once whatever its size, so chunks
+// of up to the runner's most (2,000) are cheaper per message than the
+// few hundred that SQLite's 150 ms allow.
+func (s *Store) DiscardChunkTarget() time.Duration { return time.Second }
+
 // StartDiscard records a running discard operation; see store.Discards.
 // The mark, the count and the record are one transaction.
 func (s *Store) StartDiscard(ctx context.Context, d quarantine.Discard, confirmAbove int) (quarantine.DiscardOperation, error) {
@@ -153,24 +163,95 @@ func (t opsTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation
 	return getDiscard(ctx, t.tx, "WHERE id = $1 FOR UPDATE", id)
 }
 
-// Select walks the set in id order: the cursor is the last id.
-func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, error) {
+// Select walks the set newest first, by (failed_at, id) as the message
+// list pages it; the cursor is the list's (quarantine.Cursor, encoded).
+// A chunk's messages are then neighbours in every index of messages that
+// has failed_at after a column of few values (failed_at, queue,
+// queue-and-status, status, owner, job name, failure class, and inflow's
+// collected_at, which follows failed_at), so that its UPDATE writes a few
+// pages of each instead of one page per message, whatever the order the
+// messages were stored in. The chunk is read in that order, then locked
+// in id order as every writer of several messages locks them (a second
+// statement, which checks the filter again on what it locked: a message
+// whose status moved meanwhile out of the filter is left alone). An
+// operation started by an earlier version (its cursor is an id) goes on
+// in id order (selectByID).
+func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, bool, error) {
+	f := op.Filter
+	if op.Cursor != "" {
+		after, err := quarantine.DecodeCursor(op.Cursor)
+		if err != nil {
+			return t.selectByID(ctx, op, limit)
+		}
+		f.After = after
+	}
+	w := filterWhere(&f)
+	w.after(f.After)
+	w.conds = append(w.conds, inDiscardSet(w.arg(op.Mark)))
+	rows, err := t.tx.Query(ctx, "SELECT m.id, m.failed_at FROM messages m"+w.sql()+
+		" ORDER BY m.failed_at DESC, m.id DESC LIMIT "+strconv.Itoa(limit), w.args...)
+	if err != nil {
+		return nil, "", false, err
+	}
+	var ids []string
+	var last quarantine.Cursor
+	_, err = pgx.ForEachRow(rows, []any{&last.ID, &last.FailedAt}, func() error {
+		ids = append(ids, last.ID)
+		return nil
+	})
+	if err != nil || len(ids) == 0 {
+		return nil, op.Cursor, true, err
+	}
+	f.After = nil
+	lw := filterWhere(&f)
+	lw.conds = append(lw.conds, "m.id = ANY("+lw.arg(ids)+"::text[])")
+	sel, err := lockSelected(ctx, t.tx, "SELECT m.id, m.status FROM messages m"+lw.sql()+" ORDER BY m.id FOR UPDATE", lw.args...)
+	return sel, last.Encode(), len(ids) < limit, err
+}
+
+// selectByID is Select in id order after the id op.Cursor, as earlier
+// versions walked the set.
+func (t opsTx) selectByID(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, bool, error) {
 	f := op.Filter
 	w := filterWhere(&f)
 	w.conds = append(w.conds, inDiscardSet(w.arg(op.Mark)), "m.id > "+w.arg(op.Cursor))
 	sel, err := lockSelected(ctx, t.tx, "SELECT m.id, m.status FROM messages m"+w.sql()+
 		" ORDER BY m.id LIMIT "+strconv.Itoa(limit)+" FOR UPDATE", w.args...)
 	if err != nil || len(sel) == 0 {
-		return sel, op.Cursor, err
+		return sel, op.Cursor, true, err
 	}
-	return sel, sel[len(sel)-1].ID, nil
+	return sel, sel[len(sel)-1].ID, len(sel) < limit, nil
 }
 
+// MarkDiscardedFrom marks ids discarded with the last bounds of the
+// failure groups they leave left for the end of the operation
+// (quarantine.last_bounds_later, migration 0023): walked newest first,
+// every chunk takes the latest message of nearly every group it touches.
+// Their counts and first bounds stay exact.
 func (t opsTx) MarkDiscardedFrom(ctx context.Context, _ quarantine.Status, ids []string) error {
+	if _, err := t.tx.Exec(ctx, `SELECT set_config('quarantine.last_bounds_later', 'on', true)`); err != nil {
+		return err
+	}
 	return t.s.markDiscarded(ctx, t.tx, ids)
 }
 
+// repairLastBounds recounts the last bound and example of every failure
+// group whose example left it, inside tx (migration 0023).
+func repairLastBounds(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT quarantine_repair_last_bounds()`)
+	return err
+}
+
+// Save stores the operation's progress; an operation that is over
+// (completed, or failed) has the last bounds of the failure groups its
+// chunks left behind recounted (repairLastBounds), in the same
+// transaction.
 func (t opsTx) Save(ctx context.Context, op quarantine.DiscardOperation) error {
+	if op.State != quarantine.DiscardRunning {
+		if err := repairLastBounds(ctx, t.tx); err != nil {
+			return err
+		}
+	}
 	_, err := t.tx.Exec(ctx, `UPDATE discard_operations SET state = $2, cursor = $3, discarded = $4, skipped = $5,
 		error = $6, updated_at = $7, finished_at = $8 WHERE id = $1`,
 		op.ID, op.State, op.Cursor, op.Discarded, op.Skipped, op.Error, op.UpdatedAt, op.FinishedAt)
@@ -186,8 +267,12 @@ func (s *Store) FailDiscard(ctx context.Context, id, reason string) error {
 			WHERE id = $1 AND state = $5`, id, quarantine.DiscardFailed, reason, now, quarantine.DiscardRunning)
 		if err == nil && tag.RowsAffected() == 0 {
 			_, err = getDiscard(ctx, tx, "WHERE id = $1", id) // ENOTFOUND, or no longer running: nothing to do
+			return err
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return repairLastBounds(ctx, tx)
 	})
 }
 

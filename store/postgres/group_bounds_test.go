@@ -114,3 +114,56 @@ func TestGroupBoundsRecountExact(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscardChunksLeaveLastBoundsLater runs a discard operation newest
+// first, a chunk at a time: a chunk takes the last message of its
+// bucket, and leaves the last bound and the example for the end of the
+// operation (migration 0023) while the counts and first bounds stay
+// exact; when the operation fails (as when it completes), every bound is
+// exact again, a status change made meanwhile outside a chunk included.
+func TestDiscardChunksLeaveLastBoundsLater(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := context.Background()
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	var msgs []*quarantine.Message
+	for i := range 10 {
+		k := fmt.Sprintf("k%04d", i)
+		msgs = append(msgs, &quarantine.Message{Source: "src", Queue: "orders", JobName: "charge", IdempotencyKey: "i-" + k,
+			Reason: "one failure", Payload: []byte(`{}`), DedupeKey: k, FailedAt: base.Add(time.Duration(i) * time.Minute)})
+	}
+	if _, err := s.InsertBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	n := len(msgs)
+	op, err := s.StartDiscard(ctx, quarantine.Discard{Filter: &quarantine.Filter{}, ExpectCount: &n, Reason: "incident", Actor: "bob"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op, _, err = s.DiscardChunk(ctx, op.ID, 3); err != nil || op.State != quarantine.DiscardRunning || op.Discarded != 3 {
+		t.Fatalf("first chunk: %+v, %v", op, err)
+	}
+	kept, recounted := keptGroups(t, s, false), keptGroups(t, s, true)
+	if len(kept) != 2 || len(recounted) != 2 {
+		t.Fatalf("after a chunk: kept %+v, recounted %+v; want the quarantined and the discarded bucket", kept, recounted)
+	}
+	for i := range kept {
+		k, r := kept[i], recounted[i]
+		if k.status != r.status || k.n != r.n || !k.first.Equal(r.first) {
+			t.Fatalf("after a chunk: kept %+v, recounted %+v: counts and first bounds must be exact", k, r)
+		}
+	}
+	if q := kept[1]; q.status != "quarantined" || q.example != msgs[9].ID || !q.last.Equal(msgs[9].FailedAt) {
+		t.Fatalf("after a chunk of the newest: quarantined bucket %+v, want its last bound left for later (%s)", q, msgs[9].ID)
+	}
+	// Outside a chunk: the first bound of the bucket moves.
+	if _, err := s.Pool().Exec(ctx, `UPDATE messages SET status = 'replaying' WHERE id = $1`, msgs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FailDiscard(ctx, op.ID, "stopped by the test"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := keptGroups(t, s, false), keptGroups(t, s, true); !slices.Equal(got, want) {
+		t.Fatalf("after the operation failed: kept %+v, recounted %+v", got, want)
+	}
+}

@@ -12,10 +12,14 @@ import (
 
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/internal/pgtest"
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/store"
 	"github.com/quarantine-dev/quarantine/store/postgres"
 	"github.com/quarantine-dev/quarantine/store/storetest"
 )
+
+// serve sizes the discard chunks of the store by its own target.
+var _ rules.ChunkPaced = (*postgres.Store)(nil)
 
 // openStore opens a migrated store in a fresh schema, closed when t ends.
 func openStore(t testing.TB, opts ...postgres.Option) *postgres.Store {

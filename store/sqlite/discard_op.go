@@ -100,7 +100,7 @@ func (t opsTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation
 // per message, whatever the order they were stored in. An operation
 // started by an earlier version (its cursor is an id) goes on in id
 // order (selectByID).
-func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, error) {
+func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, bool, error) {
 	f := op.Filter
 	if op.Cursor != "" {
 		after, err := quarantine.DecodeCursor(op.Cursor)
@@ -114,7 +114,7 @@ func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit
 		andWhere(w, "m.rowid <= ?")+" ORDER BY m.failed_at DESC, m.id DESC LIMIT "+strconv.Itoa(limit),
 		append(args, markRowid(op.Mark))...)
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
 	defer rows.Close()
 	var out []quarantine.Selected
@@ -124,29 +124,29 @@ func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit
 		var st string
 		var at int64
 		if err := rows.Scan(&m.ID, &st, &at); err != nil {
-			return nil, "", err
+			return nil, "", false, err
 		}
 		m.Status = quarantine.Status(st)
 		out = append(out, m)
 		last = quarantine.Cursor{FailedAt: fromMicros(at), ID: m.ID}
 	}
 	if err := rows.Err(); err != nil || len(out) == 0 {
-		return out, op.Cursor, err
+		return out, op.Cursor, true, err
 	}
-	return out, last.Encode(), nil
+	return out, last.Encode(), len(out) < limit, nil
 }
 
 // selectByID is Select in id order after the id op.Cursor, as earlier
 // versions walked the set.
-func (t opsTx) selectByID(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, error) {
+func (t opsTx) selectByID(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, bool, error) {
 	w, args := where(op.Filter, false)
 	sel, err := querySelected(ctx, t.tx, "SELECT m.id, m.status FROM messages m INDEXED BY sqlite_autoindex_messages_1"+
 		andWhere(w, "m.rowid <= ? AND m.id > ?")+" ORDER BY m.id LIMIT "+strconv.Itoa(limit),
 		append(args, markRowid(op.Mark), op.Cursor)...)
 	if err != nil || len(sel) == 0 {
-		return sel, op.Cursor, err
+		return sel, op.Cursor, true, err
 	}
-	return sel, sel[len(sel)-1].ID, nil
+	return sel, sel[len(sel)-1].ID, len(sel) < limit, nil
 }
 
 // MarkDiscardedFrom moves the failure groups per group, not per message,

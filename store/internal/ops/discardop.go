@@ -75,10 +75,13 @@ type ChunkTx interface {
 	// Select returns (and locks, where the store locks rows) up to limit
 	// messages of op's set (matching op.Filter under op.Mark) after
 	// op.Cursor in the store's walk order, with their statuses, and the
-	// cursor after the last of them (op.Cursor when there are none). The
-	// walk order is the store's: one that visits every message of the set
-	// once, whatever is stored meanwhile.
-	Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, error)
+	// cursor after the last of them (op.Cursor when there are none), and
+	// whether the walk reached the end of the set (it walked fewer than
+	// limit messages: a store that locks may return fewer than it walked,
+	// leaving out those that no longer match once locked). The walk order
+	// is the store's: one that visits every message of the set once,
+	// whatever is stored meanwhile.
+	Select(ctx context.Context, op quarantine.DiscardOperation, limit int) (sel []quarantine.Selected, next string, end bool, err error)
 	// MarkDiscardedFrom sets the status of ids, all in status from, to
 	// discarded, now.
 	MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string) error
@@ -92,7 +95,7 @@ type ChunkTx interface {
 // DiscardChunk applies the next chunk (up to n messages) of the operation
 // id at now, inside a store's transaction: the status rule and the audit
 // events of quarantine.Discard.Plan, then the operation's progress. A
-// chunk of fewer than n messages completes the operation; an operation
+// chunk that walked fewer than n messages completes the operation; an operation
 // that is not running is returned unchanged.
 func DiscardChunk(ctx context.Context, id string, n int, now time.Time, tx ChunkTx) (quarantine.DiscardOperation, quarantine.BulkResult, error) {
 	res := quarantine.BulkResult{Changed: []string{}, Skipped: []quarantine.BulkSkipped{}}
@@ -100,7 +103,7 @@ func DiscardChunk(ctx context.Context, id string, n int, now time.Time, tx Chunk
 	if err != nil || op.State != quarantine.DiscardRunning {
 		return op, res, err
 	}
-	sel, next, err := tx.Select(ctx, op, n)
+	sel, next, end, err := tx.Select(ctx, op, n)
 	if err == nil {
 		err = markHeld(ctx, sel, tx)
 	}
@@ -126,7 +129,7 @@ func DiscardChunk(ctx context.Context, id string, n int, now time.Time, tx Chunk
 	op.Skipped += int64(len(res.Skipped))
 	op.Cursor = next
 	op.UpdatedAt = now
-	if len(sel) < n {
+	if end {
 		op.State, op.FinishedAt = quarantine.DiscardCompleted, &now
 	}
 	return op, res, tx.Save(ctx, op)
