@@ -101,13 +101,9 @@ func (t opsTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation
 // started by an earlier version (its cursor is an id) goes on in id
 // order (selectByID).
 func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, bool, error) {
-	f := op.Filter
-	if op.Cursor != "" {
-		after, err := quarantine.DecodeCursor(op.Cursor)
-		if err != nil {
-			return t.selectByID(ctx, op, limit)
-		}
-		f.After = after
+	f, byID := ops.Resume(op)
+	if byID {
+		return t.selectByID(ctx, op, limit)
 	}
 	w, args := where(f, true)
 	rows, err := t.tx.QueryContext(ctx, "SELECT m.id, m.status, m.failed_at FROM messages m INDEXED BY messages_failed_at"+

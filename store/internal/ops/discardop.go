@@ -179,3 +179,19 @@ func ResumeDiscard(op quarantine.DiscardOperation, actor string, now time.Time) 
 	}
 	return op, nil, false, quarantine.Errorf(quarantine.ECONFLICT, "the discard is %s: there is nothing to resume", op.State)
 }
+
+// Resume returns the filter from which the next chunk of op is read,
+// newest first after op's cursor (the list's, encoded), or byID when the
+// cursor is an id: an operation started by an earlier version goes on in
+// id order.
+func Resume(op quarantine.DiscardOperation) (f quarantine.Filter, byID bool) {
+	f = op.Filter
+	if op.Cursor != "" {
+		after, err := quarantine.DecodeCursor(op.Cursor)
+		if err != nil {
+			return f, true
+		}
+		f.After = after
+	}
+	return f, false
+}
