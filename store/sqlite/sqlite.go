@@ -61,15 +61,16 @@ const writePragmas = "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_prag
 	"&_pragma=foreign_keys(1)&_pragma=cache_size(-" + writerCacheKiB + ")&_txlock=immediate" +
 	"&_pragma=wal_autocheckpoint(" + backstop + ")"
 
-// writerCacheKiB is the writer's page cache, in KiB of pages (32 MiB).
+// writerCacheKiB is the writer's page cache, in KiB of pages (64 MiB).
 // Each cached page costs the process about twice its size: the pure-Go
 // SQLite allocates memory in power-of-two slots, and a page of 4 KiB with
-// its header takes a slot of 8 KiB. A replay or a discard of a million
-// messages touches more index pages than the cache holds, so the cache
-// fills up to its size whatever the batch's: at 64 MiB it alone kept
-// about 130 MiB of serve resident (docs/replays-at-scale.md, Serve's
-// memory).
-const writerCacheKiB = "32768"
+// its header takes a slot of 8 KiB; a replay or a discard of a million
+// messages fills it. Half of it (tried for serve's memory while replaying
+// a million) left a discard of a million re-reading its index pages with
+// read calls, several times slower (docs/replays-at-scale.md, Serve's
+// memory); the Go memory limit (cmd/quarantine/gc.go) keeps serve under
+// its bound instead.
+const writerCacheKiB = "65536"
 
 // readPragmas are set on the read connections. They read the database
 // file through a memory map (up to 1 GiB; the rest, and the WAL, through
