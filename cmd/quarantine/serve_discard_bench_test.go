@@ -111,8 +111,16 @@ func (r *seededServe) ingest(b *testing.B) {
 			res.Body.Close()
 		}
 		ds = append(ds, d)
+		if d > slowIngest {
+			// When, to set it beside the store's own log (checkpoints,
+			// the operation's chunks).
+			b.Logf("slow ingest: %v, sent at %s", d.Round(time.Millisecond), t0.UTC().Format("15:04:05.000"))
+		}
 	}
 }
+
+// slowIngest is the latency above which an ingest is logged with its time.
+const slowIngest = 250 * time.Millisecond
 
 // finish stops the ingests, checks the audit chain, stops serve and
 // reports the ingests' p50 and max and serve's peak RSS after what.

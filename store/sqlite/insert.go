@@ -300,6 +300,17 @@ func insertVersions(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message,
 	return nil
 }
 
+// lockReplayedSQL reads the messages lockReplayed returns, by their keys.
+// The index of the keys is named: without statistics SQLite otherwise
+// served the status condition's OR from the status index, reading every
+// quarantined message for each insert (0.2 to 0.4 s per ingest at a
+// million quarantined, while holding the one writer).
+const lockReplayedSQL = `SELECT m.idempotency_key, m.id FROM messages m INDEXED BY messages_idempotency_key
+	WHERE m.idempotency_key IN (SELECT value FROM json_each(?)) AND (m.status IN ('replayed', 'replaying')
+		OR m.status = 'quarantined' AND EXISTS (SELECT 1 FROM replay_items
+			WHERE replay_items.message_id = m.id AND ` + replays.InFlight + `))
+	ORDER BY m.idempotency_key, m.failed_at DESC, m.id DESC`
+
 // lockReplayed returns, per non-empty idempotency key of msgs, the IDs of
 // the replayed messages holding it (or being replayed: held by a replay
 // item in flight, replays.InFlight, or replaying, moved by an older
@@ -317,11 +328,7 @@ func lockReplayed(ctx context.Context, tx *sql.Tx, msgs []*quarantine.Message) (
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT m.idempotency_key, m.id FROM messages m
-		WHERE m.idempotency_key IN (SELECT value FROM json_each(?)) AND (m.status IN ('replayed', 'replaying')
-			OR m.status = 'quarantined' AND EXISTS (SELECT 1 FROM replay_items
-				WHERE replay_items.message_id = m.id AND `+replays.InFlight+`))
-		ORDER BY m.idempotency_key, m.failed_at DESC, m.id DESC`, jsonArray(keys))
+	rows, err := tx.QueryContext(ctx, lockReplayedSQL, jsonArray(keys))
 	if err != nil {
 		return nil, err
 	}

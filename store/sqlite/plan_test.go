@@ -97,3 +97,19 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 	q, args := countQuery(quarantine.Filter{})
 	t.Logf("count plan: %v", queryPlan(t, s, q, args...))
 }
+
+// An insert looks up the replayed messages holding its keys by the keys'
+// index, not by the status index: with a million quarantined messages the
+// status index made each ingest read all of them, holding the writer.
+func TestLockReplayedReadsByKey(t *testing.T) {
+	t.Parallel()
+	s := openTest(t)
+	plan := queryPlan(t, s, lockReplayedSQL, `["k1","k2"]`)
+	for _, d := range plan {
+		if strings.HasSuffix(d, " m") || strings.Contains(d, "messages_status") || strings.Contains(d, "messages_queue_status") ||
+			strings.HasPrefix(d, "SEARCH m") && !strings.Contains(d, "messages_idempotency_key") {
+			t.Errorf("lockReplayed reads messages otherwise than by key: %v", plan)
+		}
+	}
+	t.Logf("plan: %v", plan)
+}
