@@ -603,3 +603,50 @@ func TestReplayFailuresAreNeverShownAsSuccess(t *testing.T) {
 		t.Fatalf("canary batch: %s %s %v %q; want halted with a failed canary and the rest pending", halted.State, halted.CanaryVerdict, halted.Counts, halted.StateReason)
 	}
 }
+
+// connectingBroker is the in-memory broker as a replay.Connector: it
+// notes whether Connect came before the first Publish.
+type connectingBroker struct {
+	*memory.Broker
+	mu                   sync.Mutex
+	connects, publishes  int
+	connectedBeforeFirst bool
+}
+
+func (c *connectingBroker) Connect(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.connects++
+	return nil
+}
+
+func (c *connectingBroker) Publish(ctx context.Context, msgs []replay.Outgoing) []replay.Result {
+	c.mu.Lock()
+	if c.publishes == 0 {
+		c.connectedBeforeFirst = c.connects > 0
+	}
+	c.publishes++
+	c.mu.Unlock()
+	return c.Broker.Publish(ctx, msgs)
+}
+
+// A publisher that can connect ahead (replay.Connector, as RabbitMQ's) is
+// connected before the engine takes its destination's first slots: the
+// slots then need no lead for its connection.
+func TestReplayConnectsAPublisherBeforeItsFirstSlots(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	cb := &connectingBroker{Broker: f.broker}
+	f.routes.Brokers["rmq"] = replay.Broker{Name: "rmq", Kind: "memory", Publisher: cb}
+	b := f.create(f.insert(30), fast())
+	f.engine(replay.Config{})
+	done := f.waitState(b.ID, 10*time.Second, quarantine.ReplayCompleted)
+	if done.Counts[quarantine.ItemPublished] != 30 {
+		t.Fatalf("counts = %v, want 30 published", done.Counts)
+	}
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	if !cb.connectedBeforeFirst {
+		t.Fatalf("not connected before the first publish (%d connects)", cb.connects)
+	}
+}

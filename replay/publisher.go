@@ -69,3 +69,13 @@ type Publisher interface {
 	// Close releases the connection.
 	Close() error
 }
+
+// Connector is a Publisher that can connect to its broker ahead of its
+// first publish. The engine connects it before it takes the first slots
+// of a destination, which then need no lead for the connection
+// (maxLead otherwise).
+type Connector interface {
+	// Connect connects, unless connected already; an error leaves the
+	// connection to the next Publish.
+	Connect(ctx context.Context) error
+}

@@ -18,9 +18,17 @@ type worker struct {
 	e  *Engine
 	id string
 	// slotsTook follows how long this worker's takes of slots took (a
-	// decaying maximum): the lead its next ones ask for, so that the
-	// slots they get are not already due when they return.
+	// decaying maximum), waiting for the store included: no take starts
+	// while an item holding a slot is due before it would return.
 	slotsTook time.Duration
+	// grantLag follows how long after the store granted slots (its
+	// transaction's now) the grant reached this worker (a decaying
+	// maximum): the lead its next takes ask for, so that the slots they
+	// get are not already due when they return. It leaves out the wait
+	// for the store (another engine's or worker's transaction, SQLite's
+	// one writer), which a lead need not cover: the slots are granted
+	// once that wait is over.
+	grantLag time.Duration
 	// records are closed when the records under way in the background
 	// end, oldest first (each starts once the one before it ended): at
 	// most two, one running and the next waiting for it (recordAsync).
@@ -63,15 +71,17 @@ func late(b *quarantine.ReplayBatch) time.Duration {
 	return max(2*time.Millisecond, time.Duration(float64(max(b.Burst, 1))/b.Rate/2*float64(time.Second)))
 }
 
-// lead is how long after a store call's start its slots should begin,
-// when the schedule is idle: a little more than such calls took lately
-// (took, a decaying maximum), at most maxLead.
+// lead is how long after a take's grant (its transaction's now) its
+// slots should begin, when the schedule is idle: a little more than
+// grants took lately to come back (took, a decaying maximum), at most
+// maxLead.
 func lead(took time.Duration) time.Duration {
 	return min(took+took/4, maxLead)
 }
 
 // maxLead caps lead. It is also the lead of a destination no publish
-// has answered yet: its publisher may connect first.
+// has answered yet, whose publisher may connect first (unless it is a
+// Connector, connected before the take).
 const maxLead = 100 * time.Millisecond
 
 // maxGather is how long after its slot an item waits at most for the
@@ -467,7 +477,7 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 			// before the take would return (a take that waits for the
 			// store would leave them late).
 			if len(need) > 0 && !now.Before(slotsAt) && (earliest.IsZero() || earliest.Sub(now) > lead(w.slotsTook)) {
-				n, first, slotWait, err := w.takeSlots(ctx, b, label, len(need))
+				n, first, slotWait, err := w.takeSlots(ctx, b, label, need[0].route.Publisher, len(need))
 				if err != nil {
 					if ctx.Err() == nil {
 						w.e.log.Warn("cannot take publish slots", "replay", b.ID, "err", err)
@@ -631,16 +641,31 @@ func (w *worker) answered(ctx context.Context, b *quarantine.ReplayBatch, label 
 }
 
 // takeSlots takes up to want slots of the schedule of b publishing to the
-// destination label: how many and the first, or how long until one is
-// free.
-func (w *worker) takeSlots(ctx context.Context, b *quarantine.ReplayBatch, label string, want int) (int, time.Time, time.Duration, error) {
-	started, ld := time.Now(), lead(w.slotsTook)
+// destination label (through pub): how many and the first, or how long
+// until one is free.
+func (w *worker) takeSlots(ctx context.Context, b *quarantine.ReplayBatch, label string, pub Publisher, want int) (int, time.Time, time.Duration, error) {
+	if !w.e.heardFrom(label) {
+		// A publisher that connects ahead of its first publish does so
+		// now: the slots need no lead for its connection then.
+		if c, ok := pub.(Connector); ok && c.Connect(ctx) == nil {
+			w.e.hear(label)
+		}
+	}
+	started, ld := time.Now(), lead(w.grantLag)
 	if !w.e.heardFrom(label) {
 		ld = maxLead
 	}
 	n, first, wait, err := w.e.cfg.Store.TakeReplaySlots(ctx, buckets(b, label), want, ld, ahead(b, ld))
 	if err == nil && n > 0 {
-		observe(&w.slotsTook, time.Since(started))
+		returned := time.Now()
+		observe(&w.slotsTook, returned.Sub(started))
+		// A schedule left idle starts lead after the grant's now, which
+		// tells the lag. A grant going on from an earlier one's slots
+		// may read longer or shorter; the decaying maximum keeps the
+		// longest of late.
+		if granted := first.Add(-ld); !granted.Before(started) && granted.Before(returned) {
+			observe(&w.grantLag, returned.Sub(granted))
+		}
 	}
 	return n, first, wait, err
 }

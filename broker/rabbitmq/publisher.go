@@ -16,7 +16,10 @@ import (
 	"github.com/quarantine-dev/quarantine/replay"
 )
 
-var _ replay.Publisher = (*Publisher)(nil)
+var (
+	_ replay.Publisher = (*Publisher)(nil)
+	_ replay.Connector = (*Publisher)(nil)
+)
 
 // Publisher publishes replayed messages to RabbitMQ: through the default
 // exchange, with the destination queue as routing key, mandatory, and
@@ -72,6 +75,15 @@ type returnKey struct{ id, queue string }
 func NewPublisher(cfg Config, name string, logger *slog.Logger) *Publisher {
 	return &Publisher{cfg: cfg, name: name, dial: amqp.DefaultDial(dialTimeout),
 		log: publisher.Log(logger, "rabbitmq", name)}
+}
+
+// Connect implements replay.Connector: it dials the broker and opens the
+// confirm-mode channel unless it has them already.
+func (p *Publisher) Connect(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, err := p.session()
+	return err
 }
 
 // inflight is one written message waiting for its confirm.
