@@ -30,8 +30,8 @@ const DiscardStaleAfter = time.Minute
 
 // DiscardOperation is a discard by filter of any size, applied in chunks:
 // each chunk is one transaction that marks its messages discarded,
-// appends one message.discard event per message (and a discard_refused
-// per refusal), and advances the operation's counts, so that a crash
+// appends one message.discard event naming every message it discarded
+// (DiscardChunkDetails; and a discard_refused per refusal), and advances the operation's counts, so that a crash
 // leaves whole chunks applied and the operation resumable.
 //
 // The set is the messages that matched Filter when the operation started

@@ -213,6 +213,12 @@ type Selected struct {
 // Stores call it inside the transaction that locked the selection, then
 // apply the result and append the events.
 func (d *Discard) Plan(sel []Selected) (BulkResult, []*AuditEvent, error) {
+	return d.plan(sel, false)
+}
+
+// plan is Plan; with chunk, the changes get no event each (PlanChunk
+// records them in one).
+func (d *Discard) plan(sel []Selected, chunk bool) (BulkResult, []*AuditEvent, error) {
 	res := BulkResult{Changed: []string{}, Skipped: []BulkSkipped{}}
 	for _, m := range sel {
 		if m.Found {
@@ -238,6 +244,9 @@ func (d *Discard) Plan(sel []Selected) (BulkResult, []*AuditEvent, error) {
 			continue
 		}
 		res.Changed = append(res.Changed, m.ID)
+		if chunk {
+			continue
+		}
 		ev := NewAuditEvent(d.Actor, ActionDiscard, m.ID, map[string]string{
 			"reason": d.Reason, "previous_status": string(m.Status),
 		})

@@ -1407,7 +1407,10 @@ type UnsupportedMediaType = Problem
 
 // ListAuditParams defines parameters for ListAudit.
 type ListAuditParams struct {
-	// Subject Events about this subject (a message id, a token id…).
+	// Subject Events about this subject (a message id, a token id…). For a
+	// message discarded by a discard operation, also the chunk's
+	// `message.discard` event that names it (its subject is the
+	// operation).
 	Subject *string `form:"subject,omitempty" json:"subject,omitempty"`
 
 	// Message Another name for subject; give one of them.
@@ -2029,8 +2032,9 @@ type ClientInterface interface {
 	// DiscardMessagesWithBody Discard messages by ids or by a filter.
 	//
 	// Needs an operator or admin. Nothing is deleted: each message
-	// becomes `discarded` and gets its own `message.discard` audit event.
-	// Messages that cannot be discarded are skipped with the reason (one
+	// becomes `discarded`, recorded by a `message.discard` audit event
+	// (by ids: one per message; by a filter: one per chunk, naming every
+	// message of the chunk, see docs/audit.md). Messages that cannot be discarded are skipped with the reason (one
 	// being replayed gets a `message.discard_refused` event); an id that
 	// is unknown, or outside the token's owners, is skipped as "not
 	// found". By ids (at most 10,000), all in one transaction.
@@ -2039,8 +2043,11 @@ type ClientInterface interface {
 	// is the messages that matched the filter (within the token's
 	// owners) when it started: messages stored later are never part of
 	// it. It is applied in chunks of a few thousand messages, each one
-	// transaction holding the status changes, their audit events and the
-	// operation's progress; a crash leaves whole chunks
+	// transaction holding the status changes, one `message.discard`
+	// event (subject the operation; details: `operation`, `reason`,
+	// `count`, `ids_sha256`, the SHA-256 of the ids sorted, each followed
+	// by a newline, and `previous_status`, the ids by the status each
+	// left) and the operation's progress; a crash leaves whole chunks
 	// applied and the next `serve` resumes the rest. A message of the
 	// set that no longer matches when its chunk runs (its status moved)
 	// is left alone. A filter matching more than `bulk.confirm_above`
@@ -2061,8 +2068,9 @@ type ClientInterface interface {
 	// DiscardMessages Discard messages by ids or by a filter.
 	//
 	// Needs an operator or admin. Nothing is deleted: each message
-	// becomes `discarded` and gets its own `message.discard` audit event.
-	// Messages that cannot be discarded are skipped with the reason (one
+	// becomes `discarded`, recorded by a `message.discard` audit event
+	// (by ids: one per message; by a filter: one per chunk, naming every
+	// message of the chunk, see docs/audit.md). Messages that cannot be discarded are skipped with the reason (one
 	// being replayed gets a `message.discard_refused` event); an id that
 	// is unknown, or outside the token's owners, is skipped as "not
 	// found". By ids (at most 10,000), all in one transaction.
@@ -2071,8 +2079,11 @@ type ClientInterface interface {
 	// is the messages that matched the filter (within the token's
 	// owners) when it started: messages stored later are never part of
 	// it. It is applied in chunks of a few thousand messages, each one
-	// transaction holding the status changes, their audit events and the
-	// operation's progress; a crash leaves whole chunks
+	// transaction holding the status changes, one `message.discard`
+	// event (subject the operation; details: `operation`, `reason`,
+	// `count`, `ids_sha256`, the SHA-256 of the ids sorted, each followed
+	// by a newline, and `previous_status`, the ids by the status each
+	// left) and the operation's progress; a crash leaves whole chunks
 	// applied and the next `serve` resumes the rest. A message of the
 	// set that no longer matches when its chunk runs (its status moved)
 	// is left alone. A filter matching more than `bulk.confirm_above`
@@ -2877,8 +2888,9 @@ func (c *Client) ListMessages(ctx context.Context, params *ListMessagesParams, r
 // DiscardMessagesWithBody Discard messages by ids or by a filter.
 //
 // Needs an operator or admin. Nothing is deleted: each message
-// becomes `discarded` and gets its own `message.discard` audit event.
-// Messages that cannot be discarded are skipped with the reason (one
+// becomes `discarded`, recorded by a `message.discard` audit event
+// (by ids: one per message; by a filter: one per chunk, naming every
+// message of the chunk, see docs/audit.md). Messages that cannot be discarded are skipped with the reason (one
 // being replayed gets a `message.discard_refused` event); an id that
 // is unknown, or outside the token's owners, is skipped as "not
 // found". By ids (at most 10,000), all in one transaction.
@@ -2887,8 +2899,11 @@ func (c *Client) ListMessages(ctx context.Context, params *ListMessagesParams, r
 // is the messages that matched the filter (within the token's
 // owners) when it started: messages stored later are never part of
 // it. It is applied in chunks of a few thousand messages, each one
-// transaction holding the status changes, their audit events and the
-// operation's progress; a crash leaves whole chunks
+// transaction holding the status changes, one `message.discard`
+// event (subject the operation; details: `operation`, `reason`,
+// `count`, `ids_sha256`, the SHA-256 of the ids sorted, each followed
+// by a newline, and `previous_status`, the ids by the status each
+// left) and the operation's progress; a crash leaves whole chunks
 // applied and the next `serve` resumes the rest. A message of the
 // set that no longer matches when its chunk runs (its status moved)
 // is left alone. A filter matching more than `bulk.confirm_above`
@@ -2919,8 +2934,9 @@ func (c *Client) DiscardMessagesWithBody(ctx context.Context, contentType string
 // DiscardMessages Discard messages by ids or by a filter.
 //
 // Needs an operator or admin. Nothing is deleted: each message
-// becomes `discarded` and gets its own `message.discard` audit event.
-// Messages that cannot be discarded are skipped with the reason (one
+// becomes `discarded`, recorded by a `message.discard` audit event
+// (by ids: one per message; by a filter: one per chunk, naming every
+// message of the chunk, see docs/audit.md). Messages that cannot be discarded are skipped with the reason (one
 // being replayed gets a `message.discard_refused` event); an id that
 // is unknown, or outside the token's owners, is skipped as "not
 // found". By ids (at most 10,000), all in one transaction.
@@ -2929,8 +2945,11 @@ func (c *Client) DiscardMessagesWithBody(ctx context.Context, contentType string
 // is the messages that matched the filter (within the token's
 // owners) when it started: messages stored later are never part of
 // it. It is applied in chunks of a few thousand messages, each one
-// transaction holding the status changes, their audit events and the
-// operation's progress; a crash leaves whole chunks
+// transaction holding the status changes, one `message.discard`
+// event (subject the operation; details: `operation`, `reason`,
+// `count`, `ids_sha256`, the SHA-256 of the ids sorted, each followed
+// by a newline, and `previous_status`, the ids by the status each
+// left) and the operation's progress; a crash leaves whole chunks
 // applied and the next `serve` resumes the rest. A message of the
 // set that no longer matches when its chunk runs (its status moved)
 // is left alone. A filter matching more than `bulk.confirm_above`
@@ -6123,8 +6142,9 @@ type ClientWithResponsesInterface interface {
 	// DiscardMessagesWithBodyWithResponse Discard messages by ids or by a filter.
 	//
 	// Needs an operator or admin. Nothing is deleted: each message
-	// becomes `discarded` and gets its own `message.discard` audit event.
-	// Messages that cannot be discarded are skipped with the reason (one
+	// becomes `discarded`, recorded by a `message.discard` audit event
+	// (by ids: one per message; by a filter: one per chunk, naming every
+	// message of the chunk, see docs/audit.md). Messages that cannot be discarded are skipped with the reason (one
 	// being replayed gets a `message.discard_refused` event); an id that
 	// is unknown, or outside the token's owners, is skipped as "not
 	// found". By ids (at most 10,000), all in one transaction.
@@ -6133,8 +6153,11 @@ type ClientWithResponsesInterface interface {
 	// is the messages that matched the filter (within the token's
 	// owners) when it started: messages stored later are never part of
 	// it. It is applied in chunks of a few thousand messages, each one
-	// transaction holding the status changes, their audit events and the
-	// operation's progress; a crash leaves whole chunks
+	// transaction holding the status changes, one `message.discard`
+	// event (subject the operation; details: `operation`, `reason`,
+	// `count`, `ids_sha256`, the SHA-256 of the ids sorted, each followed
+	// by a newline, and `previous_status`, the ids by the status each
+	// left) and the operation's progress; a crash leaves whole chunks
 	// applied and the next `serve` resumes the rest. A message of the
 	// set that no longer matches when its chunk runs (its status moved)
 	// is left alone. A filter matching more than `bulk.confirm_above`
@@ -6155,8 +6178,9 @@ type ClientWithResponsesInterface interface {
 	// DiscardMessagesWithResponse Discard messages by ids or by a filter.
 	//
 	// Needs an operator or admin. Nothing is deleted: each message
-	// becomes `discarded` and gets its own `message.discard` audit event.
-	// Messages that cannot be discarded are skipped with the reason (one
+	// becomes `discarded`, recorded by a `message.discard` audit event
+	// (by ids: one per message; by a filter: one per chunk, naming every
+	// message of the chunk, see docs/audit.md). Messages that cannot be discarded are skipped with the reason (one
 	// being replayed gets a `message.discard_refused` event); an id that
 	// is unknown, or outside the token's owners, is skipped as "not
 	// found". By ids (at most 10,000), all in one transaction.
@@ -6165,8 +6189,11 @@ type ClientWithResponsesInterface interface {
 	// is the messages that matched the filter (within the token's
 	// owners) when it started: messages stored later are never part of
 	// it. It is applied in chunks of a few thousand messages, each one
-	// transaction holding the status changes, their audit events and the
-	// operation's progress; a crash leaves whole chunks
+	// transaction holding the status changes, one `message.discard`
+	// event (subject the operation; details: `operation`, `reason`,
+	// `count`, `ids_sha256`, the SHA-256 of the ids sorted, each followed
+	// by a newline, and `previous_status`, the ids by the status each
+	// left) and the operation's progress; a crash leaves whole chunks
 	// applied and the next `serve` resumes the rest. A message of the
 	// set that no longer matches when its chunk runs (its status moved)
 	// is left alone. A filter matching more than `bulk.confirm_above`
@@ -11643,8 +11670,9 @@ func (c *ClientWithResponses) ListMessagesWithResponse(ctx context.Context, para
 // DiscardMessagesWithBodyWithResponse Discard messages by ids or by a filter.
 //
 // Needs an operator or admin. Nothing is deleted: each message
-// becomes `discarded` and gets its own `message.discard` audit event.
-// Messages that cannot be discarded are skipped with the reason (one
+// becomes `discarded`, recorded by a `message.discard` audit event
+// (by ids: one per message; by a filter: one per chunk, naming every
+// message of the chunk, see docs/audit.md). Messages that cannot be discarded are skipped with the reason (one
 // being replayed gets a `message.discard_refused` event); an id that
 // is unknown, or outside the token's owners, is skipped as "not
 // found". By ids (at most 10,000), all in one transaction.
@@ -11653,8 +11681,11 @@ func (c *ClientWithResponses) ListMessagesWithResponse(ctx context.Context, para
 // is the messages that matched the filter (within the token's
 // owners) when it started: messages stored later are never part of
 // it. It is applied in chunks of a few thousand messages, each one
-// transaction holding the status changes, their audit events and the
-// operation's progress; a crash leaves whole chunks
+// transaction holding the status changes, one `message.discard`
+// event (subject the operation; details: `operation`, `reason`,
+// `count`, `ids_sha256`, the SHA-256 of the ids sorted, each followed
+// by a newline, and `previous_status`, the ids by the status each
+// left) and the operation's progress; a crash leaves whole chunks
 // applied and the next `serve` resumes the rest. A message of the
 // set that no longer matches when its chunk runs (its status moved)
 // is left alone. A filter matching more than `bulk.confirm_above`
@@ -11681,8 +11712,9 @@ func (c *ClientWithResponses) DiscardMessagesWithBodyWithResponse(ctx context.Co
 // DiscardMessagesWithResponse Discard messages by ids or by a filter.
 //
 // Needs an operator or admin. Nothing is deleted: each message
-// becomes `discarded` and gets its own `message.discard` audit event.
-// Messages that cannot be discarded are skipped with the reason (one
+// becomes `discarded`, recorded by a `message.discard` audit event
+// (by ids: one per message; by a filter: one per chunk, naming every
+// message of the chunk, see docs/audit.md). Messages that cannot be discarded are skipped with the reason (one
 // being replayed gets a `message.discard_refused` event); an id that
 // is unknown, or outside the token's owners, is skipped as "not
 // found". By ids (at most 10,000), all in one transaction.
@@ -11691,8 +11723,11 @@ func (c *ClientWithResponses) DiscardMessagesWithBodyWithResponse(ctx context.Co
 // is the messages that matched the filter (within the token's
 // owners) when it started: messages stored later are never part of
 // it. It is applied in chunks of a few thousand messages, each one
-// transaction holding the status changes, their audit events and the
-// operation's progress; a crash leaves whole chunks
+// transaction holding the status changes, one `message.discard`
+// event (subject the operation; details: `operation`, `reason`,
+// `count`, `ids_sha256`, the SHA-256 of the ids sorted, each followed
+// by a newline, and `previous_status`, the ids by the status each
+// left) and the operation's progress; a crash leaves whole chunks
 // applied and the next `serve` resumes the rest. A message of the
 // set that no longer matches when its chunk runs (its status moved)
 // is left alone. A filter matching more than `bulk.confirm_above`

@@ -23,8 +23,9 @@ type Discards interface {
 	// to n messages of its set after its cursor, in the store's walk
 	// order (ops.ChunkTx.Select), that still
 	// match its filter, are locked, discarded (or skipped, by the status
-	// rule) with one message.discard event each (message.discard_refused
-	// for a refusal), and the operation's cursor and counts advance, all in
+	// rule) with one message.discard event for the chunk that names them
+	// all (quarantine.DiscardChunkDetails; message.discard_refused for
+	// each refusal), and the operation's cursor and counts advance, all in
 	// one transaction. A chunk of fewer than n messages completes the
 	// operation. It returns the operation after the chunk and what the
 	// chunk did. An operation that is not running is returned as it is,

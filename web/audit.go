@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -100,12 +101,15 @@ func (a *auditView) list(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	for _, e := range events {
-		row := auditRow{AuditEvent: e, Details: indentJSON(e.Details)}
+		row := auditRow{AuditEvent: e, Details: indentJSON(shortLists(e.Details))}
 		if row.Details == "{}" || row.Details == "null" {
 			row.Details = ""
 		}
+		_, chunk := quarantine.ParseDiscardChunk(e)
 		if quarantine.ValidID(e.Subject) {
 			switch {
+			case chunk || e.Action == quarantine.ActionDiscardResume:
+				row.SubjectURL = "/discards/" + e.Subject
 			case strings.HasPrefix(e.Action, "replay."):
 				row.SubjectURL = "/replays/" + e.Subject
 			case !strings.HasPrefix(e.Action, "token."): // a token's id has no page
@@ -201,6 +205,50 @@ func (a *auditView) verify(ctx context.Context) (*chainStatus, error) {
 
 // indentJSON is raw JSON indented for its scrollable cell (as it is when
 // it is not JSON).
+// listShown is how many entries of a long list the audit page shows.
+const listShown = 5
+
+// shortLists returns details with every list longer than listShown cut
+// to its first listShown entries and a last one saying how many more
+// there are (a chunk's discard event names up to thousands of
+// messages: GET /api/v1/audit has them all); details as they are when
+// nothing is cut or they are not JSON.
+func shortLists(details []byte) []byte {
+	var v any
+	if json.Unmarshal(details, &v) != nil {
+		return details
+	}
+	cut := false
+	var walk func(any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			if len(x) > listShown+1 {
+				cut = true
+				x = append(x[:listShown:listShown], fmt.Sprintf("… %d more (the API lists them all)", len(x)-listShown))
+			}
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+			return x
+		}
+		return v
+	}
+	v = walk(v)
+	if !cut {
+		return details
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return details
+	}
+	return b
+}
+
 func indentJSON(raw []byte) string {
 	var b bytes.Buffer
 	if json.Indent(&b, raw, "", "  ") != nil {

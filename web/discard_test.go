@@ -3,6 +3,7 @@ package web_test
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -66,8 +67,19 @@ func TestWebBulkDiscardConfirmAndProgress(t *testing.T) {
 		!strings.Contains(body, `value="6">100%`) {
 		t.Fatalf("completed page: %s", body)
 	}
-	if n := len(e.audit(quarantine.ActionDiscard)); n != 6 {
-		t.Fatalf("%d message.discard events, want 6", n)
+	if n := len(e.chunkDiscarded()); n != 6 {
+		t.Fatalf("the message.discard events name %d messages, want 6", n)
+	}
+	// The audit page links the chunks' events to the operation; a
+	// discarded message's timeline names it.
+	admin := e.client()
+	e.login(admin, e.token("adm", quarantine.RoleAdmin))
+	if _, page := get(t, admin, e.srv.URL+"/audit?action=message.discard"); !strings.Contains(page, `href="`+loc+`"`) {
+		t.Fatalf("the audit page does not link the chunk events to %s: %s", loc, page)
+	}
+	if _, page := get(t, c, e.srv.URL+"/messages/"+e.chunkDiscarded()[0]); !strings.Contains(page, `class="ev-operation"`) ||
+		!strings.Contains(page, `href="`+loc+`"`) {
+		t.Fatalf("the timeline of a discarded message does not name its discard %s: %s", loc, page)
 	}
 	// Another team's operator does not see it.
 	other := e.client()
@@ -124,8 +136,8 @@ func TestWebDiscardResume(t *testing.T) {
 	if !strings.Contains(body, "<h1>Discard completed</h1>") || !strings.Contains(body, `<dd id="discarded">5</dd>`) || strings.Contains(body, `id="resume"`) {
 		t.Fatalf("resumed discard's page: %s", body)
 	}
-	if n := len(e.audit(quarantine.ActionDiscard)); n != 5 {
-		t.Fatalf("%d message.discard events, want 5", n)
+	if n := len(e.chunkDiscarded()); n != 5 {
+		t.Fatalf("the message.discard events name %d messages, want 5", n)
 	}
 	// Completed: nothing to resume; back to its page, unchanged.
 	if res, _ := postForm(t, c, e.srv.URL+loc+"/resume", url.Values{"csrf": {csrf(t, body)}}); res.StatusCode != http.StatusSeeOther {
@@ -134,4 +146,23 @@ func TestWebDiscardResume(t *testing.T) {
 	if got, err := e.store.GetDiscard(ctx, op.ID); err != nil || got.State != quarantine.DiscardCompleted || got.Discarded != 5 {
 		t.Fatalf("a completed discard resumed: %+v, %v", got, err)
 	}
+}
+
+// chunkDiscarded returns the ids the message.discard events name, all
+// chunk events of discard operations (one per chunk), each id once.
+func (e *env) chunkDiscarded() []string {
+	e.t.Helper()
+	var ids []string
+	for _, ev := range e.audit(quarantine.ActionDiscard) {
+		d, ok := quarantine.ParseDiscardChunk(ev)
+		if !ok || d.Check() != nil {
+			e.t.Fatalf("not a chunk's discard event: %+v", ev)
+		}
+		ids = append(ids, d.IDs()...)
+	}
+	slices.Sort(ids)
+	if len(slices.Compact(slices.Clone(ids))) != len(ids) {
+		e.t.Fatalf("a message discarded twice: %v", ids)
+	}
+	return ids
 }

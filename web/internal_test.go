@@ -47,3 +47,17 @@ func TestWebAgo(t *testing.T) {
 		t.Errorf("truncate = %q", got)
 	}
 }
+
+// shortLists cuts long lists of the audit page's details, and only them.
+func TestWebShortLists(t *testing.T) {
+	long := `{"count":8,"previous_status":{"quarantined":["a","b","c","d","e","f","g","h"]},"reason":"r"}`
+	want := `{"count":8,"previous_status":{"quarantined":["a","b","c","d","e","… 3 more (the API lists them all)"]},"reason":"r"}`
+	if got := string(shortLists([]byte(long))); got != want {
+		t.Fatalf("shortLists = %s, want %s", got, want)
+	}
+	for _, keep := range []string{`{"ids":["a","b","c","d","e","f"]}`, `not json`, `{}`} {
+		if got := string(shortLists([]byte(keep))); got != keep {
+			t.Fatalf("shortLists(%s) = %s", keep, got)
+		}
+	}
+}

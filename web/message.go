@@ -51,6 +51,8 @@ type event struct {
 	Destination string
 	Detail      string // why an item was skipped or failed
 	Link        string // a message this event links to (re-failure)
+	// The discard operation whose chunk discarded the message.
+	Operation string
 }
 
 // maxHexBytes bounds the bytes shown as a hex dump.
@@ -183,7 +185,11 @@ func (h *Handler) timeline(ctx context.Context, m *quarantine.Message) ([]event,
 			Reason string `json:"reason"`
 		}
 		_ = json.Unmarshal(a.Details, &d)
-		evs = append(evs, event{At: a.Time, Kind: "discard", Title: "Discarded", Actor: a.Actor, Reason: d.Reason})
+		ev := event{At: a.Time, Kind: "discard", Title: "Discarded", Actor: a.Actor, Reason: d.Reason}
+		if c, ok := quarantine.ParseDiscardChunk(a); ok {
+			ev.Operation = c.Operation
+		}
+		evs = append(evs, ev)
 	}
 	sort.SliceStable(evs, func(i, j int) bool { return evs[i].At.Before(evs[j].At) })
 	return evs, nil

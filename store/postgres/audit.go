@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -84,7 +85,22 @@ func (s *Store) ListAudit(ctx context.Context, f quarantine.AuditFilter) ([]quar
 	}
 	w := &where{}
 	if f.Subject != "" {
-		w.conds = append(w.conds, "subject = "+w.arg(f.Subject))
+		// The events whose subject it is, and the event that discarded it
+		// when it is a message discarded by a chunk of a discard
+		// operation (its discard_seq, migration 0024), read first: without
+		// one, the query reads the subject index in order, as it always did.
+		var seq *int64
+		if quarantine.ValidID(f.Subject) {
+			err := s.pool.QueryRow(ctx, `SELECT discard_seq FROM messages WHERE id = $1`, f.Subject).Scan(&seq)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return nil, translate(err, "list audit events")
+			}
+		}
+		if seq != nil {
+			w.conds = append(w.conds, "(subject = "+w.arg(f.Subject)+" OR seq = "+w.arg(*seq)+")")
+		} else {
+			w.conds = append(w.conds, "subject = "+w.arg(f.Subject))
+		}
 	}
 	if f.Actor != "" {
 		w.conds = append(w.conds, "actor = "+w.arg(f.Actor))

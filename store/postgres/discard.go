@@ -224,11 +224,14 @@ func (t opsTx) selectByID(ctx context.Context, op quarantine.DiscardOperation, l
 // (quarantine.last_bounds_later, migration 0023): walked newest first,
 // every chunk takes the latest message of nearly every group it touches.
 // Their counts and first bounds stay exact.
-func (t opsTx) MarkDiscardedFrom(ctx context.Context, _ quarantine.Status, ids []string) error {
+// Each message's discard_seq is seq, the chunk's event (migration 0024).
+func (t opsTx) MarkDiscardedFrom(ctx context.Context, _ quarantine.Status, ids []string, seq int64) error {
 	if _, err := t.tx.Exec(ctx, `SELECT set_config('quarantine.last_bounds_later', 'on', true)`); err != nil {
 		return err
 	}
-	return t.s.markDiscarded(ctx, t.tx, ids)
+	_, err := t.tx.Exec(ctx, `UPDATE messages SET status = 'discarded', updated_at = $2, discard_seq = $3
+		WHERE id = ANY($1::text[])`, ids, t.s.clock(), seq)
+	return err
 }
 
 // repairLastBounds recounts the last bound and example of every failure

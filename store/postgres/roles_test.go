@@ -247,7 +247,7 @@ func TestMigrateExistingDatabaseToForwardHead(t *testing.T) {
 		"DROP FUNCTION audit_head_forward_only()", "DROP TABLE sessions", "DROP TABLE inflow_minutes",
 		"DROP TRIGGER messages_waiting_update ON messages", "DROP FUNCTION messages_waiting_update()", "DROP TABLE waiting_minutes",
 		"ALTER TABLE replay_batches DROP COLUMN pin_total",
-		"DROP TABLE discard_operations", "ALTER TABLE messages DROP COLUMN insert_xid",
+		"DROP TABLE discard_operations", "ALTER TABLE messages DROP COLUMN insert_xid", "ALTER TABLE messages DROP COLUMN discard_seq",
 		"ALTER TABLE replay_batches DROP COLUMN start_at, DROP COLUMN start_force",
 		"ALTER TABLE messages DROP CONSTRAINT messages_source_dedupe_key_key, ADD CONSTRAINT messages_source_dedupe_key_key UNIQUE (source, dedupe_key)",
 		"ALTER TABLE replay_items ADD CONSTRAINT replay_items_batch_id_fkey FOREIGN KEY (batch_id) REFERENCES replay_batches (id)",

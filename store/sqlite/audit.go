@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 
 	"github.com/quarantine-dev/quarantine"
@@ -102,24 +103,45 @@ func scanAudit(r scanner) (quarantine.AuditEvent, error) {
 }
 
 // ListAudit returns the events matching f, oldest first. EINVALID for a
-// bad filter.
+// bad filter. f.Subject selects the events whose subject it is and, for a
+// message discarded by a chunk of a discard operation, the chunk's event
+// (its discard_seq, migration 0022), read first: without one, the query
+// reads the subject index in order, as it always did.
 func (s *Store) ListAudit(ctx context.Context, f quarantine.AuditFilter) ([]quarantine.AuditEvent, error) {
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
+	return txn.Get(ctx, s.read, "list the audit log", func(tx *sql.Tx) ([]quarantine.AuditEvent, error) {
+		var seq sql.NullInt64
+		if quarantine.ValidID(f.Subject) {
+			err := tx.QueryRowContext(ctx, `SELECT discard_seq FROM messages WHERE id = ?`, f.Subject).Scan(&seq)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, err
+			}
+		}
+		q, args := auditQuery(f, seq.Int64)
+		return queryAll(ctx, tx, scanAudit, q, args...)
+	})
+}
+
+// auditQuery is the query of ListAudit for f (valid), with discardSeq the
+// discard_seq of the message f.Subject (0: none).
+func auditQuery(f quarantine.AuditFilter, discardSeq int64) (string, []any) {
 	var c clause
 	c.add("seq > ?", f.Seq)
-	for _, eq := range []struct{ col, v string }{{"subject", f.Subject}, {"actor", f.Actor}, {"action", f.Action}} {
+	switch {
+	case discardSeq > 0:
+		c.add("(subject = ? OR seq = ?)", f.Subject, discardSeq)
+	case f.Subject != "":
+		c.add("subject = ?", f.Subject)
+	}
+	for _, eq := range []struct{ col, v string }{{"actor", f.Actor}, {"action", f.Action}} {
 		if eq.v != "" {
 			c.add(eq.col+" = ?", eq.v)
 		}
 	}
 	c.between("time", f.After, f.Before)
-	q := `SELECT ` + auditColumns + ` FROM audit_log` + c.where() + ` ORDER BY seq LIMIT ?`
-	args := append(c.args, f.Limit)
-	return txn.Get(ctx, s.read, "list the audit log", func(tx *sql.Tx) ([]quarantine.AuditEvent, error) {
-		return queryAll(ctx, tx, scanAudit, q, args...)
-	})
+	return `SELECT ` + auditColumns + ` FROM audit_log` + c.where() + ` ORDER BY seq LIMIT ?`, append(c.args, f.Limit)
 }
 
 func readHead(ctx context.Context, tx *sql.Tx) (quarantine.AuditHead, error) {

@@ -147,9 +147,11 @@ func (t opsTx) selectByID(ctx context.Context, op quarantine.DiscardOperation, l
 
 // MarkDiscardedFrom moves the failure groups per group, not per message,
 // and leaves the last bounds that moved for the end of the operation
-// (moveStatusLastLater, replay_groups.go).
-func (t opsTx) MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string) error {
-	return moveStatusLastLater(ctx, t.tx, jsonArray(ids), string(from), string(quarantine.StatusDiscarded), micros(t.s.clock()))
+// (moveStatusLastLater, replay_groups.go); each message's discard_seq is
+// seq, the chunk's event (migration 0022).
+func (t opsTx) MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string, seq int64) error {
+	return moveStatusLastLater(ctx, t.tx, jsonArray(ids), string(from), string(quarantine.StatusDiscarded),
+		", discard_seq = "+strconv.FormatInt(seq, 10), micros(t.s.clock()))
 }
 
 // Save stores the operation's progress; an operation that is over

@@ -113,3 +113,29 @@ func TestLockReplayedReadsByKey(t *testing.T) {
 	}
 	t.Logf("plan: %v", plan)
 }
+
+// TestAuditBySubjectPlan: a message's history (the audit log by subject)
+// reads the subject index and, for a message discarded by a chunk, the
+// one event of its discard_seq by its seq, never the whole log; without a
+// discard_seq, in the index's order.
+func TestAuditBySubjectPlan(t *testing.T) {
+	t.Parallel()
+	s := openTest(t)
+	id := quarantine.NewID(time.Now())
+	for _, f := range []quarantine.AuditFilter{{Subject: id, Limit: 50}, {Subject: id, Action: quarantine.ActionDiscard, Limit: 20},
+		{Subject: id, Seq: 1000, Limit: 50}} {
+		for _, seq := range []int64{0, 1234} {
+			q, args := auditQuery(f, seq)
+			plan := queryPlan(t, s, q, args...)
+			for _, d := range plan {
+				if strings.HasPrefix(d, "SCAN audit_log") && !strings.Contains(d, "INDEX") {
+					t.Errorf("audit by subject %+v, discard_seq %d: full scan: %v", f, seq, plan)
+				}
+			}
+			if seq == 0 && sorts(plan) {
+				t.Errorf("audit by subject %+v: sorts instead of reading in index order: %v", f, plan)
+			}
+			t.Logf("plan %+v, discard_seq %d: %v", f, seq, plan)
+		}
+	}
+}

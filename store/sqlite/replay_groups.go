@@ -60,8 +60,8 @@ func moveStatusN(ctx context.Context, tx *sql.Tx, ids string, from, to, set stri
 // left the group (later than the last one still in it), and recounted
 // once, when the operation is over (repairLastBounds). Their counts and
 // first bounds stay exact.
-func moveStatusLastLater(ctx context.Context, tx *sql.Tx, ids string, from, to string, now int64) error {
-	_, err := moveGroups(ctx, tx, ids, from, to, "", now, false)
+func moveStatusLastLater(ctx context.Context, tx *sql.Tx, ids string, from, to, set string, now int64) error {
+	_, err := moveGroups(ctx, tx, ids, from, to, set, now, false)
 	return err
 }
 

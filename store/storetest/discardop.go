@@ -12,8 +12,8 @@ import (
 
 // testDiscardOperation: a discard by filter in chunks discards exactly the
 // set that matched when it started (not a message stored later), each
-// message once, in the store's walk order, one audit event per change,
-// whatever the chunk size, and leaves the failure groups exact; a count above the
+// message once, in the store's walk order, one audit event per chunk
+// naming each change (wantChunkEvents), whatever the chunk size, and leaves the failure groups exact; a count above the
 // threshold needs expect_count, and a refused start records nothing.
 func testDiscardOperation(t *testing.T, h Harness) {
 	s, msgs, f, want := discardDataset(t, h)
@@ -59,6 +59,7 @@ func testDiscardOperation(t *testing.T, h Harness) {
 
 	prev, _, skipped := expectDiscard(msgs, want)
 	var changed, skippedGot []string
+	changing := 0 // chunks that discarded something
 	for chunks := 0; op.State == quarantine.DiscardRunning; chunks++ {
 		if chunks > n {
 			t.Fatalf("%d chunks of 3 for %d messages: the operation does not end", chunks, n)
@@ -70,6 +71,9 @@ func testDiscardOperation(t *testing.T, h Harness) {
 			t.Fatalf("a chunk of 3 did %d", len(res.Changed)+len(res.Skipped))
 		}
 		changed = append(changed, res.Changed...)
+		if len(res.Changed) > 0 {
+			changing++
+		}
 		for _, sk := range res.Skipped {
 			skippedGot = append(skippedGot, sk.ID)
 		}
@@ -96,7 +100,10 @@ func testDiscardOperation(t *testing.T, h Harness) {
 			t.Fatalf("Groups(%+v) after the operation =\n%+v\nwant\n%+v", gf, got, want)
 		}
 	}
-	wantDiscardEvents(t, s, "incident", prev)
+	wantChunkEvents(t, s, op.ID, "incident", prev, changing)
+	if evs, err := s.ListAudit(ctx, quarantine.AuditFilter{Subject: late.ID}); err != nil || len(evs) != 0 {
+		t.Fatalf("events of a message outside the set: %+v, %v", evs, err)
+	}
 
 	got, err := s.GetDiscard(ctx, op.ID)
 	wantOK(t, err, "GetDiscard")
@@ -119,6 +126,60 @@ func testDiscardOperation(t *testing.T, h Harness) {
 	wantCode(t, s.FailDiscard(ctx, quarantine.NewID(baseTime), "x"), quarantine.ENOTFOUND)
 	testDiscardFail(t, s)
 	testDiscardResume(t, s)
+}
+
+// wantChunkEvents checks the message.discard events of the discard
+// operation opID (actor bob), the only ones in the log: chunks events,
+// each naming its messages by previous status (prev) with their count and
+// digest, together every message of prev once; and each message's
+// history (AuditFilter.Subject) holds its chunk's event, with the action
+// filter too. The chain verifies.
+func wantChunkEvents(t *testing.T, s store.Store, opID, reason string, prev map[string]quarantine.Status, chunks int) {
+	t.Helper()
+	ctx := t.Context()
+	evs, err := s.ListAudit(ctx, quarantine.AuditFilter{Action: quarantine.ActionDiscard, Limit: quarantine.MaxLimit})
+	wantOK(t, err, "ListAudit")
+	if len(evs) != chunks {
+		t.Fatalf("%d discard events, want one per chunk that discarded (%d)", len(evs), chunks)
+	}
+	seqOf := map[string]int64{}
+	for _, ev := range evs {
+		d, ok := quarantine.ParseDiscardChunk(ev)
+		if !ok || ev.Subject != opID || d.Reason != reason || ev.Actor != "bob" {
+			t.Fatalf("discard event %s %s %s, want a chunk event of %s", ev.Subject, ev.Actor, ev.Details, opID)
+		}
+		wantOK(t, d.Check(), "the chunk event's count and digest")
+		for st, ids := range d.PreviousStatus {
+			if !slices.IsSorted(ids) {
+				t.Fatalf("ids of %s not sorted: %v", st, ids)
+			}
+			for _, id := range ids {
+				if want, ok := prev[id]; !ok || want != st || seqOf[id] != 0 {
+					t.Fatalf("chunk event %d names %s (%s): want each of %v once, with its previous status", ev.Seq, id, st, prev)
+				}
+				seqOf[id] = ev.Seq
+			}
+		}
+	}
+	if len(seqOf) != len(prev) {
+		t.Fatalf("the chunk events name %d messages, want %d", len(seqOf), len(prev))
+	}
+	for id, seq := range seqOf {
+		for _, f := range []quarantine.AuditFilter{{Subject: id}, {Subject: id, Action: quarantine.ActionDiscard}} {
+			hist, err := s.ListAudit(ctx, f)
+			wantOK(t, err, "ListAudit by subject")
+			if len(hist) != 1 || hist[0].Seq != seq {
+				t.Fatalf("history of %s (%+v) = %+v, want its chunk's event %d", id, f, hist, seq)
+			}
+		}
+		if hist, err := s.ListAudit(ctx, quarantine.AuditFilter{Subject: id, Seq: seq}); err != nil || len(hist) != 0 {
+			t.Fatalf("history of %s after seq %d = %+v, %v; want none", id, seq, hist, err)
+		}
+	}
+	v, err := s.VerifyAudit(ctx)
+	if err != nil || !v.OK {
+		t.Fatalf("VerifyAudit = %+v, %v", v, err)
+	}
 }
 
 // testDiscardFail: a failed operation keeps its committed chunks and

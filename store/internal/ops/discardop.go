@@ -83,9 +83,11 @@ type ChunkTx interface {
 	// whatever is stored meanwhile.
 	Select(ctx context.Context, op quarantine.DiscardOperation, limit int) (sel []quarantine.Selected, next string, end bool, err error)
 	// MarkDiscardedFrom sets the status of ids, all in status from, to
-	// discarded, now.
-	MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string) error
-	// AppendAudits appends events in the same transaction.
+	// discarded, now, by the audit event seq (the chunk's message.discard
+	// event, appended before: the store lists it under each of ids).
+	MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string, seq int64) error
+	// AppendAudits seals events (each gets its Seq) and appends them in
+	// the same transaction.
 	AppendAudits(ctx context.Context, events []*quarantine.AuditEvent) error
 	// Save stores op's state, cursor, counts, error and times (updated,
 	// finished).
@@ -94,7 +96,9 @@ type ChunkTx interface {
 
 // DiscardChunk applies the next chunk (up to n messages) of the operation
 // id at now, inside a store's transaction: the status rule and the audit
-// events of quarantine.Discard.Plan, then the operation's progress. A
+// events of quarantine.Discard.PlanChunk (one message.discard event for
+// the chunk, naming every message it discards), then the operation's
+// progress. A
 // chunk that walked fewer than n messages completes the operation; an operation
 // that is not running is returned unchanged.
 func DiscardChunk(ctx context.Context, id string, n int, now time.Time, tx ChunkTx) (quarantine.DiscardOperation, quarantine.BulkResult, error) {
@@ -111,7 +115,7 @@ func DiscardChunk(ctx context.Context, id string, n int, now time.Time, tx Chunk
 		return op, res, err
 	}
 	d := quarantine.Discard{Reason: op.Reason, Actor: op.Actor}
-	res, events, err := d.Plan(sel)
+	res, events, err := d.PlanChunk(op.ID, sel)
 	if err != nil {
 		return op, res, err
 	}
@@ -122,7 +126,11 @@ func DiscardChunk(ctx context.Context, id string, n int, now time.Time, tx Chunk
 	if err := tx.AppendAudits(ctx, events); err != nil {
 		return op, res, err
 	}
-	if err := markByStatus(ctx, sel, res.Changed, tx); err != nil {
+	var seq int64
+	if len(res.Changed) > 0 {
+		seq = events[len(events)-1].Seq // PlanChunk's event, sealed
+	}
+	if err := markByStatus(ctx, sel, res.Changed, seq, tx); err != nil {
 		return op, res, err
 	}
 	op.Discarded += int64(len(res.Changed))
@@ -136,9 +144,9 @@ func DiscardChunk(ctx context.Context, id string, n int, now time.Time, tx Chunk
 }
 
 // markByStatus calls tx.MarkDiscardedFrom once per status of the changed messages of sel,
-// in the order of quarantine.Statuses, with their ids: a store moves each
-// status's counts in one go.
-func markByStatus(ctx context.Context, sel []quarantine.Selected, changed []string, tx ChunkTx) error {
+// in the order of quarantine.Statuses, with their ids and the seq of the
+// event that records them: a store moves each status's counts in one go.
+func markByStatus(ctx context.Context, sel []quarantine.Selected, changed []string, seq int64, tx ChunkTx) error {
 	status := make(map[string]quarantine.Status, len(sel))
 	for _, m := range sel {
 		status[m.ID] = m.Status
@@ -149,7 +157,7 @@ func markByStatus(ctx context.Context, sel []quarantine.Selected, changed []stri
 	}
 	for _, st := range quarantine.Statuses {
 		if ids := by[st]; len(ids) > 0 {
-			if err := tx.MarkDiscardedFrom(ctx, st, ids); err != nil {
+			if err := tx.MarkDiscardedFrom(ctx, st, ids, seq); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,14 @@
+-- 0024: a message discarded by a chunk of a discard operation names the
+-- audit event that records it.
+--
+-- A chunk appends one message.discard event (subject: the operation)
+-- naming every message it discards, instead of one event per message;
+-- its UPDATE of the messages, which writes new row versions anyway, sets
+-- discard_seq to that event's seq (no index holds it). A listing of the
+-- audit log by subject (a message's history) takes the event of its
+-- discard_seq beside the events whose subject it is. Messages are never
+-- deleted and a discarded message never changes status again, so the
+-- column holds at most one event, for good. NULL: not discarded, or
+-- discarded with an event of its own (a discard by ids, an earlier
+-- version). Without a default, adding it rewrites nothing.
+ALTER TABLE messages ADD COLUMN discard_seq bigint;
