@@ -203,8 +203,6 @@ func (a *auditView) verify(ctx context.Context) (*chainStatus, error) {
 	return a.last, nil
 }
 
-// indentJSON is raw JSON indented for its scrollable cell (as it is when
-// it is not JSON).
 // listShown is how many entries of a long list the audit page shows.
 const listShown = 5
 
@@ -249,6 +247,8 @@ func shortLists(details []byte) []byte {
 	return b
 }
 
+// indentJSON is raw JSON indented for its scrollable cell (as it is when
+// it is not JSON).
 func indentJSON(raw []byte) string {
 	var b bytes.Buffer
 	if json.Indent(&b, raw, "", "  ") != nil {

@@ -521,9 +521,10 @@ func (h *Handler) selection(r *http.Request, s *session, v url.Values) (*bulkCon
 
 // bulkDiscard is POST /messages/discard: the selection of the bulk page
 // discarded with a reason, through the rules the API uses too (rules.DiscardAs: the
-// token's owners, an audited refusal of other teams' ids, the store's
-// Discard with one message.discard event each); a filter's count is
-// pinned (expect_count: another count is 409 and nothing changes).
+// token's owners, an audited refusal of other teams' ids; selected ids
+// get one message.discard event each, "all" (a filter) runs a discard
+// operation, one event per chunk); a filter's count is pinned
+// (expect_count: another count is 409 and nothing changes).
 func (h *Handler) bulkDiscard(w http.ResponseWriter, r *http.Request, s *session) {
 	if !canOperate(s.token) {
 		h.refuse(w, r, s, r.URL.Path, "ui: discarding needs an operator", "Your token may not discard messages: it needs the operator role.")
