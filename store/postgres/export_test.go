@@ -1,8 +1,11 @@
 package postgres
 
 import (
+	"context"
+
 	"github.com/quarantine-dev/quarantine"
 	"github.com/quarantine-dev/quarantine/store/internal/sampling"
+	"github.com/quarantine-dev/quarantine/store/internal/search"
 )
 
 // ListQuery exposes the SQL of ListMessages to the EXPLAIN tests.
@@ -78,3 +81,9 @@ const SearchCatchUp = searchCatchUp
 
 // WriteDocsSQL is the statement the search indexer writes documents with.
 const WriteDocsSQL = writeDocs
+
+// ProbeTrigrams is the trigram choice of a probe of text among docs
+// documents.
+func ProbeTrigrams(ctx context.Context, s *Store, text string, docs float64) ([]string, error) {
+	return s.probeTrigrams(ctx, search.Fold(text), docs)
+}

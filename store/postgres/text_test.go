@@ -57,6 +57,45 @@ func TestTextSearchPlansAgree(t *testing.T) {
 	}
 }
 
+// TestProbeTrigramsAfterABurst checks that the probe's trigram choice does
+// not take the newest documents for a sample of all: after a burst whose
+// payloads have another shape (no order IDs "idem-…"), the trigrams of
+// "idem-" are still in most documents and are not chosen as rare ones
+// (the probe would then test every document), and the search still finds
+// its one match.
+func TestProbeTrigramsAfterABurst(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	seed(t, s, 2000)
+	// The burst: the 300 newest messages (by ID, as messages arrive)
+	// with payloads of another shape.
+	_, err := s.Pool().Exec(t.Context(), `UPDATE payload_versions SET payload_text = '{"order_id":"o-' || message_id || '","note":"burst"}'
+		WHERE message_id IN (SELECT id FROM messages ORDER BY id DESC LIMIT 300)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := s.IndexSearch(t.Context(), 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	got, err := postgres.ProbeTrigrams(t.Context(), s, `"idem-1234"`, 1e6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 || slices.Contains(got, "ide") || slices.Contains(got, "dem") {
+		t.Fatalf(`the probe of "idem-1234" asks the index for %q, want some of 123 and 234 only`, got)
+	}
+	p, err := s.ListMessages(t.Context(), quarantine.Filter{Text: `"idem-1234"`})
+	if err != nil || len(p.Messages) != 1 {
+		t.Fatalf(`search of "idem-1234": %d messages, %v; want 1`, len(p.Messages), err)
+	}
+}
+
 // walk follows pages of f (at most 3, enough to cross the window twice).
 func walk(t *testing.T, f quarantine.Filter, list func(quarantine.Filter) quarantine.MessagePage) []string {
 	t.Helper()

@@ -16,9 +16,15 @@ import (
 // lists are thousands of index pages (docs/benchmarks.md). A probe of a
 // text with more than probeTrigramsMin trigrams of ASCII letters and
 // digits therefore asks the index for a few of them only, the rarest in
-// the newest documents, and tests the whole text on each candidate
+// a sample of the documents, and tests the whole text on each candidate
 // (the document's LIKE, as before): the answer is the same, the index
 // reads the short lists.
+//
+// The sample must be random: a trigram it misses but most documents
+// hold, taken for a rare one, makes the probe test every document. The
+// newest documents were not random during a burst (they were all the
+// burst's, whose payloads had another shape than the rest: the "ide" and
+// "dem" of "idem-" were in none of them and in every older document).
 
 const (
 	// probeTrigramsMin is the count of ASCII trigrams above which a
@@ -27,10 +33,12 @@ const (
 	// probeTrigramsMax is how many trigrams a probe asks the index for
 	// at most.
 	probeTrigramsMax = 4
-	// probeSample is how many documents the choice samples: the newest
-	// (the end of the primary key, recently written: in memory). Pages
-	// taken at random (TABLESAMPLE) cost more than the probe they would
-	// save (docs/benchmarks.md).
+	// probeSample is how many documents the choice samples: those of
+	// the messages of the lowest sample ranks (drawn uniformly when each
+	// message is stored, migration 0002), a uniform random sample of the
+	// messages that is the same from one search to the next, so that its
+	// pages stay in memory. Pages taken at random (TABLESAMPLE) cost more
+	// than the probe they would save (docs/benchmarks.md).
 	probeSample = 256
 	// probeCandidates is the count of candidates (documents holding
 	// every chosen trigram, estimated from the sample as if the trigrams
@@ -94,9 +102,10 @@ func chooseTrigrams(trigrams []string, counts []int64, sampled int64, docs float
 // probeTrigrams returns the trigrams of the folded text fq that a probe
 // asks the index for, nil to ask it for the whole text's key: texts of
 // at most probeTrigramsMin ASCII trigrams, or when the sample reads
-// nothing. The sample is the probeSample newest documents (message IDs
-// are time-ordered), each tested for each trigram (an ASCII trigram is
-// the same in the document and its key).
+// nothing. The sample is the documents of the probeSample messages of
+// the lowest sample ranks (read through messages_sample_idx), each tested
+// for each trigram (an ASCII trigram is the same in the document and its
+// key).
 func (s *Store) probeTrigrams(ctx context.Context, fq string, docs float64) ([]string, error) {
 	ts := asciiTrigrams(fq)
 	if len(ts) <= probeTrigramsMin || docs <= 0 {
@@ -109,7 +118,8 @@ func (s *Store) probeTrigrams(ctx context.Context, fq string, docs float64) ([]s
 		args[i] = t
 		sb.WriteString(", count(*) FILTER (WHERE strpos(s.doc, $" + strconv.Itoa(i+1) + ") > 0)")
 	}
-	sb.WriteString(" FROM (SELECT d.doc FROM search_docs d ORDER BY d.message_id DESC LIMIT " + strconv.Itoa(probeSample) + ") s")
+	sb.WriteString(" FROM (SELECT m.id FROM messages m ORDER BY m.sample_rank, m.id LIMIT " + strconv.Itoa(probeSample) +
+		") r JOIN search_docs s ON s.message_id = r.id")
 	counts := make([]int64, len(ts))
 	var sampled int64
 	dest := []any{&sampled}
