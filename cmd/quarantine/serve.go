@@ -113,6 +113,9 @@ func (m *Main) runServe(ctx context.Context) error {
 	if p, ok := m.store.(rules.ChunkPaced); ok {
 		dcfg.ChunkTarget = p.DiscardChunkTarget()
 	}
+	if p, ok := m.store.(rules.ChunkSized); ok {
+		dcfg.Chunk = p.DiscardChunkMax()
+	}
 	acfg.Discards = rules.NewDiscards(acfg.Store, dcfg, m.logger)
 	if err := acfg.Discards.Resume(ctx); err != nil {
 		return err

@@ -56,6 +56,15 @@ type ChunkPaced interface {
 	DiscardChunkTarget() time.Duration
 }
 
+// ChunkSized is a store whose discard chunks may hold more messages than
+// DefaultDiscardChunk: the runner still sizes them to their target time.
+// SQLite's per-chunk work (a statement per failure group and status, the
+// index pages shared by a chunk) is spread over more messages, while the
+// single writer is held no longer.
+type ChunkSized interface {
+	DiscardChunkMax() int
+}
+
 // Discards starts discard operations and runs them in the background,
 // one goroutine per operation, chunk after chunk until the store says it
 // is over. Close stops them between chunks; the store keeps them running,

@@ -4,10 +4,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quarantine-dev/quarantine/internal/rules"
 	"github.com/quarantine-dev/quarantine/store"
 	"github.com/quarantine-dev/quarantine/store/sqlite"
 	"github.com/quarantine-dev/quarantine/store/storetest"
 )
+
+// serve lets the store's discard chunks grow past the default size.
+var _ rules.ChunkSized = (*sqlite.Store)(nil)
 
 func TestConformance(t *testing.T) {
 	t.Parallel()

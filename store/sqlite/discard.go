@@ -13,11 +13,25 @@ import (
 // actions (store/internal/ops: a discard, a chunk of a discard operation,
 // an edit, a re-key) use it. SQLite has one writer: a discard operation is
 // locked by the transaction itself.
-type opsTx struct{ replayTx }
+type opsTx struct {
+	replayTx
+	// selected are the messages Select returned, by id: a chunk's status
+	// change finds them by row and knows their groups
+	// (MarkDiscardedFrom).
+	selected map[string]selectedRow
+}
+
+// selectedRow is a message of a chunk as its status change needs it.
+type selectedRow struct {
+	rowid int64
+	movedRow
+}
 
 // WriteOps runs fn in a write transaction (ops.Methods).
 func (p backend) WriteOps(ctx context.Context, what string, fn func(ops.Tx) error) error {
-	return p.s.write(ctx, what, func(tx *sql.Tx) error { return fn(opsTx{replayTx{p.s, tx}}) })
+	return p.s.write(ctx, what, func(tx *sql.Tx) error {
+		return fn(opsTx{replayTx: replayTx{p.s, tx}, selected: map[string]selectedRow{}})
+	})
 }
 
 func (t opsTx) SelectFilter(ctx context.Context, f quarantine.Filter, limit int) ([]quarantine.Selected, error) {

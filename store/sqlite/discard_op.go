@@ -67,6 +67,11 @@ func (s *Store) StartDiscard(ctx context.Context, d quarantine.Discard, confirmA
 	return op, err
 }
 
+// DiscardChunkMax is the most messages a background chunk of a discard
+// operation holds (rules.ChunkSized); the runner sizes the chunks to
+// about rules.DiscardChunkTarget below it.
+func (s *Store) DiscardChunkMax() int { return 5000 }
+
 // startRead is a read transaction of the store as the start of a discard
 // operation reads it (ops.NewDiscard).
 type startRead struct{ tx *sql.Tx }
@@ -99,44 +104,28 @@ func (t opsTx) Lock(ctx context.Context, id string) (quarantine.DiscardOperation
 // so that its UPDATE rewrites a few pages of each instead of one page
 // per message, whatever the order they were stored in. An operation
 // started by an earlier version (its cursor is an id) goes on in id
-// order (selectByID).
+// order (selectByID). The messages' rows are kept for MarkDiscardedFrom
+// (selectChunk).
 func (t opsTx) Select(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, bool, error) {
 	f, byID := ops.Resume(op)
 	if byID {
 		return t.selectByID(ctx, op, limit)
 	}
 	w, args := where(f, true)
-	rows, err := t.tx.QueryContext(ctx, "SELECT m.id, m.status, m.failed_at FROM messages m INDEXED BY messages_failed_at"+
+	sel, last, err := t.selectChunk(ctx, "SELECT "+selectedColumns+" FROM messages m INDEXED BY messages_failed_at"+
 		andWhere(w, "m.rowid <= ?")+" ORDER BY m.failed_at DESC, m.id DESC LIMIT "+strconv.Itoa(limit),
 		append(args, markRowid(op.Mark))...)
-	if err != nil {
-		return nil, "", false, err
+	if err != nil || len(sel) == 0 {
+		return sel, op.Cursor, true, err
 	}
-	defer rows.Close()
-	var out []quarantine.Selected
-	var last quarantine.Cursor
-	for rows.Next() {
-		m := quarantine.Selected{Found: true}
-		var st string
-		var at int64
-		if err := rows.Scan(&m.ID, &st, &at); err != nil {
-			return nil, "", false, err
-		}
-		m.Status = quarantine.Status(st)
-		out = append(out, m)
-		last = quarantine.Cursor{FailedAt: fromMicros(at), ID: m.ID}
-	}
-	if err := rows.Err(); err != nil || len(out) == 0 {
-		return out, op.Cursor, true, err
-	}
-	return out, last.Encode(), len(out) < limit, nil
+	return sel, last.Encode(), len(sel) < limit, nil
 }
 
 // selectByID is Select in id order after the id op.Cursor, as earlier
 // versions walked the set.
 func (t opsTx) selectByID(ctx context.Context, op quarantine.DiscardOperation, limit int) ([]quarantine.Selected, string, bool, error) {
 	w, args := where(op.Filter, false)
-	sel, err := querySelected(ctx, t.tx, "SELECT m.id, m.status FROM messages m INDEXED BY sqlite_autoindex_messages_1"+
+	sel, _, err := t.selectChunk(ctx, "SELECT "+selectedColumns+" FROM messages m INDEXED BY sqlite_autoindex_messages_1"+
 		andWhere(w, "m.rowid <= ? AND m.id > ?")+" ORDER BY m.id LIMIT "+strconv.Itoa(limit),
 		append(args, markRowid(op.Mark), op.Cursor)...)
 	if err != nil || len(sel) == 0 {
@@ -145,12 +134,59 @@ func (t opsTx) selectByID(ctx context.Context, op quarantine.DiscardOperation, l
 	return sel, sel[len(sel)-1].ID, len(sel) < limit, nil
 }
 
+// selectedColumns are the columns of a chunk's messages (selectChunk).
+const selectedColumns = `m.id, m.status, m.failed_at, m.rowid, m.fingerprint, m.queue, m.owner, m.job_name,
+	m.failure_class, m.reason`
+
+// selectChunk runs query, which returns the selectedColumns of messages,
+// and returns them as found, with the list's cursor of the last one; it
+// keeps their rows in t: the row of each message is read anyway, and its
+// status change needs their failure groups.
+func (t opsTx) selectChunk(ctx context.Context, query string, args ...any) ([]quarantine.Selected, quarantine.Cursor, error) {
+	var last quarantine.Cursor
+	rows, err := t.tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, last, err
+	}
+	defer rows.Close()
+	var out []quarantine.Selected
+	for rows.Next() {
+		m := quarantine.Selected{Found: true}
+		var st string
+		var r selectedRow
+		if err := rows.Scan(&m.ID, &st, &r.At, &r.rowid, &r.F, &r.Q, &r.O, &r.Job, &r.Class, &r.Reason); err != nil {
+			return nil, last, err
+		}
+		m.Status = quarantine.Status(st)
+		out = append(out, m)
+		r.ID = m.ID
+		t.selected[m.ID] = r
+		last = quarantine.Cursor{FailedAt: fromMicros(r.At), ID: m.ID}
+	}
+	return out, last, rows.Err()
+}
+
 // MarkDiscardedFrom moves the failure groups per group, not per message,
 // and leaves the last bounds that moved for the end of the operation
-// (moveStatusLastLater, replay_groups.go); each message's discard_seq is
-// seq, the chunk's event (migration 0022).
+// (moveSelected, replay_groups.go); each message's discard_seq is
+// seq, the chunk's event (migration 0022). The messages are found by the
+// rowids Select read in this transaction (ids are a chunk's, all
+// selected by it).
 func (t opsTx) MarkDiscardedFrom(ctx context.Context, from quarantine.Status, ids []string, seq int64) error {
-	return moveStatusLastLater(ctx, t.tx, jsonArray(ids), string(from), string(quarantine.StatusDiscarded),
+	rowids := make([]int64, len(ids))
+	moved := make([]movedRow, len(ids))
+	for i, id := range ids {
+		r, ok := t.selected[id]
+		if !ok {
+			return quarantine.Errorf(quarantine.EINTERNAL, "message %s was not selected by this chunk", id)
+		}
+		rowids[i], moved[i] = r.rowid, r.movedRow
+	}
+	b, err := json.Marshal(rowids)
+	if err != nil {
+		return err
+	}
+	return moveSelected(ctx, t.tx, string(b), moved, string(from), string(quarantine.StatusDiscarded),
 		", discard_seq = "+strconv.FormatInt(seq, 10), micros(t.s.clock()))
 }
 

@@ -28,3 +28,21 @@ func TestReplayMovesLookMessagesUpByID(t *testing.T) {
 		}
 	}
 }
+
+// A discard chunk's status move finds its messages by rowid (the rows its
+// selection read), neither through the primary key's index nor through
+// the status index.
+func TestDiscardMoveLooksMessagesUpByRowid(t *testing.T) {
+	t.Parallel()
+	s := openTest(t)
+	plan := queryPlan(t, s, `UPDATE OR ROLLBACK messages SET status = 'discarded', updated_at = 0`+moveWhereRowid,
+		sql.Named("ids", "[]"), sql.Named("from", "quarantined"))
+	byRowid := slices.ContainsFunc(plan, func(d string) bool {
+		return strings.HasPrefix(d, "SEARCH messages USING INTEGER PRIMARY KEY (rowid=?)")
+	})
+	if !byRowid || slices.ContainsFunc(plan, func(d string) bool {
+		return strings.Contains(d, "messages_status") || strings.Contains(d, "sqlite_autoindex_messages_1")
+	}) {
+		t.Errorf("plan %v, want the messages looked up by rowid", plan)
+	}
+}
