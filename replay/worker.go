@@ -39,6 +39,9 @@ type worker struct {
 	// resume is not undone at once by the same old re-failures).
 	breakerBase, breakerRefailBase int
 	failures                       int // consecutive transient publish failures
+	// leased is how many items the worker's next lease asks for at most:
+	// firstLease at its start, doubled by every lease up to the chunk.
+	leased int
 }
 
 // buckets are the shared rate buckets of batch b publishing to the
@@ -148,7 +151,8 @@ func (w *worker) run(ctx context.Context) {
 			w.e.system(ctx, w.id, quarantine.ReplayActComplete, "every item has an outcome")
 			return
 		}
-		leases, err := st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, chunk(b), w.e.cfg.Lease, maxSeq)
+		w.leased = max(w.leased, firstLease)
+		leases, err := st.LeaseReplayItems(ctx, w.id, w.e.cfg.Owner, min(chunk(b), w.leased), w.e.cfg.Lease, maxSeq)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.e.log.Warn("cannot lease replay items", "replay", w.id, "err", err)
@@ -168,12 +172,19 @@ func (w *worker) run(ctx context.Context) {
 			b = nil
 			continue
 		}
+		w.leased = min(2*w.leased, MaxChunk)
 		if retry := w.publish(ctx, b, leases); retry > 0 {
 			backoff.Sleep(ctx, retry)
 			b = nil
 		}
 	}
 }
+
+// firstLease is the most items a worker's first lease asks for: the
+// first leases of a batch's workers run at once, and the first publish
+// waits for one of them; each next lease asks for twice as many, up to
+// the chunk.
+const firstLease = 250
 
 // refresh is how often a worker reads its batch again while publishing.
 const refresh = time.Second
@@ -201,11 +212,14 @@ func chunk(b *quarantine.ReplayBatch) int {
 // left at the end of a chunk's destination): a quarter of the burst, so
 // that a process stopped or killed leaves about the burst published and
 // not recorded (its two workers', each with one record under way and
-// the next one's items), to be published again once their leases end.
+// the next one's items), to be published again once their leases end;
+// at most a part (maxPart), so that the last record of an unthrottled
+// batch is not a whole chunk's, begun only once its last item is
+// confirmed.
 // Items published while a record is under way wait for the next one: a
 // store slower than that records larger batches, rather than hold the
 // publishes back past their slots.
-func recordEvery(b *quarantine.ReplayBatch) int { return max(b.Burst/4, 1) }
+func recordEvery(b *quarantine.ReplayBatch) int { return max(min(b.Burst/4, maxPart), 1) }
 
 // minAhead is how long after a take of slots starts the last slot of
 // its chunk may be at least. A chunk whose slots were taken before a
@@ -535,6 +549,12 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 				return due
 			})
 			slices.SortStableFunc(ready, func(x, y *pending) int { return x.slot.Compare(y.slot) })
+			if len(ready) > maxPart {
+				// The rest is published next, at once: its answer, and
+				// its record, need not wait for this part's.
+				rest = slices.Concat(ready[maxPart:], rest)
+				ready = ready[:maxPart]
+			}
 			outs := make([]Outgoing, len(ready))
 			for i, p := range ready {
 				outs[i] = p.out
@@ -575,6 +595,12 @@ func (w *worker) publish(ctx context.Context, b *quarantine.ReplayBatch, leases 
 // had the broker's answer for, at most: parts are maxGather of the
 // schedule at most, a broker's answers may take longer.
 const maxParts = 32
+
+// maxPart is the most items of one part: the broker's answer to a part
+// comes once every item of it is confirmed, and what it answered is
+// recorded then, so a part of a whole chunk would hold its record back
+// until its last item is confirmed.
+const maxPart = 500
 
 // partAnswer is the broker's answer to a part of a chunk.
 type partAnswer struct {
