@@ -70,7 +70,7 @@ func (s *Store) StartDiscard(ctx context.Context, d quarantine.Discard, confirmA
 // DiscardChunkMax is the most messages a background chunk of a discard
 // operation holds (rules.ChunkSized); the runner sizes the chunks to
 // about rules.DiscardChunkTarget below it.
-func (s *Store) DiscardChunkMax() int { return 5000 }
+func (s *Store) DiscardChunkMax() int { return 3000 }
 
 // startRead is a read transaction of the store as the start of a discard
 // operation reads it (ops.NewDiscard).
